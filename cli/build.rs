@@ -1,0 +1,146 @@
+//! Compiles the BPF programs under `ebpf/` into one object embedded in the binary, and generates
+//! the Rust view of the kernel↔user ABI header with bindgen.
+//!
+//! Each probe family (`ebpf/progs/*.bpf.c`) is compiled on its own with clang, then the objects are
+//! linked into one (`bpftool gen object`) so that they share the per-CPU attribution maps.
+
+use std::env;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{exit, Command};
+
+fn main() {
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into()));
+    let ebpf = manifest.join("../ebpf");
+    let out = PathBuf::from(env::var("OUT_DIR").unwrap_or_else(|_| fail("OUT_DIR is not set")));
+
+    rerun_if_changed(&ebpf);
+    println!("cargo:rerun-if-env-changed=CLANG");
+    println!("cargo:rerun-if-env-changed=BPFTOOL");
+    println!("cargo:rerun-if-env-changed=IOMMUTOP_VMLINUX_H");
+
+    let clang = env::var("CLANG").unwrap_or_else(|_| "clang".into());
+    let bpftool = env::var("BPFTOOL").unwrap_or_else(|_| "bpftool".into());
+    require_tool(&clang, "clang (apt-get install clang, or run scripts/install-deps)");
+    require_tool(&bpftool, "bpftool (apt-get install bpftool, or run scripts/install-deps)");
+    if !Path::new("/usr/include/bpf/bpf_helpers.h").exists() {
+        fail("libbpf headers not found (/usr/include/bpf/bpf_helpers.h): apt-get install libbpf-dev, or run scripts/install-deps");
+    }
+
+    let vmlinux_dir = out.join("vmlinux");
+    fs::create_dir_all(&vmlinux_dir).unwrap_or_else(|e| fail(&format!("mkdir {vmlinux_dir:?}: {e}")));
+    write_vmlinux_h(&bpftool, &vmlinux_dir.join("vmlinux.h"));
+
+    let mut objects = Vec::new();
+    for source in sources(&ebpf.join("progs"), ".bpf.c") {
+        let name = source.file_name().and_then(|n| n.to_str()).unwrap_or("prog");
+        let object = out.join(name.replace(".bpf.c", ".bpf.o"));
+        run(
+            Command::new(&clang)
+                .args(["-target", "bpf", "-O2", "-g", "-Wall", "-Werror", "-D__TARGET_ARCH_x86"])
+                .arg("-I")
+                .arg(ebpf.join("include"))
+                .arg("-I")
+                .arg(ebpf.join("lib"))
+                .arg("-I")
+                .arg(&vmlinux_dir)
+                .arg("-c")
+                .arg(&source)
+                .arg("-o")
+                .arg(&object),
+            &format!("compiling {}", source.display()),
+        );
+        objects.push(object);
+    }
+    let linked = out.join("iommutop.bpf.o");
+    run(
+        Command::new(&bpftool).args(["gen", "object"]).arg(&linked).args(&objects),
+        "linking the BPF objects with bpftool gen object",
+    );
+
+    generate_abi_bindings(&ebpf.join("include/iommutop/abi.h"), &out.join("abi.rs"));
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("iommutop build: {message}");
+    exit(1)
+}
+
+fn require_tool(tool: &str, install_hint: &str) {
+    let found = Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
+    if !found {
+        fail(&format!("`{tool}` not found: install {install_hint}"));
+    }
+}
+
+fn run(command: &mut Command, what: &str) {
+    match command.output() {
+        Ok(output) if output.status.success() => {}
+        Ok(output) => fail(&format!(
+            "{what} failed:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )),
+        Err(e) => fail(&format!("{what}: {e}")),
+    }
+}
+
+/// vmlinux.h from the build machine's kernel BTF (CO-RE relocates it to the running kernel).
+fn write_vmlinux_h(bpftool: &str, target: &Path) {
+    if let Ok(given) = env::var("IOMMUTOP_VMLINUX_H") {
+        fs::copy(&given, target).unwrap_or_else(|e| fail(&format!("IOMMUTOP_VMLINUX_H={given}: {e}")));
+        return;
+    }
+    let btf = "/sys/kernel/btf/vmlinux";
+    if !Path::new(btf).exists() {
+        fail("no kernel BTF at /sys/kernel/btf/vmlinux to generate vmlinux.h from: build on a kernel with CONFIG_DEBUG_INFO_BTF, or set IOMMUTOP_VMLINUX_H to a vmlinux.h");
+    }
+    let output = Command::new(bpftool)
+        .args(["btf", "dump", "file", btf, "format", "c"])
+        .output()
+        .unwrap_or_else(|e| fail(&format!("bpftool btf dump: {e}")));
+    if !output.status.success() {
+        fail(&format!("bpftool btf dump failed: {}", String::from_utf8_lossy(&output.stderr)));
+    }
+    fs::write(target, output.stdout).unwrap_or_else(|e| fail(&format!("write {target:?}: {e}")));
+}
+
+fn generate_abi_bindings(header: &Path, target: &Path) {
+    let bindings = bindgen::Builder::default()
+        .header(header.to_string_lossy())
+        .allowlist_type("iommutop_.*")
+        .allowlist_var("IOMMUTOP_.*")
+        .constified_enum_module("iommutop_.*")
+        .derive_default(false)
+        .layout_tests(true)
+        .use_core()
+        .generate()
+        .unwrap_or_else(|e| fail(&format!("bindgen on {}: {e} (bindgen needs libclang: apt-get install libclang1-14)", header.display())));
+    bindings
+        .write_to_file(target)
+        .unwrap_or_else(|e| fail(&format!("write {target:?}: {e}")));
+}
+
+fn sources(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap_or_else(|e| fail(&format!("read {}: {e}", dir.display())))
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect();
+    found.sort();
+    found
+}
+
+fn rerun_if_changed(dir: &Path) {
+    println!("cargo:rerun-if-changed={}", dir.display());
+    if let Ok(entries) = fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                rerun_if_changed(&path);
+            } else {
+                println!("cargo:rerun-if-changed={}", path.display());
+            }
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! Command-line interface (clap). Parsing only: the commands live in `commands/`.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "iommutop",
+    version,
+    about = "Per-device IOMMU translation cost, measured with eBPF",
+    long_about = "iommutop attaches BPF programs to the DMA map/unmap, IOVA allocation, IOTLB \
+sync/flush and completion paths, and shows per PCI device what address translation costs."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show which attach tier each probe point gets on this kernel, and why others were refused.
+    Probes(ProbesArgs),
+    /// Attach, run COMMAND (or wait), and write one report.
+    Record(RecordArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ProbesArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Stop after this many seconds (default: when COMMAND exits, or on Ctrl-C).
+    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    pub duration: Option<f64>,
+    /// Sampling interval in seconds.
+    #[arg(long, value_name = "S", default_value = "1", value_parser = parse_seconds)]
+    pub interval: f64,
+    /// Write the report as JSON to FILE, or `-` to stream one JSON object per interval to stdout.
+    #[arg(long, value_name = "FILE|-")]
+    pub json: Option<PathBuf>,
+    /// The command to run under the probes.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    let value: f64 = text.parse().map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    if value.is_finite() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(format!("`{text}` must be a positive number of seconds"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn record_takes_the_command_after_double_dash() {
+        let cli = Cli::try_parse_from(["iommutop", "record", "--json", "r.json", "--", "dd", "if=/dev/zero"])
+            .expect("parses");
+        let Command::Record(args) = cli.command else { panic!("not record") };
+        assert_eq!(args.command, ["dd", "if=/dev/zero"]);
+        assert_eq!(args.json.as_deref(), Some(std::path::Path::new("r.json")));
+    }
+
+    #[test]
+    fn seconds_must_be_positive() {
+        assert!(Cli::try_parse_from(["iommutop", "record", "--interval", "0"]).is_err());
+        assert!(Cli::try_parse_from(["iommutop", "record", "--duration", "x"]).is_err());
+    }
+}

@@ -1,0 +1,62 @@
+//! `iommutop probes`: which tier each probe point gets here, found by really attaching.
+
+use crate::cli::ProbesArgs;
+use crate::exit::{Failure, Outcome};
+use crate::privileges::require_bpf_privileges;
+use crate::probes::{LoadError, PointStatus, Probes};
+use serde_json::json;
+use std::process::ExitCode;
+
+pub fn run(args: &ProbesArgs) -> Outcome<ExitCode> {
+    require_bpf_privileges()?;
+    let probes = Probes::attach(false).map_err(load_failure)?;
+    if args.json {
+        let points: Vec<serde_json::Value> = probes.statuses().iter().map(status_json).collect();
+        let text = serde_json::to_string_pretty(&json!({ "points": points }))?;
+        println!("{text}");
+    } else {
+        print!("{}", table(probes.statuses()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Load errors that mean "this system can't" rather than "this run failed".
+pub fn load_failure(error: LoadError) -> Failure {
+    match error {
+        LoadError::NoBtf { .. } | LoadError::NothingAttached(_) => Failure::environment(error),
+        other => Failure::from(other),
+    }
+}
+
+pub fn status_json(status: &PointStatus) -> serde_json::Value {
+    json!({
+        "point": status.point,
+        "op": status.op.name(),
+        "tier": status.tier.map(|t| t.name()),
+        "latency": status.measures_latency(),
+        "hooks": status.hooks.iter().map(|h| json!({
+            "hook": h.hook,
+            "status": if h.is_attached() { "attached" } else if h.absent { "absent" } else { "failed" },
+            "error": h.error,
+        })).collect::<Vec<_>>(),
+        "refused": status.refused.iter().map(|r| json!({
+            "tier": r.tier.name(),
+            "reason": r.reason,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn table(statuses: &[PointStatus]) -> String {
+    let mut out = format!("{:<16} {:<11} {:<8} {}\n", "POINT", "TIER", "LATENCY", "HOOKS / WHY NOT");
+    for status in statuses {
+        let tier = status.tier.map_or("-", |t| t.name());
+        let latency = if status.measures_latency() { "yes" } else { "no" };
+        let hooks: Vec<&str> = status.attached_hooks().collect();
+        let hooks = if hooks.is_empty() { "unavailable".to_string() } else { hooks.join(", ") };
+        out.push_str(&format!("{:<16} {:<11} {:<8} {}\n", status.point, tier, latency, hooks));
+        for refusal in &status.refused {
+            out.push_str(&format!("{:<16} {:<11} {:<8} ✗ {}\n", "", refusal.tier.name(), "", refusal.reason));
+        }
+    }
+    out
+}

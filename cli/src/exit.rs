@@ -1,0 +1,56 @@
+//! Exit codes and the one place errors become a line on stderr.
+
+use std::fmt;
+use std::process::ExitCode;
+
+/// Exit codes, documented in the README.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    /// A runtime failure (the kernel refused, a file could not be written, ...).
+    Failure = 1,
+    /// Bad input: arguments, files, a command that does not exist.
+    Usage = 2,
+    /// The system lacks what is needed: root, BTF, a kernel feature.
+    Environment = 3,
+    /// A threshold given with --fail-if was crossed.
+    Threshold = 4,
+}
+
+/// An error on its way to `main`, with the exit code it ends in.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: Code,
+    pub error: anyhow::Error,
+}
+
+impl Failure {
+    pub fn usage(error: impl Into<anyhow::Error>) -> Failure {
+        Failure { code: Code::Usage, error: error.into() }
+    }
+    pub fn environment(error: impl Into<anyhow::Error>) -> Failure {
+        Failure { code: Code::Environment, error: error.into() }
+    }
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(error: E) -> Failure {
+        Failure { code: Code::Failure, error: error.into() }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#}", self.error)
+    }
+}
+
+impl Failure {
+    /// Prints the error as one line and returns its exit code.
+    pub fn report(&self) -> ExitCode {
+        let line = self.to_string().replace('\n', " ");
+        eprintln!("iommutop: {line}");
+        ExitCode::from(self.code as u8)
+    }
+}
+
+pub type Outcome<T = ()> = Result<T, Failure>;

@@ -1,0 +1,23 @@
+//! iommutop: per-device IOMMU translation cost, measured with eBPF.
+
+mod cli;
+mod commands;
+mod exit;
+mod privileges;
+mod probes;
+mod sysinfo;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let result = match cli.command {
+        cli::Command::Probes(args) => commands::probes::run(&args),
+        cli::Command::Record(args) => commands::record::run(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(failure) => failure.report(),
+    }
+}

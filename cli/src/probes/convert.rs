@@ -1,0 +1,119 @@
+//! Turns the kernel's per-CPU values into the model's summed counters.
+
+use super::abi::{
+    iommutop_dev_key, iommutop_dev_stats, iommutop_key_kind, iommutop_op_stats,
+    IOMMUTOP_HIST_SLOTS, IOMMUTOP_NAME_LEN,
+};
+use iommutop_model::sample::{Op, OpCounters, SourceKind, HIST_SLOTS};
+use std::collections::BTreeMap;
+
+const _: () = assert!(IOMMUTOP_HIST_SLOTS as usize == HIST_SLOTS);
+const _: () = assert!(std::mem::size_of::<iommutop_dev_key>() == 16);
+const _: () = assert!(
+    std::mem::size_of::<iommutop_op_stats>() == 8 * (5 + IOMMUTOP_HIST_SLOTS as usize)
+);
+const _: () = assert!(
+    std::mem::size_of::<iommutop_dev_stats>()
+        == Op::ALL.len() * std::mem::size_of::<iommutop_op_stats>()
+);
+
+/// The model's kind of a kernel key, or None for a kind this build does not know.
+pub fn source_kind(kind: u32) -> Option<SourceKind> {
+    match kind {
+        k if k == iommutop_key_kind::IOMMUTOP_KEY_DEVICE as u32 => Some(SourceKind::Device),
+        k if k == iommutop_key_kind::IOMMUTOP_KEY_DEFERRED as u32 => Some(SourceKind::Deferred),
+        k if k == iommutop_key_kind::IOMMUTOP_KEY_DISK as u32 => Some(SourceKind::Disk),
+        k if k == iommutop_key_kind::IOMMUTOP_KEY_NETDEV as u32 => Some(SourceKind::Netdev),
+        k if k == iommutop_key_kind::IOMMUTOP_KEY_UNATTRIBUTED as u32 => {
+            Some(SourceKind::Unattributed)
+        }
+        _ => None,
+    }
+}
+
+/// Sums one key's per-CPU stats into the model's counters, keeping only ops that saw events.
+pub fn sum_per_cpu<'a>(
+    per_cpu: impl IntoIterator<Item = &'a iommutop_dev_stats>,
+) -> BTreeMap<Op, OpCounters> {
+    let mut ops: BTreeMap<Op, OpCounters> = BTreeMap::new();
+    for cpu in per_cpu {
+        for (op, stats) in Op::ALL.iter().zip(cpu.ops.iter()) {
+            let entry = ops.entry(*op).or_insert_with(|| OpCounters {
+                hist: vec![0; HIST_SLOTS],
+                ..OpCounters::default()
+            });
+            add(entry, stats);
+        }
+    }
+    ops.retain(|_, c| c.count > 0 || c.timed > 0 || c.failures > 0);
+    ops
+}
+
+fn add(total: &mut OpCounters, cpu: &iommutop_op_stats) {
+    total.count += cpu.count;
+    total.bytes += cpu.bytes;
+    total.failures += cpu.failures;
+    total.timed += cpu.timed;
+    total.total_ns += cpu.total_ns;
+    for (slot, n) in total.hist.iter_mut().zip(cpu.hist.iter()) {
+        *slot += n;
+    }
+}
+
+/// A NUL-terminated name from the kernel, lossily decoded.
+pub fn name_from_kernel(bytes: &[std::ffi::c_char]) -> String {
+    let raw: Vec<u8> = bytes
+        .iter()
+        .take(IOMMUTOP_NAME_LEN as usize)
+        .map(|&c| c as u8)
+        .take_while(|&b| b != 0)
+        .collect();
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zeroed_stats() -> iommutop_dev_stats {
+        // SAFETY: iommutop_dev_stats is plain integers (bindgen from abi.h), all-zero is valid.
+        unsafe { std::mem::zeroed() }
+    }
+
+    #[test]
+    fn sums_counters_over_cpus_in_abi_order() {
+        let mut a = zeroed_stats();
+        let mut b = zeroed_stats();
+        a.ops[0].count = 3;
+        a.ops[0].hist[12] = 3;
+        b.ops[0].count = 4;
+        b.ops[0].hist[12] = 1;
+        b.ops[0].hist[13] = 3;
+        b.ops[9].count = 7;
+        let summed = sum_per_cpu([&a, &b]);
+        assert_eq!(summed[&Op::DmaMap].count, 7);
+        assert_eq!(summed[&Op::DmaMap].hist[12], 4);
+        assert_eq!(summed[&Op::DmaMap].hist[13], 3);
+        assert_eq!(summed[&Op::Completion].count, 7);
+        assert!(!summed.contains_key(&Op::DmaUnmap), "ops without events are dropped");
+    }
+
+    #[test]
+    fn kernel_names_stop_at_nul_and_at_the_buffer_end() {
+        let mut raw = [0 as std::ffi::c_char; 32];
+        for (i, b) in b"0000:00:02.0".iter().enumerate() {
+            raw[i] = *b as std::ffi::c_char;
+        }
+        assert_eq!(name_from_kernel(&raw), "0000:00:02.0");
+        let full = [b'a' as std::ffi::c_char; 40];
+        assert_eq!(name_from_kernel(&full).len(), 32);
+    }
+
+    #[test]
+    fn every_key_kind_of_the_abi_maps_to_a_source_kind() {
+        for kind in 0..5 {
+            assert!(source_kind(kind).is_some(), "kind {kind}");
+        }
+        assert!(source_kind(99).is_none());
+    }
+}

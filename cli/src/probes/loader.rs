@@ -1,0 +1,341 @@
+//! The only module that speaks aya: loads the embedded BPF object, picks an attach tier per probe
+//! point by really loading and attaching (cheapest first), and reads the maps.
+
+use super::abi::{iommutop_dev_key, iommutop_dev_name, iommutop_dev_stats};
+use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
+use super::status::{HookOutcome, PointStatus, Refusal};
+use super::table::{FunctionHook, Point, Tier, TracepointHook, POINTS};
+use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap};
+use aya::programs::{BtfTracePoint, FEntry, FExit, KProbe, Program};
+use aya::{Btf, Ebpf, EbpfLoader, Pod};
+use iommutop_model::sample::{RawSample, RawSource};
+use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+// SAFETY: the key is bindgen's view of `struct iommutop_dev_key`: integers only, explicit padding,
+// no invalid bit patterns (checked by bindgen's layout tests and the size asserts in convert.rs).
+unsafe impl Pod for iommutop_dev_key {}
+// SAFETY: as above, `struct iommutop_dev_stats` is integers and arrays of integers only.
+unsafe impl Pod for iommutop_dev_stats {}
+// SAFETY: as above, `struct iommutop_dev_name` is a char array.
+unsafe impl Pod for iommutop_dev_name {}
+
+/// The BPF object built from `ebpf/progs/*.bpf.c` by build.rs.
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/iommutop.bpf.o"));
+
+const HEALTH_NAMES: [&str; 3] = ["device_map_full", "nesting_overflow", "exit_without_entry"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("kernel BTF not readable at {path}: {reason}; iommutop needs a kernel built with CONFIG_DEBUG_INFO_BTF")]
+    NoBtf { path: String, reason: String },
+    #[error("loading the BPF object failed: {0} (needs root, or CAP_BPF and CAP_PERFMON)")]
+    Object(String),
+    #[error("the BPF object has no map `{0}`: the binary and ebpf/ are out of step, rebuild")]
+    MissingMap(&'static str),
+    #[error("no probe point could be attached on this kernel: {0}")]
+    NothingAttached(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("reading BPF map `{map}`: {reason}")]
+pub struct SampleError {
+    map: &'static str,
+    reason: String,
+}
+
+/// Attached probes and typed handles on their maps. Dropping it detaches everything.
+pub struct Probes {
+    ebpf: Ebpf,
+    stats: PerCpuHashMap<MapData, iommutop_dev_key, iommutop_dev_stats>,
+    names: BpfHashMap<MapData, iommutop_dev_key, iommutop_dev_name>,
+    health: PerCpuArray<MapData, u64>,
+    statuses: Vec<PointStatus>,
+    _stats_enabled: Option<OwnedFd>,
+}
+
+/// Where the kernel's BTF is read from; tests point it elsewhere to exercise the no-BTF path.
+pub fn kernel_btf_path() -> String {
+    std::env::var("IOMMUTOP_KERNEL_BTF").unwrap_or_else(|_| "/sys/kernel/btf/vmlinux".into())
+}
+
+fn load_btf() -> Result<Btf, LoadError> {
+    let path = kernel_btf_path();
+    Btf::parse_file(Path::new(&path), aya::Endianness::default())
+        .map_err(|e| LoadError::NoBtf { path, reason: e.to_string() })
+}
+
+impl Probes {
+    /// Loads the object and attaches every point it can, each on the cheapest tier that works.
+    /// `enable_stats` turns on the kernel's BPF run-time statistics for as long as this lives.
+    pub fn attach(enable_stats: bool) -> Result<Probes, LoadError> {
+        let btf = load_btf()?;
+        let mut ebpf = EbpfLoader::new()
+            .btf(Some(&btf))
+            .load(OBJECT)
+            .map_err(|e| LoadError::Object(describe(&e)))?;
+        let stats = take_map(&mut ebpf, "iommutop_stats", PerCpuHashMap::try_from)?;
+        let names = take_map(&mut ebpf, "iommutop_names", BpfHashMap::try_from)?;
+        let health = take_map(&mut ebpf, "iommutop_health", PerCpuArray::try_from)?;
+        let stats_enabled = if enable_stats {
+            aya::sys::enable_stats(aya::sys::Stats::RunTime).ok()
+        } else {
+            None
+        };
+        let statuses: Vec<PointStatus> =
+            POINTS.iter().map(|point| attach_point(&mut ebpf, &btf, point)).collect();
+        if statuses.iter().all(|s| s.tier.is_none()) {
+            let reasons = statuses
+                .iter()
+                .flat_map(|s| s.refused.first())
+                .map(|r| format!("{}: {}", r.tier.name(), r.reason))
+                .next()
+                .unwrap_or_default();
+            return Err(LoadError::NothingAttached(reasons));
+        }
+        Ok(Probes { ebpf, stats, names, health, statuses, _stats_enabled: stats_enabled })
+    }
+
+    /// What each point got: its tier, hooks, and why better tiers were refused.
+    pub fn statuses(&self) -> &[PointStatus] {
+        &self.statuses
+    }
+
+    /// Whether the kernel's BPF statistics are on (ours or someone else's).
+    pub fn stats_enabled_by_us(&self) -> bool {
+        self._stats_enabled.is_some()
+    }
+
+    /// Reads every map once and sums the per-CPU values.
+    pub fn sample(&self) -> Result<RawSample, SampleError> {
+        let monotonic_ns = monotonic_ns();
+        let mut names = BTreeMap::new();
+        for entry in self.names.iter() {
+            let (key, name) = entry.map_err(|e| sample_error("iommutop_names", e))?;
+            names.insert((key.kind, key.id), name_from_kernel(&name.name));
+        }
+        let mut sources = Vec::new();
+        for entry in self.stats.iter() {
+            let (key, per_cpu) = entry.map_err(|e| sample_error("iommutop_stats", e))?;
+            let Some(kind) = source_kind(key.kind) else { continue };
+            sources.push(RawSource {
+                kind,
+                id: key.id,
+                name: names.get(&(key.kind, key.id)).cloned().unwrap_or_default(),
+                ops: sum_per_cpu(per_cpu.iter()),
+            });
+        }
+        sources.sort_by(|a, b| (a.kind, &a.name, a.id).cmp(&(b.kind, &b.name, b.id)));
+        let mut health = BTreeMap::new();
+        for (index, name) in HEALTH_NAMES.iter().enumerate() {
+            let per_cpu = self
+                .health
+                .get(&(index as u32), 0)
+                .map_err(|e| sample_error("iommutop_health", e))?;
+            health.insert((*name).to_string(), per_cpu.iter().sum());
+        }
+        Ok(RawSample { monotonic_ns, sources, health, program_stats: self.program_stats() })
+    }
+
+    fn program_stats(&self) -> BTreeMap<String, (u64, u64)> {
+        self.ebpf
+            .programs()
+            .filter_map(|(name, program)| {
+                let info = program.info().ok()?;
+                Some((name.to_string(), (info.run_count(), info.run_time().as_nanos() as u64)))
+            })
+            .collect()
+    }
+}
+
+fn take_map<T, E: std::fmt::Display>(
+    ebpf: &mut Ebpf,
+    name: &'static str,
+    convert: impl FnOnce(aya::maps::Map) -> Result<T, E>,
+) -> Result<T, LoadError> {
+    let map = ebpf.take_map(name).ok_or(LoadError::MissingMap(name))?;
+    convert(map).map_err(|e| LoadError::Object(format!("map `{name}`: {e}")))
+}
+
+fn sample_error(map: &'static str, e: impl std::fmt::Display) -> SampleError {
+    SampleError { map, reason: e.to_string() }
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec into the valid, exclusively borrowed `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Tries the tiers in order; the first that attaches at least one hook wins.
+fn attach_point(ebpf: &mut Ebpf, btf: &Btf, point: &'static Point) -> PointStatus {
+    let mut refused = Vec::new();
+    for tier in Tier::ALL {
+        let outcomes: Vec<HookOutcome> = match tier {
+            Tier::Fentry => point.functions.iter().map(|f| attach_fentry(ebpf, btf, f)).collect(),
+            Tier::Kprobe => point.functions.iter().map(|f| attach_kprobe(ebpf, f)).collect(),
+            Tier::Tracepoint => {
+                point.tracepoints.iter().map(|t| attach_tracepoint(ebpf, btf, t)).collect()
+            }
+        };
+        if outcomes.is_empty() {
+            refused.push(Refusal { tier, reason: format!("no {} hook exists for this point", tier.name()) });
+            continue;
+        }
+        if outcomes.iter().any(HookOutcome::is_attached) {
+            return PointStatus { point: point.name, op: point.op, tier: Some(tier), hooks: outcomes, refused };
+        }
+        refused.push(Refusal { tier, reason: HookOutcome::summarize_failures(&outcomes) });
+    }
+    PointStatus { point: point.name, op: point.op, tier: None, hooks: Vec::new(), refused }
+}
+
+fn attach_fentry(ebpf: &mut Ebpf, btf: &Btf, hook: &FunctionHook) -> HookOutcome {
+    let (entry, exit) = hook.fentry;
+    let result = (|| -> Result<(), String> {
+        // The exit is attached first: an exit without its entry is harmless, the reverse leaves
+        // frames that are never popped.
+        let fexit: &mut FExit = program(ebpf, exit)?;
+        fexit.load(hook.symbol, btf).map_err(|e| describe(&e))?;
+        let exit_link = fexit.attach().map_err(|e| describe(&e))?;
+        let fentry: &mut FEntry = program(ebpf, entry)?;
+        let entry_result = fentry
+            .load(hook.symbol, btf)
+            .map_err(|e| describe(&e))
+            .and_then(|()| fentry.attach().map(|_| ()).map_err(|e| describe(&e)));
+        if let Err(e) = entry_result {
+            let fexit: &mut FExit = program(ebpf, exit)?;
+            let _ = fexit.detach(exit_link);
+            return Err(e);
+        }
+        Ok(())
+    })();
+    HookOutcome::new(hook.symbol, result)
+}
+
+fn attach_kprobe(ebpf: &mut Ebpf, hook: &FunctionHook) -> HookOutcome {
+    let (entry, exit) = hook.kprobe;
+    let result = (|| -> Result<(), String> {
+        let kretprobe: &mut KProbe = program(ebpf, exit)?;
+        load_once(kretprobe)?;
+        let exit_link = kretprobe.attach(hook.symbol, 0).map_err(|e| describe(&e))?;
+        let kprobe: &mut KProbe = program(ebpf, entry)?;
+        let entry_result =
+            load_once(kprobe).and_then(|()| kprobe.attach(hook.symbol, 0).map(|_| ()).map_err(|e| describe(&e)));
+        if let Err(e) = entry_result {
+            let kretprobe: &mut KProbe = program(ebpf, exit)?;
+            let _ = kretprobe.detach(exit_link);
+            return Err(e);
+        }
+        Ok(())
+    })();
+    HookOutcome::new(hook.symbol, result)
+}
+
+fn attach_tracepoint(ebpf: &mut Ebpf, btf: &Btf, hook: &TracepointHook) -> HookOutcome {
+    let label = format!("{}:{}", hook.category, hook.name);
+    let result = (|| -> Result<(), String> {
+        let tracepoint: &mut BtfTracePoint = program(ebpf, hook.program)?;
+        if tracepoint.fd().is_ok() {
+            return Err(format!("program {} already serves another tracepoint", hook.program));
+        }
+        tracepoint.load(hook.name, btf).map_err(|e| describe(&e))?;
+        tracepoint.attach().map_err(|e| describe(&e))?;
+        Ok(())
+    })();
+    HookOutcome::new_tracepoint(label, result)
+}
+
+/// kprobe programs may serve several functions: load them the first time only.
+fn load_once(program: &mut KProbe) -> Result<(), String> {
+    if program.fd().is_ok() {
+        return Ok(());
+    }
+    program.load().map_err(|e| describe(&e))
+}
+
+fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, String>
+where
+    &'a mut T: TryFrom<&'a mut Program>,
+{
+    let program = ebpf
+        .program_mut(name)
+        .ok_or_else(|| format!("the BPF object has no program `{name}` (rebuild)"))?;
+    program.try_into().map_err(|_| format!("program `{name}` is not of the expected type"))
+}
+
+/// One line for an aya error and its causes: the syscall's answer, and the verifier's last word
+/// when it said one (the whole log is printed with IOMMUTOP_DEBUG_VERIFIER=1).
+fn describe(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    if std::env::var_os("IOMMUTOP_DEBUG_VERIFIER").is_some() {
+        eprintln!("{text}");
+    }
+    one_line(&text)
+}
+
+fn one_line(text: &str) -> String {
+    let line = match text.split_once("Verifier output:") {
+        Some((syscall, log)) => {
+            let syscall = syscall.trim().trim_end_matches('.');
+            match verifier_verdict(log) {
+                Some(verdict) => format!("{syscall}; verifier: {verdict}"),
+                None => format!("{syscall} (empty verifier log)"),
+            }
+        }
+        None => text.lines().next().unwrap_or("").to_string(),
+    };
+    const LIMIT: usize = 240;
+    if line.len() <= LIMIT {
+        return line;
+    }
+    let mut cut = LIMIT;
+    while !line.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &line[..cut])
+}
+
+/// The verifier's reason: the last log line that is not a statistic.
+fn verifier_verdict(log: &str) -> Option<&str> {
+    log.lines().map(str::trim).rev().find(|l| {
+        !l.is_empty()
+            && !l.starts_with("verification time")
+            && !l.starts_with("processed ")
+            && !l.starts_with("stack depth")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_verifier_log_is_said_in_words() {
+        let text = "the BPF_PROG_LOAD syscall returned Operation not permitted (os error 1). Verifier output: ";
+        assert_eq!(
+            one_line(text),
+            "the BPF_PROG_LOAD syscall returned Operation not permitted (os error 1) (empty verifier log)"
+        );
+    }
+
+    #[test]
+    fn verifier_rejection_keeps_the_reason_line() {
+        let text = "the BPF_PROG_LOAD syscall returned Permission denied (os error 13). Verifier output: 0: R1=ctx()\n25: (79) r1 = *(u64 *)(r0 +32)\nR0 unbounded memory access\nverification time 389 usec\nstack depth 24\n";
+        assert_eq!(
+            one_line(text),
+            "the BPF_PROG_LOAD syscall returned Permission denied (os error 13); verifier: R0 unbounded memory access"
+        );
+    }
+}

@@ -1,0 +1,115 @@
+//! What the loader found for each probe point: the tier it got, its hooks, why others failed.
+
+use super::table::Tier;
+use iommutop_model::sample::Op;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub tier: Tier,
+    pub reason: String,
+}
+
+/// One hook (a kernel function or tracepoint) of the chosen tier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookOutcome {
+    /// `dma_map_page_attrs` or `dma:dma_map_page`.
+    pub hook: String,
+    /// None when attached; else why not.
+    pub error: Option<String>,
+    /// The hook does not exist in this kernel (renamed, inlined, other vendor): not a failure.
+    pub absent: bool,
+}
+
+impl HookOutcome {
+    pub fn new(symbol: &str, result: Result<(), String>) -> HookOutcome {
+        Self::from_result(symbol.to_string(), result)
+    }
+
+    pub fn new_tracepoint(label: String, result: Result<(), String>) -> HookOutcome {
+        Self::from_result(label, result)
+    }
+
+    fn from_result(hook: String, result: Result<(), String>) -> HookOutcome {
+        match result {
+            Ok(()) => HookOutcome { hook, error: None, absent: false },
+            Err(error) => {
+                let absent = is_absence(&error);
+                HookOutcome { hook, error: Some(error), absent }
+            }
+        }
+    }
+
+    pub fn is_attached(&self) -> bool {
+        self.error.is_none()
+    }
+
+    /// One reason for a tier whose every hook failed: the errors of present hooks first.
+    pub fn summarize_failures(outcomes: &[HookOutcome]) -> String {
+        let failing: Vec<&HookOutcome> = outcomes.iter().filter(|o| !o.absent).collect();
+        let shown = if failing.is_empty() { outcomes.iter().collect() } else { failing };
+        let mut groups: Vec<(Vec<&str>, &str)> = Vec::new();
+        for outcome in shown {
+            let error = outcome.error.as_deref().unwrap_or("");
+            match groups.iter_mut().find(|(_, e)| *e == error) {
+                Some((hooks, _)) => hooks.push(&outcome.hook),
+                None => groups.push((vec![&outcome.hook], error)),
+            }
+        }
+        groups
+            .iter()
+            .map(|(hooks, error)| format!("{}: {error}", hooks.join(", ")))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// Errors that mean "this kernel has no such function or event", as opposed to a refusal.
+fn is_absence(error: &str) -> bool {
+    error.contains("unknown BTF type")
+        || error.contains("No such file or directory")
+        || error.contains("not found")
+        || error.contains("ENOENT")
+}
+
+/// Everything known about one logical point after attaching.
+#[derive(Debug, Clone)]
+pub struct PointStatus {
+    pub point: &'static str,
+    pub op: Op,
+    pub tier: Option<Tier>,
+    pub hooks: Vec<HookOutcome>,
+    pub refused: Vec<Refusal>,
+}
+
+impl PointStatus {
+    pub fn attached_hooks(&self) -> impl Iterator<Item = &str> {
+        self.hooks.iter().filter(|h| h.is_attached()).map(|h| h.hook.as_str())
+    }
+
+    pub fn measures_latency(&self) -> bool {
+        self.tier.is_some_and(Tier::measures_latency)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absent_functions_are_not_failures() {
+        let o = HookOutcome::new("dma_map_phys", Err("unknown BTF type `dma_map_phys`".into()));
+        assert!(o.absent);
+        let o = HookOutcome::new("dma_map_page_attrs", Err("load: Operation not permitted (os error 1)".into()));
+        assert!(!o.absent);
+    }
+
+    #[test]
+    fn summary_groups_hooks_with_the_same_error_and_hides_absent_ones() {
+        let outcomes = vec![
+            HookOutcome::new("a", Err("EPERM".into())),
+            HookOutcome::new("b", Err("EPERM".into())),
+            HookOutcome::new("c", Err("unknown BTF type `c`".into())),
+        ];
+        assert_eq!(HookOutcome::summarize_failures(&outcomes), "a, b: EPERM");
+    }
+}

@@ -1,0 +1,351 @@
+//! The logical probe points and, for each, the kernel functions and tracepoints that implement
+//! it on the kernels we know, with the BPF programs that hook them. Data, not `if`s: when a
+//! kernel renames a function, add a row here with the range of kernels it holds for.
+
+use iommutop_model::sample::Op;
+
+/// How a hook is attached, cheapest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Tier {
+    /// BPF trampolines on entry and exit: counts, bytes and latency.
+    Fentry,
+    /// kprobe and kretprobe: counts, bytes and latency, slower than fentry.
+    Kprobe,
+    /// A kernel tracepoint: counts and bytes only, no latency.
+    Tracepoint,
+}
+
+impl Tier {
+    pub const ALL: [Tier; 3] = [Tier::Fentry, Tier::Kprobe, Tier::Tracepoint];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Fentry => "fentry",
+            Tier::Kprobe => "kprobe",
+            Tier::Tracepoint => "tracepoint",
+        }
+    }
+
+    pub fn measures_latency(self) -> bool {
+        !matches!(self, Tier::Tracepoint)
+    }
+}
+
+/// A kernel function hooked at entry and exit.
+#[derive(Debug, Clone, Copy)]
+pub struct FunctionHook {
+    pub symbol: &'static str,
+    /// Kernels the symbol exists in, for humans (the loader checks the running kernel).
+    pub kernels: &'static str,
+    /// fentry and fexit programs (each bound to this one function when loaded).
+    pub fentry: (&'static str, &'static str),
+    /// kprobe and kretprobe programs (may be shared with other functions of the same shape).
+    pub kprobe: (&'static str, &'static str),
+}
+
+/// A kernel tracepoint, attached as a BTF-typed tracepoint (`tp_btf`).
+#[derive(Debug, Clone, Copy)]
+pub struct TracepointHook {
+    pub category: &'static str,
+    pub name: &'static str,
+    pub kernels: &'static str,
+    pub program: &'static str,
+}
+
+/// One logical probe point: what it measures and every way to hook it.
+#[derive(Debug, Clone, Copy)]
+pub struct Point {
+    pub name: &'static str,
+    pub op: Op,
+    pub what: &'static str,
+    pub functions: &'static [FunctionHook],
+    pub tracepoints: &'static [TracepointHook],
+}
+
+const fn function(
+    symbol: &'static str,
+    kernels: &'static str,
+    fentry: (&'static str, &'static str),
+    kprobe: (&'static str, &'static str),
+) -> FunctionHook {
+    FunctionHook { symbol, kernels, fentry, kprobe }
+}
+
+const fn tracepoint(
+    category: &'static str,
+    name: &'static str,
+    kernels: &'static str,
+    program: &'static str,
+) -> TracepointHook {
+    TracepointHook { category, name, kernels, program }
+}
+
+pub const POINTS: &[Point] = &[
+    Point {
+        name: "dma_map",
+        op: Op::DmaMap,
+        what: "DMA API map calls, per device",
+        functions: &[
+            function(
+                "dma_map_page_attrs",
+                "all",
+                ("dma__map_page__fentry", "dma__map_page__fexit"),
+                ("dma__map_page__kprobe", "dma__map__kretprobe"),
+            ),
+            function(
+                "dma_map_phys",
+                "6.18+",
+                ("dma__map_phys__fentry", "dma__map_phys__fexit"),
+                ("dma__map_phys__kprobe", "dma__map__kretprobe"),
+            ),
+            function(
+                "dma_map_sg_attrs",
+                "all",
+                ("dma__map_sg__fentry", "dma__map_sg__fexit"),
+                ("dma__map_sg__kprobe", "dma__map_sg__kretprobe"),
+            ),
+        ],
+        tracepoints: &[
+            tracepoint("dma", "dma_map_page", "6.12-6.17", "dma__map__tp"),
+            tracepoint("dma", "dma_map_phys", "6.18+", "dma__map__tp"),
+            tracepoint("dma", "dma_map_sg", "6.12+", "dma__map_sg__tp"),
+        ],
+    },
+    Point {
+        name: "dma_unmap",
+        op: Op::DmaUnmap,
+        what: "DMA API unmap calls, per device",
+        functions: &[
+            function(
+                "dma_unmap_page_attrs",
+                "all",
+                ("dma__unmap_page__fentry", "dma__unmap_page__fexit"),
+                ("dma__unmap__kprobe", "dma__unmap__kretprobe"),
+            ),
+            function(
+                "dma_unmap_phys",
+                "6.18+",
+                ("dma__unmap_phys__fentry", "dma__unmap_phys__fexit"),
+                ("dma__unmap__kprobe", "dma__unmap__kretprobe"),
+            ),
+            function(
+                "dma_unmap_sg_attrs",
+                "all",
+                ("dma__unmap_sg__fentry", "dma__unmap_sg__fexit"),
+                ("dma__unmap_sg__kprobe", "dma__unmap__kretprobe"),
+            ),
+        ],
+        tracepoints: &[
+            tracepoint("dma", "dma_unmap_page", "6.12-6.17", "dma__unmap__tp"),
+            tracepoint("dma", "dma_unmap_phys", "6.18+", "dma__unmap__tp"),
+            tracepoint("dma", "dma_unmap_sg", "6.12+", "dma__unmap_sg__tp"),
+        ],
+    },
+    Point {
+        name: "iommu_map",
+        op: Op::IommuMap,
+        what: "IOMMU page-table map, charged to the device whose DMA map it serves",
+        functions: &[
+            function(
+                "iommu_map",
+                "all",
+                ("iommu__map__fentry", "iommu__map__fexit"),
+                ("iommu__map__kprobe", "iommu__map__kretprobe"),
+            ),
+            function(
+                "iommu_map_atomic",
+                "<=6.2",
+                ("iommu__map_atomic__fentry", "iommu__map_atomic__fexit"),
+                ("iommu__map__kprobe", "iommu__map__kretprobe"),
+            ),
+        ],
+        tracepoints: &[tracepoint("iommu", "map", "all", "iommu__map__tp")],
+    },
+    Point {
+        name: "iommu_unmap",
+        op: Op::IommuUnmap,
+        what: "IOMMU page-table unmap",
+        functions: &[
+            function(
+                "iommu_unmap",
+                "all",
+                ("iommu__unmap__fentry", "iommu__unmap__fexit"),
+                ("iommu__unmap__kprobe", "iommu__unmap__kretprobe"),
+            ),
+            function(
+                "iommu_unmap_fast",
+                "all",
+                ("iommu__unmap_fast__fentry", "iommu__unmap_fast__fexit"),
+                ("iommu__unmap__kprobe", "iommu__unmap__kretprobe"),
+            ),
+        ],
+        tracepoints: &[tracepoint("iommu", "unmap", "all", "iommu__unmap__tp")],
+    },
+    Point {
+        name: "iova_alloc",
+        op: Op::IovaAlloc,
+        what: "IOVA allocation, per-CPU cache path",
+        functions: &[function(
+            "alloc_iova_fast",
+            "all",
+            ("iova__alloc_fast__fentry", "iova__alloc_fast__fexit"),
+            ("iova__alloc_fast__kprobe", "iova__alloc_fast__kretprobe"),
+        )],
+        tracepoints: &[],
+    },
+    Point {
+        name: "iova_alloc_slow",
+        op: Op::IovaAllocSlow,
+        what: "IOVA allocation through the rbtree (cache miss)",
+        functions: &[function(
+            "alloc_iova",
+            "all",
+            ("iova__alloc_slow__fentry", "iova__alloc_slow__fexit"),
+            ("iova__alloc_slow__kprobe", "iova__alloc_slow__kretprobe"),
+        )],
+        tracepoints: &[],
+    },
+    Point {
+        name: "iova_free",
+        op: Op::IovaFree,
+        what: "IOVA release",
+        functions: &[function(
+            "free_iova_fast",
+            "all",
+            ("iova__free_fast__fentry", "iova__free_fast__fexit"),
+            ("iova__free_fast__kprobe", "iova__free_fast__kretprobe"),
+        )],
+        tracepoints: &[],
+    },
+    Point {
+        name: "iotlb_sync",
+        op: Op::IotlbSync,
+        what: "IOTLB sync after a map (vendor driver)",
+        functions: &[
+            function(
+                "intel_iommu_iotlb_sync_map",
+                "all (VT-d)",
+                ("iotlb__intel_sync_map__fentry", "iotlb__intel_sync_map__fexit"),
+                ("iotlb__sync_map__kprobe", "iotlb__sync_map__kretprobe"),
+            ),
+            function(
+                "amd_iommu_iotlb_sync_map",
+                "AMD-Vi",
+                ("iotlb__amd_sync_map__fentry", "iotlb__amd_sync_map__fexit"),
+                ("iotlb__sync_map__kprobe", "iotlb__sync_map__kretprobe"),
+            ),
+            function(
+                "viommu_iotlb_sync_map",
+                "virtio-iommu",
+                ("iotlb__virtio_sync_map__fentry", "iotlb__virtio_sync_map__fexit"),
+                ("iotlb__sync_map__kprobe", "iotlb__sync_map__kretprobe"),
+            ),
+        ],
+        tracepoints: &[],
+    },
+    Point {
+        name: "iotlb_flush",
+        op: Op::IotlbFlush,
+        what: "IOTLB invalidation and the wait for it",
+        functions: &[
+            function(
+                "qi_submit_sync",
+                "all (VT-d)",
+                ("iotlb__qi_submit__fentry", "iotlb__qi_submit__fexit"),
+                ("iotlb__qi_submit__kprobe", "iotlb__qi_submit__kretprobe"),
+            ),
+            function(
+                "amd_iommu_domain_flush_pages",
+                "6.7+ (AMD-Vi)",
+                ("iotlb__flush_pages__fentry", "iotlb__flush_pages__fexit"),
+                ("iotlb__flush_pages__kprobe", "iotlb__flush_pages__kretprobe"),
+            ),
+        ],
+        tracepoints: &[tracepoint("intel_iommu", "qi_submit", "6.12+", "iotlb__qi_submit__tp")],
+    },
+    Point {
+        name: "fq_flush",
+        op: Op::FqFlush,
+        what: "deferred flush-queue timer of lazy (DMA-FQ) domains",
+        functions: &[function(
+            "fq_flush_timeout",
+            "5.17+",
+            ("iotlb__fq_timeout__fentry", "iotlb__fq_timeout__fexit"),
+            ("iotlb__fq_timeout__kprobe", "iotlb__fq_timeout__kretprobe"),
+        )],
+        tracepoints: &[],
+    },
+    Point {
+        name: "block_complete",
+        op: Op::Completion,
+        what: "completed block requests, per disk",
+        functions: &[],
+        tracepoints: &[tracepoint("block", "block_rq_complete", "all", "completion__block_rq__tp")],
+    },
+    Point {
+        name: "napi_poll",
+        op: Op::Completion,
+        what: "packets processed by NAPI polls, per netdev",
+        functions: &[],
+        tracepoints: &[tracepoint("napi", "napi_poll", "all", "completion__napi_poll__tp")],
+    },
+];
+
+/// Looks a point up by name (`dma_map`, ...).
+pub fn point(name: &str) -> Option<&'static Point> {
+    POINTS.iter().find(|p| p.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn point_names_are_unique() {
+        let mut seen = HashSet::new();
+        for p in POINTS {
+            assert!(seen.insert(p.name), "duplicate point {}", p.name);
+        }
+    }
+
+    #[test]
+    fn every_point_has_a_hook() {
+        for p in POINTS {
+            assert!(!p.functions.is_empty() || !p.tracepoints.is_empty(), "{} has no hook", p.name);
+        }
+    }
+
+    /// fentry/fexit programs are bound to one function when loaded: sharing one would make the
+    /// second attach fail at run time.
+    #[test]
+    fn fentry_programs_are_not_shared() {
+        let mut seen = HashSet::new();
+        for p in POINTS {
+            for f in p.functions {
+                assert!(seen.insert(f.fentry.0), "{} shared", f.fentry.0);
+                assert!(seen.insert(f.fentry.1), "{} shared", f.fentry.1);
+            }
+        }
+    }
+
+    #[test]
+    fn program_names_follow_family_hook_tier() {
+        for p in POINTS {
+            for f in p.functions {
+                for (name, suffix) in [
+                    (f.fentry.0, "__fentry"),
+                    (f.fentry.1, "__fexit"),
+                    (f.kprobe.0, "__kprobe"),
+                    (f.kprobe.1, "__kretprobe"),
+                ] {
+                    assert!(name.ends_with(suffix), "{name} should end with {suffix}");
+                    assert_eq!(name.matches("__").count(), 2, "{name} is not family__hook__tier");
+                }
+            }
+            for t in p.tracepoints {
+                assert!(t.program.ends_with("__tp"), "{}", t.program);
+            }
+        }
+    }
+}

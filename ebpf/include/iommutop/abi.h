@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The kernel <-> user space contract of iommutop. Only fixed-width types, explicit padding, no
+ * bitfields, pointers or bool, so that the Rust side (generated from this header) and the BPF
+ * side agree byte for byte. Sizes are asserted at the bottom and again in Rust.
+ */
+#ifndef IOMMUTOP_ABI_H
+#define IOMMUTOP_ABI_H
+
+#ifdef __BPF__
+/* vmlinux.h provides __u8/__u32/__u64 for BPF objects. */
+#else
+#include <linux/types.h>
+#endif
+
+/* log2 histogram: slot i counts values v with 2^i <= v < 2^(i+1) (slot 0 also takes v == 0);
+ * the last slot takes everything larger. Values are nanoseconds. */
+#define IOMMUTOP_HIST_SLOTS 32
+
+/* Longest device or disk/netdev name copied from the kernel, NUL included. */
+#define IOMMUTOP_NAME_LEN 32
+
+/* Most devices tracked at once; a full map drops new devices and counts the drop. */
+#define IOMMUTOP_MAX_DEVICES 256
+
+/* Depth of the per-CPU stack of calls in flight (map inside an interrupt inside a map...). */
+#define IOMMUTOP_MAX_NESTING 8
+
+/* What a counter measures. The order is ABI: append only. */
+enum iommutop_op {
+	IOMMUTOP_OP_DMA_MAP =
+	    0, /* DMA API map: dma_map_page_attrs, dma_map_phys, dma_map_sg_attrs */
+	IOMMUTOP_OP_DMA_UNMAP = 1,   /* DMA API unmap */
+	IOMMUTOP_OP_IOMMU_MAP = 2,   /* IOMMU page-table map: iommu_map / iommu:map */
+	IOMMUTOP_OP_IOMMU_UNMAP = 3, /* IOMMU page-table unmap: iommu_unmap / iommu:unmap */
+	IOMMUTOP_OP_IOVA_ALLOC = 4,  /* IOVA allocation: alloc_iova_fast */
+	IOMMUTOP_OP_IOVA_FREE = 5,   /* IOVA release: free_iova_fast */
+	IOMMUTOP_OP_IOTLB_SYNC = 6,  /* IOTLB sync after map: intel_iommu_iotlb_sync_map, ... */
+	IOMMUTOP_OP_IOTLB_FLUSH =
+	    7, /* IOTLB invalidation: qi_submit_sync, cache_tag_flush_range, amd flush */
+	IOMMUTOP_OP_FQ_FLUSH = 8, /* deferred flush-queue timer: fq_flush_timeout */
+	IOMMUTOP_OP_COMPLETION =
+	    9, /* completed I/O: block request (bytes), NAPI poll (count = packets) */
+	IOMMUTOP_OP_IOVA_ALLOC_SLOW = 10, /* IOVA allocation through the rbtree: alloc_iova */
+	IOMMUTOP_OP_COUNT = 11,
+};
+
+/* One operation's aggregate on one CPU. Cumulative: user space diffs successive reads. */
+struct iommutop_op_stats {
+	__u64 count; /* calls (or events) seen */
+	__u64 bytes; /* bytes mapped, unmapped or allocated (0 where the hook has no size) */
+	__u64
+	    failures; /* calls that returned an error (map to DMA_MAPPING_ERROR, NULL IOVA, ...) */
+	__u64 timed;  /* calls whose latency was measured (entry and exit both seen) */
+	__u64 total_ns; /* sum of measured latencies */
+	__u64 hist[IOMMUTOP_HIST_SLOTS];
+};
+
+/* Everything iommutop knows about one device on one CPU. */
+struct iommutop_dev_stats {
+	struct iommutop_op_stats ops[IOMMUTOP_OP_COUNT];
+};
+
+/* Key of the per-device maps: the kernel's struct device pointer, or a completion source. */
+enum iommutop_key_kind {
+	IOMMUTOP_KEY_DEVICE = 0,   /* id is a struct device * (DMA work is charged to it) */
+	IOMMUTOP_KEY_DEFERRED = 1, /* flush-queue timer work and what nests in it */
+	IOMMUTOP_KEY_DISK = 2,	   /* completions of a block disk; name says which */
+	IOMMUTOP_KEY_NETDEV = 3,   /* NAPI completions of a netdev; id is its struct net_device * */
+	IOMMUTOP_KEY_UNATTRIBUTED = 4, /* IOMMU work outside any DMA API call (VFIO map, ...) */
+};
+
+struct iommutop_dev_key {
+	__u64 id;
+	__u32 kind;
+	__u32 pad;
+};
+
+/* Name of a key: dev_name() of a device, disk name, netdev name. */
+struct iommutop_dev_name {
+	char name[IOMMUTOP_NAME_LEN];
+};
+
+/* Map-level counters of the probes themselves, for honest reporting. */
+enum iommutop_health {
+	IOMMUTOP_HEALTH_DEVICE_MAP_FULL = 0,  /* a new device could not be tracked */
+	IOMMUTOP_HEALTH_NESTING_OVERFLOW = 1, /* deeper nesting than IOMMUTOP_MAX_NESTING */
+	IOMMUTOP_HEALTH_EXIT_WITHOUT_ENTRY = 2,
+	IOMMUTOP_HEALTH_COUNT = 3,
+};
+
+_Static_assert(sizeof(struct iommutop_op_stats) == 8 * (5 + IOMMUTOP_HIST_SLOTS), "op_stats size");
+_Static_assert(sizeof(struct iommutop_dev_stats) ==
+		   IOMMUTOP_OP_COUNT * sizeof(struct iommutop_op_stats),
+	       "dev_stats size");
+_Static_assert(sizeof(struct iommutop_dev_key) == 16, "dev_key size");
+_Static_assert(sizeof(struct iommutop_dev_name) == IOMMUTOP_NAME_LEN, "dev_name size");
+
+#endif /* IOMMUTOP_ABI_H */

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The maps every probe family shares. Each family is compiled on its own and the objects are
+ * linked into one (bpftool gen object); the maps are __weak so that the linker keeps one copy,
+ * which is what lets work nested in a DMA map be charged to the device of that map.
+ */
+#ifndef IOMMUTOP_MAPS_BPF_H
+#define IOMMUTOP_MAPS_BPF_H
+
+#include <bpf/bpf_helpers.h>
+#include "iommutop/abi.h"
+
+/* Cumulative counters and histograms per key, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, IOMMUTOP_MAX_DEVICES);
+	__type(key, struct iommutop_dev_key);
+	__type(value, struct iommutop_dev_stats);
+} iommutop_stats SEC(".maps") __weak;
+
+/* Name of each key, written once when the key is first seen. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, IOMMUTOP_MAX_DEVICES);
+	__type(key, struct iommutop_dev_key);
+	__type(value, struct iommutop_dev_name);
+} iommutop_names SEC(".maps") __weak;
+
+/* A zeroed value to initialise new keys from (too large for the BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct iommutop_dev_stats);
+} iommutop_zero SEC(".maps") __weak;
+
+/* Counters of the probes' own trouble, indexed by enum iommutop_health. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, IOMMUTOP_HEALTH_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} iommutop_health SEC(".maps") __weak;
+
+static __always_inline void iommutop_health_inc(__u32 what)
+{
+	__u64 *n = bpf_map_lookup_elem(&iommutop_health, &what);
+
+	if (n)
+		*n += 1;
+}
+
+/* The stats of a key, created (zeroed) on first use; *created tells the caller to record a name. */
+static __always_inline struct iommutop_dev_stats *
+iommutop_stats_lookup_or_init(const struct iommutop_dev_key *key, int *created)
+{
+	struct iommutop_dev_stats *stats;
+	__u32 zero_index = 0;
+	void *zero;
+	long err;
+
+	*created = 0;
+	stats = bpf_map_lookup_elem(&iommutop_stats, key);
+	if (stats)
+		return stats;
+	zero = bpf_map_lookup_elem(&iommutop_zero, &zero_index);
+	if (!zero)
+		return NULL;
+	err = bpf_map_update_elem(&iommutop_stats, key, zero, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST: another CPU won the race */) {
+		iommutop_health_inc(IOMMUTOP_HEALTH_DEVICE_MAP_FULL);
+		return NULL;
+	}
+	*created = !err;
+	return bpf_map_lookup_elem(&iommutop_stats, key);
+}
+
+#endif

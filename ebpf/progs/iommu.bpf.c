@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * IOMMU core: page-table map and unmap (drivers/iommu/iommu.c). Nested in a DMA API call, the
+ * work is charged to that call's device; outside one (VFIO_IOMMU_MAP_DMA, ...) it is
+ * unattributed.
+ *   int iommu_map(struct iommu_domain *, unsigned long iova, phys_addr_t, size_t size, int prot
+ *                 [, gfp_t (6.3+)])
+ *   int iommu_map_atomic(same as iommu_map, <= 6.2; what dma-iommu uses in atomic context)
+ *   size_t iommu_unmap(struct iommu_domain *, unsigned long iova, size_t size)
+ *   size_t iommu_unmap_fast(struct iommu_domain *, unsigned long iova, size_t size, gather)
+ * Tracepoints iommu:map (iova, paddr, size) and iommu:unmap (iova, size, unmapped_size).
+ */
+#include "common.bpf.h"
+
+static __always_inline void iommu_enter(__u32 op, __u64 bytes)
+{
+	iommutop_enter(op, NULL, NULL, bytes);
+}
+
+static __always_inline void iommu_count(__u32 op, __u64 bytes)
+{
+	struct iommutop_dev_key key = iommutop_current_key(iommutop_inflight_get());
+
+	iommutop_count(&key, op, 1, bytes, 0, NULL);
+}
+
+SEC("fentry")
+int BPF_PROG(iommu__map__fentry, void *domain, unsigned long iova, phys_addr_t paddr, size_t size)
+{
+	iommu_enter(IOMMUTOP_OP_IOMMU_MAP, size);
+	return 0;
+}
+IOMMUTOP_FEXIT(iommu__map__fexit, IOMMUTOP_OP_IOMMU_MAP, ret != 0)
+
+SEC("fentry")
+int BPF_PROG(iommu__map_atomic__fentry, void *domain, unsigned long iova, phys_addr_t paddr,
+	     size_t size)
+{
+	iommu_enter(IOMMUTOP_OP_IOMMU_MAP, size);
+	return 0;
+}
+IOMMUTOP_FEXIT(iommu__map_atomic__fexit, IOMMUTOP_OP_IOMMU_MAP, ret != 0)
+
+SEC("fentry")
+int BPF_PROG(iommu__unmap__fentry, void *domain, unsigned long iova, size_t size)
+{
+	iommu_enter(IOMMUTOP_OP_IOMMU_UNMAP, size);
+	return 0;
+}
+IOMMUTOP_FEXIT(iommu__unmap__fexit, IOMMUTOP_OP_IOMMU_UNMAP, ret == 0)
+
+SEC("fentry")
+int BPF_PROG(iommu__unmap_fast__fentry, void *domain, unsigned long iova, size_t size)
+{
+	iommu_enter(IOMMUTOP_OP_IOMMU_UNMAP, size);
+	return 0;
+}
+IOMMUTOP_FEXIT(iommu__unmap_fast__fexit, IOMMUTOP_OP_IOMMU_UNMAP, ret == 0)
+
+SEC("kprobe")
+int BPF_KPROBE(iommu__map__kprobe, void *domain, unsigned long iova, phys_addr_t paddr, size_t size)
+{
+	iommu_enter(IOMMUTOP_OP_IOMMU_MAP, size);
+	return 0;
+}
+
+SEC("kretprobe")
+int BPF_KRETPROBE(iommu__map__kretprobe, int err)
+{
+	iommutop_exit(IOMMUTOP_OP_IOMMU_MAP, err != 0);
+	return 0;
+}
+
+SEC("kprobe")
+int BPF_KPROBE(iommu__unmap__kprobe, void *domain, unsigned long iova, size_t size)
+{
+	iommu_enter(IOMMUTOP_OP_IOMMU_UNMAP, size);
+	return 0;
+}
+
+SEC("kretprobe")
+int BPF_KRETPROBE(iommu__unmap__kretprobe, size_t unmapped)
+{
+	iommutop_exit(IOMMUTOP_OP_IOMMU_UNMAP, unmapped == 0);
+	return 0;
+}
+
+SEC("tp_btf")
+int BPF_PROG(iommu__map__tp, unsigned long iova, phys_addr_t paddr, size_t size)
+{
+	iommu_count(IOMMUTOP_OP_IOMMU_MAP, size);
+	return 0;
+}
+
+SEC("tp_btf")
+int BPF_PROG(iommu__unmap__tp, unsigned long iova, size_t size, size_t unmapped_size)
+{
+	iommu_count(IOMMUTOP_OP_IOMMU_UNMAP, unmapped_size);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

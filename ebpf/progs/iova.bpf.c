@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * IOVA allocator (drivers/iommu/iova.c). Sizes are in granules of the domain:
+ *   unsigned long alloc_iova_fast(struct iova_domain *, unsigned long size, unsigned long
+ * limit_pfn, bool flush_rcache)                 returns a pfn, 0 on failure void
+ * free_iova_fast(struct iova_domain *, unsigned long pfn, unsigned long size) struct iova
+ * *alloc_iova(struct iova_domain *, unsigned long size, unsigned long limit_pfn, bool size_aligned)
+ * the rbtree path, NULL on failure No tracepoints exist for these: without fentry or kprobes, IOVA
+ * work is not measured.
+ */
+#include "common.bpf.h"
+
+static __always_inline __u64 iova_bytes(const struct iova_domain *iovad, unsigned long granules)
+{
+	return (__u64)granules * BPF_CORE_READ(iovad, granule);
+}
+
+SEC("fentry")
+int BPF_PROG(iova__alloc_fast__fentry, struct iova_domain *iovad, unsigned long size)
+{
+	iommutop_enter(IOMMUTOP_OP_IOVA_ALLOC, NULL, NULL, iova_bytes(iovad, size));
+	return 0;
+}
+IOMMUTOP_FEXIT(iova__alloc_fast__fexit, IOMMUTOP_OP_IOVA_ALLOC, ret == 0)
+
+SEC("fentry")
+int BPF_PROG(iova__free_fast__fentry, struct iova_domain *iovad, unsigned long pfn,
+	     unsigned long size)
+{
+	iommutop_enter(IOMMUTOP_OP_IOVA_FREE, NULL, NULL, iova_bytes(iovad, size));
+	return 0;
+}
+IOMMUTOP_FEXIT(iova__free_fast__fexit, IOMMUTOP_OP_IOVA_FREE, 0)
+
+SEC("fentry")
+int BPF_PROG(iova__alloc_slow__fentry, struct iova_domain *iovad, unsigned long size)
+{
+	iommutop_enter(IOMMUTOP_OP_IOVA_ALLOC_SLOW, NULL, NULL, iova_bytes(iovad, size));
+	return 0;
+}
+IOMMUTOP_FEXIT(iova__alloc_slow__fexit, IOMMUTOP_OP_IOVA_ALLOC_SLOW, ret == 0)
+
+SEC("kprobe")
+int BPF_KPROBE(iova__alloc_fast__kprobe, struct iova_domain *iovad, unsigned long size)
+{
+	iommutop_enter(IOMMUTOP_OP_IOVA_ALLOC, NULL, NULL, iova_bytes(iovad, size));
+	return 0;
+}
+
+SEC("kretprobe")
+int BPF_KRETPROBE(iova__alloc_fast__kretprobe, unsigned long pfn)
+{
+	iommutop_exit(IOMMUTOP_OP_IOVA_ALLOC, pfn == 0);
+	return 0;
+}
+
+SEC("kprobe")
+int BPF_KPROBE(iova__free_fast__kprobe, struct iova_domain *iovad, unsigned long pfn,
+	       unsigned long size)
+{
+	iommutop_enter(IOMMUTOP_OP_IOVA_FREE, NULL, NULL, iova_bytes(iovad, size));
+	return 0;
+}
+
+SEC("kretprobe")
+int BPF_KRETPROBE(iova__free_fast__kretprobe)
+{
+	iommutop_exit(IOMMUTOP_OP_IOVA_FREE, 0);
+	return 0;
+}
+
+SEC("kprobe")
+int BPF_KPROBE(iova__alloc_slow__kprobe, struct iova_domain *iovad, unsigned long size)
+{
+	iommutop_enter(IOMMUTOP_OP_IOVA_ALLOC_SLOW, NULL, NULL, iova_bytes(iovad, size));
+	return 0;
+}
+
+SEC("kretprobe")
+int BPF_KRETPROBE(iova__alloc_slow__kretprobe, void *iova)
+{
+	iommutop_exit(IOMMUTOP_OP_IOVA_ALLOC_SLOW, iova == NULL);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

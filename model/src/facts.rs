@@ -1,0 +1,499 @@
+//! What sysfs and procfs say about the host and its devices, as plain data.
+//!
+//! The `iommutop` binary fills these (its `sysinfo` module reads `/proc` and `/sys`); the model only
+//! interprets them: which IOMMU, which default domain type, which PCI device a disk or netdev
+//! belongs to.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Who made the IOMMU, as far as the kernel's IOMMU units tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IommuVendor {
+    /// Intel VT-d (`dmar*` units).
+    Intel,
+    /// AMD-Vi (`ivhd*` units).
+    Amd,
+    /// virtio-iommu (units named after their virtio device).
+    Virtio,
+}
+
+impl IommuVendor {
+    /// The vendor of a unit from its name in `/sys/class/iommu`; `None` for others (ARM SMMU, ...).
+    pub fn from_unit_name(name: &str) -> Option<IommuVendor> {
+        if name.starts_with("dmar") {
+            Some(IommuVendor::Intel)
+        } else if name.starts_with("ivhd") {
+            Some(IommuVendor::Amd)
+        } else if name.starts_with("virtio") {
+            Some(IommuVendor::Virtio)
+        } else {
+            None
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            IommuVendor::Intel => "intel",
+            IommuVendor::Amd => "amd",
+            IommuVendor::Virtio => "virtio",
+        }
+    }
+}
+
+/// How unmapped IOVAs are invalidated, i.e. what the default DMA domain does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DmaMode {
+    /// IOTLB invalidated synchronously on every unmap (domain type `DMA`).
+    Strict,
+    /// Invalidations batched by a flush queue (domain type `DMA-FQ`).
+    Lazy,
+    /// No translation: identity domains (`iommu=pt`, `iommu.passthrough=1`).
+    Passthrough,
+}
+
+impl DmaMode {
+    /// The mode a sysfs group `type` implies (`DMA`, `DMA-FQ`, `identity`); `None` for others.
+    pub fn from_domain_type(domain_type: &str) -> Option<DmaMode> {
+        match domain_type {
+            "DMA" => Some(DmaMode::Strict),
+            "DMA-FQ" => Some(DmaMode::Lazy),
+            "identity" => Some(DmaMode::Passthrough),
+            _ => None,
+        }
+    }
+
+    /// The sysfs domain type of this mode.
+    pub fn domain_type(self) -> &'static str {
+        match self {
+            DmaMode::Strict => "DMA",
+            DmaMode::Lazy => "DMA-FQ",
+            DmaMode::Passthrough => "identity",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DmaMode::Strict => "strict",
+            DmaMode::Lazy => "lazy",
+            DmaMode::Passthrough => "passthrough",
+        }
+    }
+}
+
+/// One IOMMU hardware unit (`/sys/class/iommu/NAME`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct IommuUnit {
+    pub name: String,
+    pub vendor: Option<IommuVendor>,
+}
+
+/// One IOMMU group (`/sys/kernel/iommu_groups/N`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct IommuGroup {
+    pub id: u32,
+    /// Contents of `type`: `DMA`, `DMA-FQ`, `identity`, `blocked`, `unmanaged`, ...
+    pub domain_type: Option<String>,
+    /// Device names in the group (PCI addresses for PCI devices).
+    pub devices: Vec<String>,
+}
+
+/// The IOMMU-related parameters of the kernel command line, raw values as written.
+/// A parameter given without `=` has the value `""`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct IommuCmdline {
+    /// `intel_iommu=` (`on`, `off`, `strict`, `sm_on`, ...; comma-separated).
+    pub intel_iommu: Option<String>,
+    /// `amd_iommu=` (`off`, `fullflush`, `force_isolation`, ...).
+    pub amd_iommu: Option<String>,
+    /// `iommu=` (`pt`, `nopt`, `force`, `off`, ...).
+    pub iommu: Option<String>,
+    /// `iommu.passthrough=` (boolean).
+    pub iommu_passthrough: Option<String>,
+    /// `iommu.strict=` (boolean).
+    pub iommu_strict: Option<String>,
+}
+
+impl IommuCmdline {
+    /// Picks the IOMMU parameters out of a kernel command line (last occurrence wins, as in the kernel).
+    pub fn parse(cmdline: &str) -> IommuCmdline {
+        let mut parsed = IommuCmdline::default();
+        for (key, value) in cmdline_params(cmdline) {
+            let slot = match key {
+                "intel_iommu" => &mut parsed.intel_iommu,
+                "amd_iommu" => &mut parsed.amd_iommu,
+                "iommu" => &mut parsed.iommu,
+                "iommu.passthrough" => &mut parsed.iommu_passthrough,
+                "iommu.strict" => &mut parsed.iommu_strict,
+                _ => continue,
+            };
+            *slot = Some(value.to_string());
+        }
+        parsed
+    }
+
+    /// The default domain the command line asks for, if it asks: passthrough from `iommu=pt` or
+    /// `iommu.passthrough=1`, strict or lazy from `iommu.strict=`, `intel_iommu=strict`,
+    /// `amd_iommu=fullflush`.
+    pub fn requested_mode(&self) -> Option<DmaMode> {
+        let passthrough = match (self.iommu_passthrough.as_deref(), self.iommu.as_deref()) {
+            (Some(value), _) => parse_kernel_bool(value),
+            (None, Some(value)) => iommu_option_passthrough(value),
+            (None, None) => None,
+        };
+        if passthrough == Some(true) {
+            return Some(DmaMode::Passthrough);
+        }
+        let strict = self
+            .iommu_strict
+            .as_deref()
+            .and_then(parse_kernel_bool)
+            .or_else(|| has_option(self.intel_iommu.as_deref(), "strict").then_some(true))
+            .or_else(|| has_option(self.amd_iommu.as_deref(), "fullflush").then_some(true));
+        match strict {
+            Some(true) => Some(DmaMode::Strict),
+            Some(false) => Some(DmaMode::Lazy),
+            None => None,
+        }
+    }
+}
+
+/// `key=value` pairs of a kernel command line; a bare word has the value `""`. Quoted values keep
+/// their spaces.
+pub fn cmdline_params(cmdline: &str) -> Vec<(&str, &str)> {
+    let mut params = Vec::new();
+    let mut rest = cmdline.trim_start();
+    while !rest.is_empty() {
+        let mut in_quotes = false;
+        let end = rest
+            .char_indices()
+            .find(|&(_, c)| {
+                if c == '"' {
+                    in_quotes = !in_quotes;
+                }
+                c.is_whitespace() && !in_quotes
+            })
+            .map_or(rest.len(), |(i, _)| i);
+        let word = &rest[..end];
+        let (key, value) = word.split_once('=').unwrap_or((word, ""));
+        params.push((key, value.trim_matches('"')));
+        rest = rest[end..].trim_start();
+    }
+    params
+}
+
+/// The kernel's `kstrtobool`: `1/y/Y/on` true, `0/n/N/off` false.
+fn parse_kernel_bool(value: &str) -> Option<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "1" | "y" | "yes" | "on" => Some(true),
+        "0" | "n" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+/// x86 `iommu=` options: `pt` asks for passthrough, `nopt` for translation.
+fn iommu_option_passthrough(value: &str) -> Option<bool> {
+    value.split(',').fold(None, |found, option| match option {
+        "pt" => Some(true),
+        "nopt" => Some(false),
+        _ => found,
+    })
+}
+
+fn has_option(value: Option<&str>, option: &str) -> bool {
+    value.is_some_and(|v| v.split(',').any(|o| o == option))
+}
+
+/// What sysfs says about one PCI function.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DeviceFacts {
+    /// `0000:00:02.0`
+    pub pci_address: String,
+    /// Bound driver (`nvme`, `e1000e`, `vfio-pci`); `None` when unbound.
+    pub driver: Option<String>,
+    pub vendor_id: Option<u16>,
+    pub device_id: Option<u16>,
+    /// 24-bit PCI class code (`0x010802` is NVMe).
+    pub class: Option<u32>,
+    pub iommu_group: Option<u32>,
+    /// The group's domain type (`DMA`, `DMA-FQ`, `identity`, ...).
+    pub domain_type: Option<String>,
+    /// The IOMMU unit translating for it (`dmar0`, `ivhd0`).
+    pub iommu_unit: Option<String>,
+    /// Network interfaces on this function (`eth0`).
+    pub netdevs: Vec<String>,
+    /// Block disks on this function (`nvme0n1`, `nvme0c0n1`, `vda`).
+    pub disks: Vec<String>,
+    /// Other kernel devices under this function whose names may key DMA work (`nvme0`, `virtio0`).
+    pub children: Vec<String>,
+}
+
+impl DeviceFacts {
+    /// Whether a kernel name (disk, netdev, child device) belongs to this function.
+    pub fn owns_name(&self, name: &str) -> bool {
+        [&self.netdevs, &self.disks, &self.children]
+            .into_iter()
+            .any(|names| names.iter().any(|n| n == name))
+    }
+}
+
+/// What sysfs and procfs say about the host.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct HostFacts {
+    /// `/proc/sys/kernel/osrelease`
+    pub kernel_release: Option<String>,
+    /// `/proc/cmdline`
+    pub cmdline: Option<String>,
+    /// IOMMU-relevant kernel config options without the `CONFIG_` prefix (`INTEL_IOMMU` → `y`);
+    /// an option that "is not set" has the value `n`.
+    pub kernel_config: BTreeMap<String, String>,
+    pub iommu_units: Vec<IommuUnit>,
+    pub groups: Vec<IommuGroup>,
+    pub devices: Vec<DeviceFacts>,
+    /// Running inside the iommutop lab (its kernel command line carries `iommutop.lab=1`).
+    pub lab: bool,
+}
+
+impl HostFacts {
+    /// Whether any IOMMU unit is registered.
+    pub fn iommu_present(&self) -> bool {
+        !self.iommu_units.is_empty()
+    }
+
+    /// The vendor of the first unit whose vendor is known.
+    pub fn iommu_vendor(&self) -> Option<IommuVendor> {
+        self.iommu_units.iter().find_map(|unit| unit.vendor)
+    }
+
+    /// The IOMMU parameters of the kernel command line.
+    pub fn cmdline_iommu(&self) -> IommuCmdline {
+        self.cmdline
+            .as_deref()
+            .map(IommuCmdline::parse)
+            .unwrap_or_default()
+    }
+
+    /// The domain type most groups have (what the kernel chose by default, since iommutop restores
+    /// any group it changes); ties go to the type named first alphabetically. Without groups,
+    /// what the command line and then the kernel config ask for. `None` without an IOMMU.
+    pub fn default_domain_type(&self) -> Option<String> {
+        if !self.iommu_present() {
+            return None;
+        }
+        let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
+        for group in &self.groups {
+            if let Some(domain_type) = group.domain_type.as_deref() {
+                *votes.entry(domain_type).or_default() += 1;
+            }
+        }
+        let observed = votes
+            .iter()
+            .max_by(|(a_type, a_votes), (b_type, b_votes)| {
+                a_votes.cmp(b_votes).then_with(|| b_type.cmp(a_type))
+            })
+            .map(|(domain_type, _)| domain_type.to_string());
+        observed.or_else(|| {
+            self.requested_mode()
+                .map(|mode| mode.domain_type().to_string())
+        })
+    }
+
+    /// Strict, lazy or passthrough, from the default domain type.
+    pub fn dma_mode(&self) -> Option<DmaMode> {
+        self.default_domain_type()
+            .as_deref()
+            .and_then(DmaMode::from_domain_type)
+    }
+
+    /// What the command line, else the kernel config, asks the default domain to be.
+    fn requested_mode(&self) -> Option<DmaMode> {
+        self.cmdline_iommu().requested_mode().or_else(|| {
+            let enabled = |option: &str| self.kernel_config.get(option).is_some_and(|v| v == "y");
+            if enabled("IOMMU_DEFAULT_PASSTHROUGH") {
+                Some(DmaMode::Passthrough)
+            } else if enabled("IOMMU_DEFAULT_DMA_LAZY") {
+                Some(DmaMode::Lazy)
+            } else if enabled("IOMMU_DEFAULT_DMA_STRICT") {
+                Some(DmaMode::Strict)
+            } else {
+                None
+            }
+        })
+    }
+
+    /// The facts of the PCI function with this address.
+    pub fn device(&self, pci_address: &str) -> Option<&DeviceFacts> {
+        self.devices.iter().find(|d| d.pci_address == pci_address)
+    }
+
+    /// The PCI function a disk, netdev or child device name belongs to.
+    pub fn owner_of(&self, name: &str) -> Option<&DeviceFacts> {
+        self.devices.iter().find(|d| d.owns_name(name))
+    }
+}
+
+/// Whether a device name is a PCI address (`0000:00:02.0`: domain, bus, device, function in hex).
+pub fn is_pci_address(name: &str) -> bool {
+    let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let Some((domain_bus_dev, function)) = name.split_once('.') else {
+        return false;
+    };
+    let parts: Vec<&str> = domain_bus_dev.split(':').collect();
+    matches!(parts.as_slice(), [domain, bus, dev] if hex(domain, 4) && hex(bus, 2) && hex(dev, 2))
+        && function.len() == 1
+        && function.bytes().all(|b| (b'0'..=b'7').contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(units: &[&str], group_types: &[&str], cmdline: &str) -> HostFacts {
+        HostFacts {
+            cmdline: Some(cmdline.to_string()),
+            iommu_units: units
+                .iter()
+                .map(|name| IommuUnit {
+                    name: name.to_string(),
+                    vendor: IommuVendor::from_unit_name(name),
+                })
+                .collect(),
+            groups: group_types
+                .iter()
+                .enumerate()
+                .map(|(id, t)| IommuGroup {
+                    id: id as u32,
+                    domain_type: Some(t.to_string()),
+                    devices: vec![],
+                })
+                .collect(),
+            ..HostFacts::default()
+        }
+    }
+
+    #[test]
+    fn pci_addresses_are_recognised() {
+        assert!(is_pci_address("0000:00:02.0"));
+        assert!(is_pci_address("10de:af:1f.7"));
+        for name in [
+            "nvme0n1",
+            "eth0",
+            "0000:00:02",
+            "0000:00:02.8",
+            "000:00:02.0",
+            "",
+        ] {
+            assert!(!is_pci_address(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn unit_names_give_the_vendor() {
+        assert_eq!(
+            IommuVendor::from_unit_name("dmar0"),
+            Some(IommuVendor::Intel)
+        );
+        assert_eq!(IommuVendor::from_unit_name("ivhd1"), Some(IommuVendor::Amd));
+        assert_eq!(
+            IommuVendor::from_unit_name("virtio0"),
+            Some(IommuVendor::Virtio)
+        );
+        assert_eq!(IommuVendor::from_unit_name("smmu3.0x0"), None);
+    }
+
+    #[test]
+    fn cmdline_params_split_words_and_quotes() {
+        let params = cmdline_params(r#"BOOT_IMAGE=/vmlinuz quiet  init="/bin/sh -c x" iommu=pt"#);
+        assert_eq!(
+            params,
+            vec![
+                ("BOOT_IMAGE", "/vmlinuz"),
+                ("quiet", ""),
+                ("init", "/bin/sh -c x"),
+                ("iommu", "pt")
+            ]
+        );
+    }
+
+    #[test]
+    fn cmdline_picks_iommu_parameters_last_wins() {
+        let parsed = IommuCmdline::parse(
+            "console=ttyS0 intel_iommu=on,sm_on iommu.strict=1 iommu.strict=0 amd_iommu=off \
+             iommu.passthrough=0 iommu=nopt",
+        );
+        assert_eq!(parsed.intel_iommu.as_deref(), Some("on,sm_on"));
+        assert_eq!(parsed.amd_iommu.as_deref(), Some("off"));
+        assert_eq!(parsed.iommu.as_deref(), Some("nopt"));
+        assert_eq!(parsed.iommu_passthrough.as_deref(), Some("0"));
+        assert_eq!(parsed.iommu_strict.as_deref(), Some("0"));
+        assert_eq!(parsed.requested_mode(), Some(DmaMode::Lazy));
+    }
+
+    #[test]
+    fn cmdline_requested_modes() {
+        let mode = |line: &str| IommuCmdline::parse(line).requested_mode();
+        assert_eq!(mode("iommu=pt"), Some(DmaMode::Passthrough));
+        assert_eq!(mode("iommu.passthrough=1"), Some(DmaMode::Passthrough));
+        assert_eq!(mode("iommu=pt iommu.passthrough=0"), None);
+        assert_eq!(mode("iommu.strict=1"), Some(DmaMode::Strict));
+        assert_eq!(mode("intel_iommu=on,strict"), Some(DmaMode::Strict));
+        assert_eq!(mode("amd_iommu=fullflush"), Some(DmaMode::Strict));
+        assert_eq!(mode("intel_iommu=on"), None);
+    }
+
+    #[test]
+    fn default_domain_is_what_most_groups_have() {
+        let facts = host(
+            &["dmar0"],
+            &["DMA-FQ", "DMA-FQ", "identity"],
+            "iommu.strict=1",
+        );
+        assert_eq!(facts.default_domain_type().as_deref(), Some("DMA-FQ"));
+        assert_eq!(facts.dma_mode(), Some(DmaMode::Lazy));
+        assert_eq!(facts.iommu_vendor(), Some(IommuVendor::Intel));
+    }
+
+    #[test]
+    fn default_domain_falls_back_to_cmdline_then_config() {
+        let mut facts = host(&["ivhd0"], &[], "iommu.passthrough=1");
+        assert_eq!(facts.dma_mode(), Some(DmaMode::Passthrough));
+        facts.cmdline = None;
+        facts
+            .kernel_config
+            .insert("IOMMU_DEFAULT_DMA_STRICT".into(), "y".into());
+        assert_eq!(facts.default_domain_type().as_deref(), Some("DMA"));
+        assert_eq!(facts.dma_mode(), Some(DmaMode::Strict));
+    }
+
+    #[test]
+    fn no_iommu_means_no_domain_type() {
+        let facts = host(&[], &["DMA"], "iommu.strict=1");
+        assert!(!facts.iommu_present());
+        assert_eq!(facts.default_domain_type(), None);
+        assert_eq!(facts.dma_mode(), None);
+        assert_eq!(facts.iommu_vendor(), None);
+    }
+
+    #[test]
+    fn names_find_their_pci_function() {
+        let facts = HostFacts {
+            devices: vec![DeviceFacts {
+                pci_address: "0000:00:04.0".into(),
+                disks: vec!["nvme0n1".into()],
+                netdevs: vec![],
+                children: vec!["nvme0".into()],
+                ..DeviceFacts::default()
+            }],
+            ..HostFacts::default()
+        };
+        assert_eq!(
+            facts.owner_of("nvme0n1").map(|d| d.pci_address.as_str()),
+            Some("0000:00:04.0")
+        );
+        assert!(facts.owner_of("nvme0").is_some());
+        assert!(facts.owner_of("eth0").is_none());
+        assert!(facts.device("0000:00:04.0").is_some());
+    }
+}

@@ -1,0 +1,24 @@
+//! iommutop's plain data: what the sampler reads from the kernel, what reports carry, and the
+//! arithmetic on both (histograms, deltas, rates, percentiles). Nothing here touches the kernel,
+//! BPF or a terminal, so everything is unit-tested without root.
+
+pub mod derive;
+pub mod facts;
+pub mod hist;
+mod ops_map;
+pub mod report;
+pub mod sample;
+pub mod snapshot;
+pub mod summary;
+pub mod time;
+pub mod units;
+
+pub use derive::{Derived, IoBasis};
+pub use facts::{DeviceFacts, DmaMode, HostFacts, IommuGroup, IommuUnit, IommuVendor};
+pub use hist::{slot_of, Histogram, SLOT_VECTORS};
+pub use ops_map::op_named;
+pub use report::{schema_text, Report, ReportError, ReportInputs, SCHEMA_VERSION};
+pub use sample::{Op, OpCounters, RawSample, RawSource, SourceKind, HIST_SLOTS};
+pub use snapshot::{Device, Latency, OpStats, RowKind, Snapshot};
+pub use summary::render_summary;
+pub use time::rfc3339_utc;

@@ -1,0 +1,202 @@
+//! The JSON report, version 1: what one run measured, on which host, with which probes.
+//!
+//! `docs/report.schema.json` describes exactly what [`Report::to_json`] writes (a test checks it);
+//! `docs/report.md` explains every field. Readers accept any version-1 report, also one written
+//! by a newer build that added fields or operations (unknown ones are skipped).
+
+mod build;
+mod read;
+
+pub use build::ReportInputs;
+pub use read::{ReadReportError, ReportError};
+
+use crate::facts::{DmaMode, IommuVendor};
+use crate::snapshot::Device;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// The report format this build writes and reads.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// `tool.name` of every iommutop report.
+pub const TOOL_NAME: &str = "iommutop";
+
+/// The JSON Schema of [`Report`] (`docs/report.schema.json`), for tests that validate reports.
+pub fn schema_text() -> &'static str {
+    include_str!("../../docs/report.schema.json")
+}
+
+/// One run of iommutop, as written to `--output report.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub tool: Tool,
+    pub host: Host,
+    pub run: Run,
+    /// One entry per row seen over the whole run (first to last sample), sorted by key.
+    pub devices: Vec<Device>,
+    pub probes: Vec<ProbeEntry>,
+    pub self_overhead: SelfOverhead,
+    /// Per-interval figures, so that `compare` can tell signal from noise.
+    pub intervals: Vec<IntervalPoint>,
+    /// Human sentences about what limits the numbers (probes missing, counters lost, ...).
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Host {
+    pub kernel_release: Option<String>,
+    pub cmdline: Option<String>,
+    pub iommu: HostIommu,
+    /// IOMMU-relevant kernel options without `CONFIG_` (`INTEL_IOMMU: "y"`; `"n"` if not set).
+    pub kernel_config: BTreeMap<String, String>,
+    /// Ran inside the iommutop QEMU lab.
+    pub lab: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostIommu {
+    pub present: bool,
+    pub vendor: Option<IommuVendor>,
+    /// Unit names (`dmar0`, `ivhd0`).
+    pub units: Vec<String>,
+    /// `DMA`, `DMA-FQ`, `identity`, ... (what most groups have).
+    pub default_domain_type: Option<String>,
+    pub dma_mode: Option<DmaMode>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    /// RFC 3339 UTC (`2025-03-01T12:34:56Z`), see [`crate::time::rfc3339_utc`].
+    pub started_at: String,
+    pub duration_s: f64,
+    pub interval_s: f64,
+    /// Profile name, if the run came from one.
+    pub profile: Option<String>,
+    /// The command iommutop ran under its probes (empty if none).
+    pub command: Vec<String>,
+    /// Its exit status (`None`: no command, or killed by a signal).
+    pub exit_status: Option<i32>,
+    pub workload: Option<WorkloadReport>,
+}
+
+/// A built-in workload's parameters and results, as the workload reported them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadReport {
+    pub name: String,
+    pub params: Map<String, Value>,
+    pub results: Map<String, Value>,
+}
+
+/// How a probe was attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    Fentry,
+    Kprobe,
+    Tracepoint,
+}
+
+impl Tier {
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Fentry => "fentry",
+            Tier::Kprobe => "kprobe",
+            Tier::Tracepoint => "tracepoint",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProbeStatus {
+    Attached,
+    /// No tier exists on this kernel (no symbol, no tracepoint).
+    Unavailable,
+    /// A tier existed but loading or attaching failed.
+    Failed,
+}
+
+impl ProbeStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeStatus::Attached => "attached",
+            ProbeStatus::Unavailable => "unavailable",
+            ProbeStatus::Failed => "failed",
+        }
+    }
+}
+
+/// One logical probe point and the tier it got (the `iommutop probes` table).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeEntry {
+    /// Logical point (`dma_map`, `iotlb_flush`, `completion.nvme`, ...).
+    pub point: String,
+    /// The tier that attached; `None` if none did.
+    pub tier: Option<Tier>,
+    /// Kernel function or tracepoint attached to (`dma_map_page_attrs`, `iommu:map`).
+    pub symbol: Option<String>,
+    pub status: ProbeStatus,
+    /// Whether this point measures latency (fentry/kprobe pairs do, tracepoints count only).
+    pub latency: bool,
+    /// Why it is unavailable or failed, or a note on the tier chosen.
+    pub reason: Option<String>,
+    /// Better tiers that were tried and refused, best first.
+    pub refused: Vec<Refusal>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    pub tier: Tier,
+    pub reason: String,
+}
+
+/// What the probes cost, from the kernel's BPF run-time statistics.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SelfOverhead {
+    /// iommutop turned `kernel.bpf_stats_enabled` on for the run (and off again after).
+    pub bpf_stats_enabled_by_iommutop: bool,
+    pub programs: Vec<ProgramOverhead>,
+    /// All programs' run time over all events counted (an event may run two programs).
+    pub total_ns_per_event: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProgramOverhead {
+    /// BPF program name (`dma__map_page__fentry`).
+    pub name: String,
+    pub run_count: u64,
+    pub run_time_ns: u64,
+    /// Run time per run; `None` if it never ran.
+    pub ns_per_event: Option<f64>,
+}
+
+/// The headline numbers of one interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalPoint {
+    /// Seconds since the run started, at the end of the interval.
+    pub t_s: f64,
+    /// By device key.
+    pub devices: BTreeMap<String, IntervalDevice>,
+    /// What the workload reported for this interval, if anything.
+    pub workload: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalDevice {
+    pub dma_map_per_s: f64,
+    pub translation_ns_per_io: Option<f64>,
+    pub completions_per_s: f64,
+}
+
+#[cfg(test)]
+pub(crate) mod fixtures;
+#[cfg(test)]
+mod tests;

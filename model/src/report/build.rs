@@ -1,0 +1,183 @@
+//! Assembling a [`Report`] from what a run collected.
+
+use super::{
+    Host, HostIommu, IntervalDevice, IntervalPoint, ProbeEntry, ProbeStatus, ProgramOverhead,
+    Report, Run, SelfOverhead, Tool, SCHEMA_VERSION, TOOL_NAME,
+};
+use crate::facts::HostFacts;
+use crate::sample::{Op, RawSample};
+use crate::snapshot::Snapshot;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Everything a run hands over to make its report.
+#[derive(Debug, Clone)]
+pub struct ReportInputs<'a> {
+    /// `env!("CARGO_PKG_VERSION")` of the binary.
+    pub tool_version: &'a str,
+    pub host: &'a HostFacts,
+    pub run: Run,
+    /// The sample taken right after the probes attached, and the last one.
+    pub first: &'a RawSample,
+    pub last: &'a RawSample,
+    pub probes: Vec<ProbeEntry>,
+    pub bpf_stats_enabled_by_iommutop: bool,
+    pub intervals: Vec<IntervalPoint>,
+    /// The run's own warnings; the builder adds those it can see in the data.
+    pub warnings: Vec<String>,
+}
+
+impl Report {
+    /// The report of a run: devices and self overhead over the whole run (first to last sample).
+    pub fn build(inputs: ReportInputs<'_>) -> Report {
+        let whole_run = Snapshot::between(inputs.first, inputs.last, &inputs.host.devices);
+        let mut warnings = inputs.warnings;
+        warnings.extend(host_warnings(inputs.host));
+        warnings.extend(probe_warnings(&inputs.probes));
+        warnings.extend(health_warnings(&whole_run.health));
+        let mut seen = std::collections::BTreeSet::new();
+        warnings.retain(|w| seen.insert(w.clone()));
+        Report {
+            schema_version: SCHEMA_VERSION,
+            tool: Tool {
+                name: TOOL_NAME.to_string(),
+                version: inputs.tool_version.to_string(),
+            },
+            host: Host::from_facts(inputs.host),
+            run: inputs.run,
+            self_overhead: SelfOverhead::from_snapshot(
+                &whole_run,
+                inputs.bpf_stats_enabled_by_iommutop,
+            ),
+            devices: whole_run.devices,
+            probes: inputs.probes,
+            intervals: inputs.intervals,
+            warnings,
+        }
+    }
+}
+
+impl Host {
+    pub fn from_facts(facts: &HostFacts) -> Host {
+        Host {
+            kernel_release: facts.kernel_release.clone(),
+            cmdline: facts.cmdline.clone(),
+            iommu: HostIommu {
+                present: facts.iommu_present(),
+                vendor: facts.iommu_vendor(),
+                units: facts.iommu_units.iter().map(|u| u.name.clone()).collect(),
+                default_domain_type: facts.default_domain_type(),
+                dma_mode: facts.dma_mode(),
+            },
+            kernel_config: facts.kernel_config.clone(),
+            lab: facts.lab,
+        }
+    }
+}
+
+impl SelfOverhead {
+    /// Per-program cost over a snapshot's interval; the total is divided by the events counted.
+    pub fn from_snapshot(snapshot: &Snapshot, bpf_stats_enabled_by_iommutop: bool) -> SelfOverhead {
+        let programs: Vec<ProgramOverhead> = snapshot
+            .programs
+            .iter()
+            .map(|(name, delta)| ProgramOverhead {
+                name: name.clone(),
+                run_count: delta.run_count,
+                run_time_ns: delta.run_time_ns,
+                ns_per_event: (delta.run_count > 0)
+                    .then(|| delta.run_time_ns as f64 / delta.run_count as f64),
+            })
+            .collect();
+        let total_ns = programs
+            .iter()
+            .fold(0u64, |sum, p| sum.saturating_add(p.run_time_ns));
+        SelfOverhead {
+            bpf_stats_enabled_by_iommutop,
+            total_ns_per_event: (snapshot.events > 0 && total_ns > 0)
+                .then(|| total_ns as f64 / snapshot.events as f64),
+            programs,
+        }
+    }
+}
+
+impl IntervalPoint {
+    /// The headline numbers of one interval, `t_s` seconds into the run.
+    pub fn from_snapshot(t_s: f64, snapshot: &Snapshot, workload: Option<Value>) -> IntervalPoint {
+        let devices: BTreeMap<String, IntervalDevice> = snapshot
+            .devices
+            .iter()
+            .map(|device| {
+                let point = IntervalDevice {
+                    dma_map_per_s: device.op(Op::DmaMap).rate_per_s,
+                    translation_ns_per_io: device.derived.translation_ns_per_io,
+                    completions_per_s: device.op(Op::Completion).rate_per_s,
+                };
+                (device.key.clone(), point)
+            })
+            .collect();
+        IntervalPoint {
+            t_s,
+            devices,
+            workload,
+        }
+    }
+}
+
+fn host_warnings(host: &HostFacts) -> Vec<String> {
+    if host.iommu_present() {
+        return Vec::new();
+    }
+    vec![
+        "no IOMMU is active on this host: DMA addresses are not translated, so there is no \
+          translation cost to measure"
+            .to_string(),
+    ]
+}
+
+fn probe_warnings(probes: &[ProbeEntry]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for probe in probes {
+        let reason = probe.reason.as_deref().unwrap_or("no reason given");
+        match probe.status {
+            ProbeStatus::Attached => {}
+            ProbeStatus::Unavailable => {
+                warnings.push(format!("probe {} unavailable: {reason}", probe.point));
+            }
+            ProbeStatus::Failed => {
+                warnings.push(format!("probe {} failed: {reason}", probe.point));
+            }
+        }
+    }
+    let counts_only: Vec<&str> = probes
+        .iter()
+        .filter(|p| p.status == ProbeStatus::Attached && !p.latency)
+        .map(|p| p.point.as_str())
+        .collect();
+    if !counts_only.is_empty() {
+        warnings.push(format!(
+            "latency not measured for {}: attached at a tier that only counts",
+            counts_only.join(", ")
+        ));
+    }
+    warnings
+}
+
+fn health_warnings(health: &BTreeMap<String, u64>) -> Vec<String> {
+    health
+        .iter()
+        .filter(|(_, &count)| count > 0)
+        .map(|(name, &count)| match name.as_str() {
+            "device_map_full" => {
+                format!("{count} events of new devices were dropped: the device map was full")
+            }
+            "nesting_overflow" => format!(
+                "{count} calls nested deeper than the tracker follows: they were counted, not timed"
+            ),
+            "exit_without_entry" => format!(
+                "{count} returns had no matching entry (probes attached mid-call): not timed"
+            ),
+            other => format!("probe health counter {other} rose by {count}"),
+        })
+        .collect()
+}

@@ -1,0 +1,229 @@
+//! Reports for tests: one with every field populated, one as small as a report gets.
+
+use super::{
+    IntervalPoint, ProbeEntry, ProbeStatus, Refusal, Report, ReportInputs, Run, Tier,
+    WorkloadReport,
+};
+use crate::facts::{DeviceFacts, HostFacts, IommuGroup, IommuUnit, IommuVendor};
+use crate::sample::{Op, OpCounters, RawSample, RawSource, SourceKind, HIST_SLOTS};
+use crate::snapshot::Snapshot;
+use serde_json::json;
+
+/// `count` calls of which those in `timed_ns` were timed, `bytes_each` bytes each.
+pub fn counters(count: u64, bytes_each: u64, timed_ns: &[u64]) -> OpCounters {
+    let mut hist = vec![0u64; HIST_SLOTS];
+    for &ns in timed_ns {
+        hist[crate::hist::slot_of(ns)] += 1;
+    }
+    OpCounters {
+        count,
+        bytes: count * bytes_each,
+        failures: 0,
+        timed: timed_ns.len() as u64,
+        total_ns: timed_ns.iter().sum(),
+        hist,
+    }
+}
+
+pub fn host() -> HostFacts {
+    HostFacts {
+        kernel_release: Some("6.12.95+deb12-amd64".into()),
+        cmdline: Some("console=ttyS0 intel_iommu=on iommutop.lab=1".into()),
+        kernel_config: [("INTEL_IOMMU", "y"), ("IOMMU_DEFAULT_DMA_LAZY", "y")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        iommu_units: vec![IommuUnit {
+            name: "dmar0".into(),
+            vendor: Some(IommuVendor::Intel),
+        }],
+        groups: vec![IommuGroup {
+            id: 3,
+            domain_type: Some("DMA-FQ".into()),
+            devices: vec!["0000:00:02.0".into()],
+        }],
+        devices: vec![DeviceFacts {
+            pci_address: "0000:00:02.0".into(),
+            driver: Some("nvme".into()),
+            vendor_id: Some(0x1b36),
+            device_id: Some(0x0010),
+            class: Some(0x010802),
+            iommu_group: Some(3),
+            domain_type: Some("DMA-FQ".into()),
+            iommu_unit: Some("dmar0".into()),
+            netdevs: vec![],
+            disks: vec!["nvme0n1".into()],
+            children: vec!["nvme0".into()],
+        }],
+        lab: true,
+    }
+}
+
+fn nvme_source(reads: u64) -> RawSource {
+    let map_ns = vec![2_000u64; reads as usize];
+    let unmap_ns = vec![1_000u64; reads as usize];
+    let iova_ns = vec![300u64; reads as usize];
+    RawSource {
+        kind: SourceKind::Device,
+        id: 0xffff_8880_0123_4000,
+        name: "0000:00:02.0".into(),
+        ops: [
+            (Op::DmaMap, counters(reads, 4096, &map_ns)),
+            (Op::DmaUnmap, counters(reads, 4096, &unmap_ns)),
+            (Op::IovaAlloc, counters(reads, 4096, &iova_ns)),
+            (Op::IommuMap, counters(reads, 4096, &[])),
+            (Op::IotlbSync, counters(reads, 0, &[])),
+        ]
+        .into_iter()
+        .collect(),
+    }
+}
+
+fn disk_source(reads: u64) -> RawSource {
+    RawSource {
+        kind: SourceKind::Disk,
+        id: 0xffff_8880_0456_0000,
+        name: "nvme0n1".into(),
+        ops: [(Op::Completion, counters(reads, 4096, &[]))]
+            .into_iter()
+            .collect(),
+    }
+}
+
+pub fn first_sample() -> RawSample {
+    RawSample {
+        monotonic_ns: 1_000_000_000,
+        sources: vec![nvme_source(0)],
+        ..RawSample::default()
+    }
+}
+
+pub fn last_sample() -> RawSample {
+    let mut sample = RawSample {
+        monotonic_ns: 3_000_000_000,
+        sources: vec![
+            nvme_source(4_000),
+            disk_source(4_000),
+            RawSource {
+                kind: SourceKind::Deferred,
+                id: 0,
+                name: String::new(),
+                ops: [(Op::FqFlush, counters(20, 0, &[]))].into_iter().collect(),
+            },
+        ],
+        ..RawSample::default()
+    };
+    sample.health.insert("nesting_overflow".into(), 2);
+    sample
+        .program_stats
+        .insert("dma__map_page__fentry".into(), (8_000, 1_200_000));
+    sample
+        .program_stats
+        .insert("dma__map_page__fexit".into(), (8_000, 1_600_000));
+    sample
+}
+
+pub fn probes() -> Vec<ProbeEntry> {
+    vec![
+        ProbeEntry {
+            point: "dma_map".into(),
+            tier: Some(Tier::Fentry),
+            symbol: Some("dma_map_page_attrs".into()),
+            status: ProbeStatus::Attached,
+            latency: true,
+            reason: None,
+            refused: vec![],
+        },
+        ProbeEntry {
+            point: "iommu_map".into(),
+            tier: Some(Tier::Tracepoint),
+            symbol: Some("iommu:map".into()),
+            status: ProbeStatus::Attached,
+            latency: false,
+            reason: None,
+            refused: vec![
+                Refusal {
+                    tier: Tier::Fentry,
+                    reason: "no BTF for iommu_map".into(),
+                },
+                Refusal {
+                    tier: Tier::Kprobe,
+                    reason: "kprobes are not built into this kernel".into(),
+                },
+            ],
+        },
+        ProbeEntry {
+            point: "iotlb_flush".into(),
+            tier: None,
+            symbol: None,
+            status: ProbeStatus::Unavailable,
+            latency: false,
+            reason: Some("no vendor IOTLB function in kallsyms".into()),
+            refused: vec![],
+        },
+    ]
+}
+
+pub fn full_report() -> Report {
+    let host = host();
+    let first = first_sample();
+    let last = last_sample();
+    let interval = Snapshot::between(&first, &last, &host.devices);
+    Report::build(ReportInputs {
+        tool_version: "0.1.0",
+        host: &host,
+        run: Run {
+            started_at: "2025-03-01T12:00:00Z".into(),
+            duration_s: 2.0,
+            interval_s: 1.0,
+            profile: Some("nvme-4k-read".into()),
+            command: vec![],
+            exit_status: Some(0),
+            workload: Some(WorkloadReport {
+                name: "fio".into(),
+                params: json!({"bs": "4k", "iodepth": 1})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+                results: json!({"read_iops": 2000.0})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            }),
+        },
+        first: &first,
+        last: &last,
+        probes: probes(),
+        bpf_stats_enabled_by_iommutop: true,
+        intervals: vec![IntervalPoint::from_snapshot(
+            2.0,
+            &interval,
+            Some(json!({"read_iops": 2000.0})),
+        )],
+        warnings: vec!["kprobes unavailable: CONFIG_KPROBES is off".into()],
+    })
+}
+
+pub fn minimal_report() -> Report {
+    let host = HostFacts::default();
+    let sample = RawSample::default();
+    Report::build(ReportInputs {
+        tool_version: "0.1.0",
+        host: &host,
+        run: Run {
+            started_at: "1970-01-01T00:00:00Z".into(),
+            duration_s: 0.0,
+            interval_s: 1.0,
+            profile: None,
+            command: vec![],
+            exit_status: None,
+            workload: None,
+        },
+        first: &sample,
+        last: &sample,
+        probes: vec![],
+        bpf_stats_enabled_by_iommutop: false,
+        intervals: vec![],
+        warnings: vec![],
+    })
+}

@@ -1,0 +1,250 @@
+use super::fixtures::{full_report, minimal_report};
+use super::*;
+use crate::sample::Op;
+use serde_json::json;
+
+fn validator() -> jsonschema::Validator {
+    let schema: Value = serde_json::from_str(schema_text()).expect("the schema is JSON");
+    jsonschema::draft202012::new(&schema).expect("the schema is a valid 2020-12 schema")
+}
+
+fn violations(instance: &Value) -> Vec<String> {
+    validator()
+        .iter_errors(instance)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect()
+}
+
+fn as_json(report: &Report) -> Value {
+    let text = report.to_json().expect("encodes");
+    serde_json::from_str(&text).expect("reads back as JSON")
+}
+
+#[test]
+fn a_full_report_matches_the_schema() {
+    let report = as_json(&full_report());
+    assert_eq!(violations(&report), Vec::<String>::new());
+    // It really is full: the optional parts are there.
+    assert!(report["run"]["workload"].is_object());
+    assert!(report["devices"][0]["ops"]["dma_map"]["latency"]["p99_ns"].is_u64());
+    assert!(!report["probes"][1]["refused"]
+        .as_array()
+        .expect("array")
+        .is_empty());
+    assert!(!report["self_overhead"]["programs"]
+        .as_array()
+        .expect("array")
+        .is_empty());
+}
+
+#[test]
+fn a_minimal_report_matches_the_schema() {
+    let report = as_json(&minimal_report());
+    assert_eq!(violations(&report), Vec::<String>::new());
+    assert_eq!(report["devices"], json!([]));
+    assert_eq!(report["host"]["iommu"]["vendor"], Value::Null);
+}
+
+#[test]
+fn a_report_missing_a_required_field_fails_validation() {
+    let mut report = as_json(&full_report());
+    report
+        .as_object_mut()
+        .expect("object")
+        .remove("self_overhead");
+    assert!(!violations(&report).is_empty());
+
+    let mut report = as_json(&full_report());
+    report["devices"][0]["ops"]
+        .as_object_mut()
+        .expect("object")
+        .remove("iotlb_flush");
+    let found = violations(&report);
+    assert!(found.iter().any(|v| v.contains("iotlb_flush")), "{found:?}");
+}
+
+/// Breaks one thing in a valid report.
+type Breakage = fn(&mut Value);
+
+#[test]
+fn wrong_types_and_values_fail_validation() {
+    let cases: [(&str, Breakage); 7] = [
+        ("tier", |r| r["probes"][0]["tier"] = json!("uprobe")),
+        ("version", |r| r["schema_version"] = json!(2)),
+        ("hist", |r| {
+            r["devices"][0]["ops"]["dma_map"]["latency"]["hist"] = json!([1, 2])
+        }),
+        ("extra", |r| r["devices"][0]["colour"] = json!("blue")),
+        ("count", |r| r["devices"][0]["completions"] = json!(-1)),
+        ("time", |r| r["run"]["started_at"] = json!("yesterday")),
+        ("of_which", |r| {
+            r["devices"][0]["derived"]["of_which"]["completion"] = json!(0.5)
+        }),
+    ];
+    for (what, break_it) in cases {
+        let mut report = as_json(&full_report());
+        break_it(&mut report);
+        assert!(!violations(&report).is_empty(), "{what} should be rejected");
+    }
+}
+
+#[test]
+fn the_schema_names_every_operation() {
+    let schema: Value = serde_json::from_str(schema_text()).expect("JSON");
+    let ops = &schema["$defs"]["device"]["properties"]["ops"];
+    let names: Vec<&str> = Op::ALL.iter().map(|op| op.name()).collect();
+    let required: Vec<&str> = ops["required"]
+        .as_array()
+        .expect("required list")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        required, names,
+        "docs/report.schema.json lists the ops of Op::ALL, in order"
+    );
+    let enumerated: Vec<&str> = schema["$defs"]["op_name"]["enum"]
+        .as_array()
+        .expect("enum")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(enumerated, names);
+}
+
+#[test]
+fn reports_round_trip() {
+    for report in [full_report(), minimal_report()] {
+        let text = report.to_json().expect("encodes");
+        assert!(text.ends_with("}\n"));
+        assert_eq!(Report::from_json(&text).expect("reads"), report);
+    }
+}
+
+#[test]
+fn the_builder_computes_devices_and_overhead_over_the_whole_run() {
+    let report = full_report();
+    assert_eq!(report.schema_version, 1);
+    assert_eq!(report.tool.name, "iommutop");
+    assert_eq!(
+        report.host.iommu.vendor,
+        Some(crate::facts::IommuVendor::Intel)
+    );
+    assert_eq!(
+        report.host.iommu.dma_mode,
+        Some(crate::facts::DmaMode::Lazy)
+    );
+    assert!(report.host.lab);
+    let keys: Vec<&str> = report.devices.iter().map(|d| d.key.as_str()).collect();
+    assert_eq!(keys, ["0000:00:02.0", "deferred"]);
+    let nvme = &report.devices[0];
+    assert_eq!(nvme.completions, 4_000);
+    assert_eq!(nvme.names, ["nvme0n1"]);
+    assert_eq!(nvme.derived.translation_ns, Some(12_000_000));
+    assert_eq!(nvme.derived.translation_ns_per_io, Some(3_000.0));
+    assert_eq!(nvme.derived.cpu_share, Some(0.006));
+    assert_eq!(nvme.derived.of_which[&Op::IovaAlloc], 0.1);
+    let overhead = &report.self_overhead;
+    assert_eq!(overhead.programs[0].ns_per_event, Some(150.0));
+    assert_eq!(overhead.total_ns_per_event, Some(2_800_000.0 / 24_020.0));
+    assert_eq!(
+        report.intervals[0].devices["0000:00:02.0"].completions_per_s,
+        2_000.0
+    );
+}
+
+#[test]
+fn the_builder_adds_warnings_it_can_see() {
+    let report = full_report();
+    assert_eq!(
+        report.warnings,
+        [
+            "kprobes unavailable: CONFIG_KPROBES is off",
+            "probe iotlb_flush unavailable: no vendor IOTLB function in kallsyms",
+            "latency not measured for iommu_map: attached at a tier that only counts",
+            "2 calls nested deeper than the tracker follows: they were counted, not timed",
+        ]
+    );
+    let minimal = minimal_report();
+    assert_eq!(minimal.warnings.len(), 1);
+    assert!(minimal.warnings[0].starts_with("no IOMMU is active"));
+}
+
+fn error_of(text: &str) -> String {
+    match Report::from_json(text) {
+        Ok(_) => panic!("{text:?} was accepted"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn reading_tells_what_is_wrong() {
+    assert_eq!(
+        error_of("{\"schema_version\": 1,, }"),
+        "not JSON: key must be a string at line 1, column 22"
+    );
+    assert_eq!(
+        error_of("{\n  \"schema_version\": 1,\n  \"tool\": {"),
+        "truncated at line 3, column 11 (the JSON ends early)"
+    );
+    assert_eq!(
+        error_of("[1, 2]"),
+        "not an iommutop report: the top level is an array, not an object"
+    );
+    assert_eq!(
+        error_of("{\"jobs\": []}"),
+        "not an iommutop report: it has no schema_version field"
+    );
+    assert_eq!(
+        error_of("{\"schema_version\": 1, \"tool\": {\"name\": \"fio\"}}"),
+        "not an iommutop report: tool.name is \"fio\""
+    );
+    assert_eq!(
+        error_of("{\"schema_version\": \"1\"}"),
+        "not an iommutop report: schema_version is \"1\", not a whole number"
+    );
+    assert_eq!(
+        error_of("{\"schema_version\": 2, \"tool\": {\"name\": \"iommutop\"}}"),
+        "unsupported schema_version 2 (this build reads 1)"
+    );
+    assert_eq!(
+        error_of("{\"schema_version\": 1}"),
+        "invalid iommutop report: missing field `tool` at line 1, column 21"
+    );
+}
+
+#[test]
+fn a_version_1_report_from_a_newer_build_still_reads() {
+    let mut report = as_json(&full_report());
+    report["devices"][0]["ops"]["teleport"] = report["devices"][0]["ops"]["dma_map"].clone();
+    report["devices"][0]["derived"]["of_which"]["teleport"] = json!(0.5);
+    report["devices"][0]["new_field"] = json!(true);
+    let text = serde_json::to_string(&report).expect("encodes");
+    assert_eq!(Report::from_json(&text).expect("reads"), full_report());
+}
+
+#[test]
+fn reading_a_file_names_it() {
+    let dir = std::env::temp_dir().join(format!("iommutop-model-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let broken = dir.join("old.json");
+    std::fs::write(&broken, "{\"schema_version\": 1").expect("write");
+    let message = Report::read(&broken).expect_err("truncated").to_string();
+    assert_eq!(
+        message,
+        format!(
+            "{}: truncated at line 1, column 20 (the JSON ends early)",
+            broken.display()
+        )
+    );
+    let missing = dir.join("missing.json");
+    let message = Report::read(&missing).expect_err("missing").to_string();
+    assert!(
+        message.starts_with(&format!("{}: cannot read: ", missing.display())),
+        "{message}"
+    );
+    let good = dir.join("good.json");
+    std::fs::write(&good, full_report().to_json().expect("encodes")).expect("write");
+    assert_eq!(Report::read(&good).expect("reads"), full_report());
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}

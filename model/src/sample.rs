@@ -1,0 +1,129 @@
+//! Cumulative counters as read from the kernel's per-CPU maps, already summed over CPUs.
+//!
+//! The loader (cli) produces a [`RawSample`] every interval; everything downstream works on
+//! differences between two of them. Counters only ever grow while the probes stay attached.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Number of log2 slots, equal to `IOMMUTOP_HIST_SLOTS` in `ebpf/include/iommutop/abi.h`.
+pub const HIST_SLOTS: usize = 32;
+
+/// The operations iommutop counts, in the order of `enum iommutop_op` in the ABI header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// DMA API map (`dma_map_page_attrs`, `dma_map_phys`, `dma_map_sg_attrs`).
+    DmaMap,
+    /// DMA API unmap.
+    DmaUnmap,
+    /// IOMMU page-table map (`iommu_map`, `iommu:map`).
+    IommuMap,
+    /// IOMMU page-table unmap (`iommu_unmap`, `iommu:unmap`).
+    IommuUnmap,
+    /// IOVA allocation (`alloc_iova_fast`).
+    IovaAlloc,
+    /// IOVA release (`free_iova_fast`).
+    IovaFree,
+    /// IOTLB sync after a map (`intel_iommu_iotlb_sync_map`, ...).
+    IotlbSync,
+    /// IOTLB invalidation (`qi_submit_sync`, `cache_tag_flush_range`, AMD flushes).
+    IotlbFlush,
+    /// Deferred flush-queue timer (`fq_flush_timeout`).
+    FqFlush,
+    /// Completed I/O: block request (with bytes), NAPI poll (count is packets).
+    Completion,
+    /// IOVA allocation through the rbtree, when the per-CPU caches miss (`alloc_iova`).
+    IovaAllocSlow,
+}
+
+impl Op {
+    /// All operations in ABI order.
+    pub const ALL: [Op; 11] = [
+        Op::DmaMap,
+        Op::DmaUnmap,
+        Op::IommuMap,
+        Op::IommuUnmap,
+        Op::IovaAlloc,
+        Op::IovaFree,
+        Op::IotlbSync,
+        Op::IotlbFlush,
+        Op::FqFlush,
+        Op::Completion,
+        Op::IovaAllocSlow,
+    ];
+
+    /// The name used in reports and on screen (`dma_map`, `iotlb_sync`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::DmaMap => "dma_map",
+            Op::DmaUnmap => "dma_unmap",
+            Op::IommuMap => "iommu_map",
+            Op::IommuUnmap => "iommu_unmap",
+            Op::IovaAlloc => "iova_alloc",
+            Op::IovaFree => "iova_free",
+            Op::IotlbSync => "iotlb_sync",
+            Op::IotlbFlush => "iotlb_flush",
+            Op::FqFlush => "fq_flush",
+            Op::Completion => "completion",
+            Op::IovaAllocSlow => "iova_alloc_slow",
+        }
+    }
+
+    /// Work that exists only because addresses are translated (what `identity` avoids).
+    pub fn is_translation_work(self) -> bool {
+        !matches!(self, Op::DmaMap | Op::DmaUnmap | Op::Completion)
+    }
+}
+
+/// One operation's cumulative aggregate (mirror of `struct iommutop_op_stats`, summed over CPUs).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpCounters {
+    pub count: u64,
+    pub bytes: u64,
+    pub failures: u64,
+    /// Calls whose latency was measured (the attach tier can time them).
+    pub timed: u64,
+    pub total_ns: u64,
+    /// log2 slots of latency in ns; slot i holds 2^i <= v < 2^(i+1), slot 0 also v == 0.
+    pub hist: Vec<u64>,
+}
+
+/// What the kernel keyed a set of counters by (`enum iommutop_key_kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    /// A `struct device` doing DMA; the name is its `dev_name()` (a PCI address for PCI devices).
+    Device,
+    /// Work of the deferred flush-queue timer and what nests inside it.
+    Deferred,
+    /// Completions of a block disk (name: `nvme0n1`).
+    Disk,
+    /// NAPI completions of a network device (name: `eth0`).
+    Netdev,
+    /// IOMMU work that ran outside any DMA API call (a VFIO map, ...).
+    Unattributed,
+}
+
+/// One key of the kernel's per-device map with its counters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RawSource {
+    pub kind: SourceKind,
+    /// Kernel identity of the key (a pointer value): stable while the device exists.
+    pub id: u64,
+    /// Name read in the kernel (`dev->kobj.name`, disk or netdev name); empty if not read yet.
+    pub name: String,
+    pub ops: BTreeMap<Op, OpCounters>,
+}
+
+/// Everything read from the kernel at one instant.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RawSample {
+    /// CLOCK_MONOTONIC nanoseconds when the maps were read.
+    pub monotonic_ns: u64,
+    pub sources: Vec<RawSource>,
+    /// Probe health counters (map full, nesting overflow, exit without entry), cumulative.
+    pub health: BTreeMap<String, u64>,
+    /// Per BPF program: (run_count, run_time_ns) from the kernel's BPF statistics, cumulative.
+    pub program_stats: BTreeMap<String, (u64, u64)>,
+}

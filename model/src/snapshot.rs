@@ -1,0 +1,850 @@
+//! One interval's worth of numbers: the difference of two [`RawSample`]s, per device.
+//!
+//! Counters are cumulative in the kernel. A source whose counters went backwards between two
+//! samples was reset (probes re-attached, map recreated): its delta is everything it counted since
+//! the reset, i.e. its current values. A source missing from the earlier sample appeared in
+//! between and counted from zero. Nothing here panics or underflows on such input.
+//!
+//! Sources are folded into rows by their device: a PCI device's own DMA work, its disks'
+//! completions (`nvme0n1`) and its netdevs' NAPI completions (`eth0`) all land on one row keyed by
+//! the PCI address, found through [`DeviceFacts`]. See [`crate::derive`] for the overhead figures.
+
+use crate::derive::{derive, Derived};
+use crate::facts::{is_pci_address, DeviceFacts};
+use crate::hist::Histogram;
+use crate::sample::{Op, OpCounters, RawSample, RawSource, SourceKind};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Key of the row that holds the deferred flush-queue timer's work.
+pub const DEFERRED_KEY: &str = "deferred";
+
+/// Key of the row that holds IOMMU work outside any DMA API call (VFIO maps, ...).
+pub const UNATTRIBUTED_KEY: &str = "unattributed";
+
+/// What kind of thing a row stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RowKind {
+    /// A PCI function, with the completions of its disks and netdevs folded in.
+    Pci,
+    /// A non-PCI `struct device` doing DMA (platform devices, ...).
+    Device,
+    /// Deferred work (flush-queue timer): no device was in flight.
+    Deferred,
+    /// IOMMU work outside any DMA API call (a VFIO map, ...).
+    Unattributed,
+    /// A disk whose PCI function sysfs did not tell.
+    Disk,
+    /// A netdev whose PCI function sysfs did not tell.
+    Netdev,
+}
+
+/// The plain sums of one operation over an interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OpDelta {
+    pub count: u64,
+    pub bytes: u64,
+    pub failures: u64,
+    pub timed: u64,
+    pub total_ns: u64,
+    pub hist: Histogram,
+}
+
+impl OpDelta {
+    /// Everything counted since the counters were created (or reset).
+    pub fn from_counters(counters: &OpCounters) -> OpDelta {
+        OpDelta {
+            count: counters.count,
+            bytes: counters.bytes,
+            failures: counters.failures,
+            timed: counters.timed,
+            total_ns: counters.total_ns,
+            hist: Histogram::from_slots(&counters.hist),
+        }
+    }
+
+    /// `later - earlier`, or `None` if any counter went backwards.
+    pub fn checked_between(earlier: &OpCounters, later: &OpCounters) -> Option<OpDelta> {
+        Some(OpDelta {
+            count: later.count.checked_sub(earlier.count)?,
+            bytes: later.bytes.checked_sub(earlier.bytes)?,
+            failures: later.failures.checked_sub(earlier.failures)?,
+            timed: later.timed.checked_sub(earlier.timed)?,
+            total_ns: later.total_ns.checked_sub(earlier.total_ns)?,
+            hist: Histogram::from_slots(&later.hist)
+                .checked_since(&Histogram::from_slots(&earlier.hist))?,
+        })
+    }
+
+    /// Adds another delta (saturating).
+    pub fn merge(&mut self, other: &OpDelta) {
+        self.count = self.count.saturating_add(other.count);
+        self.bytes = self.bytes.saturating_add(other.bytes);
+        self.failures = self.failures.saturating_add(other.failures);
+        self.timed = self.timed.saturating_add(other.timed);
+        self.total_ns = self.total_ns.saturating_add(other.total_ns);
+        self.hist.merge(&other.hist);
+    }
+
+    /// Rates, means and percentiles over an interval of `interval_ns`.
+    pub fn stats(&self, interval_ns: u64) -> OpStats {
+        OpStats {
+            count: self.count,
+            bytes: self.bytes,
+            failures: self.failures,
+            rate_per_s: per_second(self.count, interval_ns),
+            avg_bytes: (self.count > 0 && self.bytes > 0)
+                .then(|| self.bytes as f64 / self.count as f64),
+            latency: self.latency(),
+        }
+    }
+
+    fn latency(&self) -> Option<Latency> {
+        if self.timed == 0 {
+            return None;
+        }
+        let percentiles = self.hist.percentiles()?;
+        Some(Latency {
+            timed: self.timed,
+            total_ns: self.total_ns,
+            mean_ns: self.total_ns as f64 / self.timed as f64,
+            p50_ns: percentiles.p50,
+            p90_ns: percentiles.p90,
+            p99_ns: percentiles.p99,
+            p999_ns: percentiles.p999,
+            max_ns_bound: self.hist.max_bound()?,
+            hist: self.hist,
+        })
+    }
+}
+
+/// `count` per second over `interval_ns`; 0 for an empty interval.
+pub fn per_second(count: u64, interval_ns: u64) -> f64 {
+    if interval_ns == 0 {
+        0.0
+    } else {
+        count as f64 * 1e9 / interval_ns as f64
+    }
+}
+
+/// One operation of one row over an interval, as shown and reported.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct OpStats {
+    pub count: u64,
+    pub bytes: u64,
+    pub failures: u64,
+    pub rate_per_s: f64,
+    /// Bytes per call; `None` when nothing was counted or the hook carries no size.
+    pub avg_bytes: Option<f64>,
+    /// `None` when no call was timed (tracepoint tier: counts only).
+    pub latency: Option<Latency>,
+}
+
+impl OpStats {
+    /// Whether the op's latency was measured in this interval.
+    pub fn is_timed(&self) -> bool {
+        self.latency.is_some()
+    }
+
+    /// Measured time in ns, if timed.
+    pub fn total_ns(&self) -> Option<u64> {
+        self.latency.as_ref().map(|l| l.total_ns)
+    }
+}
+
+/// Measured latency of the timed calls of one operation. Percentiles are log2-histogram estimates
+/// (within a factor of two, see [`crate::hist`]); `max_ns_bound` is a bound every call was below.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    pub timed: u64,
+    pub total_ns: u64,
+    pub mean_ns: f64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns_bound: u64,
+    pub hist: Histogram,
+}
+
+/// One row: a PCI function (or another device, deferred work, an unresolved disk or netdev).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Device {
+    /// PCI address, `deferred`/`unattributed` (`deferred:NAME` when the kernel named the bucket),
+    /// or the kernel name of the source (`KIND@ID` when it had none yet).
+    pub key: String,
+    pub kind: RowKind,
+    pub pci_address: Option<String>,
+    pub driver: Option<String>,
+    /// Disks, netdevs and other kernel names folded into this row.
+    pub names: Vec<String>,
+    pub iommu_group: Option<u32>,
+    pub domain_type: Option<String>,
+    pub iommu_unit: Option<String>,
+    /// Every operation, counted or not (zero counts when nothing was seen).
+    #[serde(deserialize_with = "crate::ops_map::skip_unknown")]
+    pub ops: BTreeMap<Op, OpStats>,
+    /// Completed I/Os (the `completion` op's count).
+    pub completions: u64,
+    pub derived: Derived,
+}
+
+impl Device {
+    /// The stats of one operation (zeros if absent).
+    pub fn op(&self, op: Op) -> OpStats {
+        self.ops.get(&op).cloned().unwrap_or_default()
+    }
+}
+
+/// Run count and run time of one BPF program over an interval (the kernel's BPF statistics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ProgramDelta {
+    pub run_count: u64,
+    pub run_time_ns: u64,
+}
+
+/// Everything that happened between two samples.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// CLOCK_MONOTONIC ns of the later sample.
+    pub monotonic_ns: u64,
+    /// Length of the interval (0 if the clock did not advance).
+    pub interval_ns: u64,
+    /// Rows sorted by key.
+    pub devices: Vec<Device>,
+    /// Probe health counters over the interval (map full, nesting overflow, ...).
+    pub health: BTreeMap<String, u64>,
+    pub programs: BTreeMap<String, ProgramDelta>,
+    /// Operations counted over all sources: the events the probes handled.
+    pub events: u64,
+}
+
+impl Snapshot {
+    /// The interval from `earlier` to `later`, folded into rows with the help of `facts`.
+    pub fn between(earlier: &RawSample, later: &RawSample, facts: &[DeviceFacts]) -> Snapshot {
+        let interval_ns = later.monotonic_ns.saturating_sub(earlier.monotonic_ns);
+        let mut rows: BTreeMap<String, RowBuilder> = BTreeMap::new();
+        let mut events = 0u64;
+        for source in &later.sources {
+            let previous = earlier
+                .sources
+                .iter()
+                .find(|s| s.kind == source.kind && s.id == source.id);
+            let deltas = source_deltas(previous, source);
+            events = deltas
+                .values()
+                .fold(events, |sum, d| sum.saturating_add(d.count));
+            let place = place_source(source, facts);
+            let row = rows
+                .entry(place.key.clone())
+                .or_insert_with(|| RowBuilder::new(&place));
+            row.absorb(&place, deltas);
+        }
+        Snapshot {
+            monotonic_ns: later.monotonic_ns,
+            interval_ns,
+            devices: rows
+                .into_values()
+                .map(|row| row.finish(interval_ns))
+                .collect(),
+            health: counter_deltas(&earlier.health, &later.health),
+            programs: program_deltas(&earlier.program_stats, &later.program_stats),
+            events,
+        }
+    }
+
+    /// The interval in seconds.
+    pub fn interval_s(&self) -> f64 {
+        self.interval_ns as f64 / 1e9
+    }
+
+    /// The row with this key.
+    pub fn device(&self, key: &str) -> Option<&Device> {
+        self.devices.iter().find(|d| d.key == key)
+    }
+}
+
+/// Per-op deltas of one source; all of its current values if any counter went backwards.
+fn source_deltas(previous: Option<&RawSource>, current: &RawSource) -> BTreeMap<Op, OpDelta> {
+    let since_creation = || {
+        current
+            .ops
+            .iter()
+            .map(|(&op, counters)| (op, OpDelta::from_counters(counters)))
+            .collect()
+    };
+    let Some(previous) = previous else {
+        return since_creation();
+    };
+    let zero = OpCounters::default();
+    let went_missing = previous
+        .ops
+        .iter()
+        .any(|(op, counters)| !current.ops.contains_key(op) && *counters != zero);
+    if went_missing {
+        return since_creation();
+    }
+    let mut deltas = BTreeMap::new();
+    for (&op, counters) in &current.ops {
+        let earlier = previous.ops.get(&op).unwrap_or(&zero);
+        match OpDelta::checked_between(earlier, counters) {
+            Some(delta) => deltas.insert(op, delta),
+            None => return since_creation(),
+        };
+    }
+    deltas
+}
+
+/// Where a source goes: its row's key and what is known about that row.
+struct Placement<'f> {
+    key: String,
+    kind: RowKind,
+    pci_address: Option<String>,
+    facts: Option<&'f DeviceFacts>,
+    /// The source's own name, if it is a name worth listing (not the PCI address itself).
+    name: Option<String>,
+}
+
+fn place_source<'f>(source: &RawSource, facts: &'f [DeviceFacts]) -> Placement<'f> {
+    let name = source.name.as_str();
+    let on_pci = |pci: &'f DeviceFacts| Placement {
+        key: pci.pci_address.clone(),
+        kind: RowKind::Pci,
+        pci_address: Some(pci.pci_address.clone()),
+        facts: Some(pci),
+        name: Some(name.to_string()),
+    };
+    let alone = |kind: RowKind, key: String| Placement {
+        key,
+        kind,
+        pci_address: None,
+        facts: None,
+        name: None,
+    };
+    let owner = (!name.is_empty())
+        .then(|| facts.iter().find(|f| f.owns_name(name)))
+        .flatten();
+    match source.kind {
+        SourceKind::Deferred if name.is_empty() => alone(RowKind::Deferred, DEFERRED_KEY.into()),
+        SourceKind::Deferred => alone(RowKind::Deferred, format!("{DEFERRED_KEY}:{name}")),
+        SourceKind::Unattributed if name.is_empty() => {
+            alone(RowKind::Unattributed, UNATTRIBUTED_KEY.into())
+        }
+        SourceKind::Unattributed => {
+            alone(RowKind::Unattributed, format!("{UNATTRIBUTED_KEY}:{name}"))
+        }
+        SourceKind::Device if is_pci_address(name) => Placement {
+            key: name.to_string(),
+            kind: RowKind::Pci,
+            pci_address: Some(name.to_string()),
+            facts: facts.iter().find(|f| f.pci_address == name),
+            name: None,
+        },
+        kind => {
+            if let Some(pci) = owner {
+                return on_pci(pci);
+            }
+            let kind = match kind {
+                SourceKind::Disk => RowKind::Disk,
+                SourceKind::Netdev => RowKind::Netdev,
+                SourceKind::Device | SourceKind::Deferred | SourceKind::Unattributed => {
+                    RowKind::Device
+                }
+            };
+            let key = if name.is_empty() {
+                format!("{}@{:x}", kind_word(kind), source.id)
+            } else {
+                name.to_string()
+            };
+            alone(kind, key)
+        }
+    }
+}
+
+fn kind_word(kind: RowKind) -> &'static str {
+    match kind {
+        RowKind::Pci => "pci",
+        RowKind::Device => "device",
+        RowKind::Deferred => DEFERRED_KEY,
+        RowKind::Unattributed => UNATTRIBUTED_KEY,
+        RowKind::Disk => "disk",
+        RowKind::Netdev => "netdev",
+    }
+}
+
+/// A row being assembled from the sources that fold into it.
+struct RowBuilder {
+    key: String,
+    kind: RowKind,
+    pci_address: Option<String>,
+    facts: Option<DeviceFacts>,
+    names: BTreeSet<String>,
+    ops: BTreeMap<Op, OpDelta>,
+}
+
+impl RowBuilder {
+    fn new(place: &Placement<'_>) -> RowBuilder {
+        let mut names = BTreeSet::new();
+        if let Some(facts) = place.facts {
+            names.extend(facts.netdevs.iter().cloned());
+            names.extend(facts.disks.iter().cloned());
+        }
+        RowBuilder {
+            key: place.key.clone(),
+            kind: place.kind,
+            pci_address: place.pci_address.clone(),
+            facts: place.facts.cloned(),
+            names,
+            ops: BTreeMap::new(),
+        }
+    }
+
+    fn absorb(&mut self, place: &Placement<'_>, deltas: BTreeMap<Op, OpDelta>) {
+        if let Some(name) = place.name.as_ref().filter(|n| !n.is_empty()) {
+            self.names.insert(name.clone());
+        }
+        for (op, delta) in deltas {
+            self.ops.entry(op).or_default().merge(&delta);
+        }
+    }
+
+    fn finish(self, interval_ns: u64) -> Device {
+        let ops: BTreeMap<Op, OpStats> = Op::ALL
+            .iter()
+            .map(|&op| {
+                let delta = self.ops.get(&op).copied().unwrap_or_default();
+                (op, delta.stats(interval_ns))
+            })
+            .collect();
+        let facts = self.facts.unwrap_or_default();
+        let completions = ops.get(&Op::Completion).map_or(0, |s| s.count);
+        Device {
+            key: self.key,
+            kind: self.kind,
+            pci_address: self.pci_address,
+            driver: facts.driver,
+            names: self.names.into_iter().collect(),
+            iommu_group: facts.iommu_group,
+            domain_type: facts.domain_type,
+            iommu_unit: facts.iommu_unit,
+            derived: derive(&ops, interval_ns),
+            ops,
+            completions,
+        }
+    }
+}
+
+/// Per-name deltas of cumulative counters; a counter that went backwards counts from its reset.
+fn counter_deltas(
+    earlier: &BTreeMap<String, u64>,
+    later: &BTreeMap<String, u64>,
+) -> BTreeMap<String, u64> {
+    later
+        .iter()
+        .map(|(name, &now)| {
+            let before = earlier.get(name).copied().unwrap_or(0);
+            (name.clone(), now.checked_sub(before).unwrap_or(now))
+        })
+        .collect()
+}
+
+fn program_deltas(
+    earlier: &BTreeMap<String, (u64, u64)>,
+    later: &BTreeMap<String, (u64, u64)>,
+) -> BTreeMap<String, ProgramDelta> {
+    later
+        .iter()
+        .map(|(name, &(runs, time))| {
+            let (runs_before, time_before) = earlier.get(name).copied().unwrap_or((0, 0));
+            let delta = match (runs.checked_sub(runs_before), time.checked_sub(time_before)) {
+                (Some(run_count), Some(run_time_ns)) => ProgramDelta {
+                    run_count,
+                    run_time_ns,
+                },
+                _ => ProgramDelta {
+                    run_count: runs,
+                    run_time_ns: time,
+                },
+            };
+            (name.clone(), delta)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::HIST_SLOTS;
+
+    fn counters(count: u64, bytes: u64, timed_ns: &[u64]) -> OpCounters {
+        let mut hist = vec![0u64; HIST_SLOTS];
+        for &ns in timed_ns {
+            hist[crate::hist::slot_of(ns)] += 1;
+        }
+        OpCounters {
+            count,
+            bytes,
+            failures: 0,
+            timed: timed_ns.len() as u64,
+            total_ns: timed_ns.iter().sum(),
+            hist,
+        }
+    }
+
+    fn source(kind: SourceKind, id: u64, name: &str, ops: &[(Op, OpCounters)]) -> RawSource {
+        RawSource {
+            kind,
+            id,
+            name: name.to_string(),
+            ops: ops.iter().cloned().collect(),
+        }
+    }
+
+    fn sample(at_s: u64, sources: Vec<RawSource>) -> RawSample {
+        RawSample {
+            monotonic_ns: at_s * 1_000_000_000,
+            sources,
+            ..RawSample::default()
+        }
+    }
+
+    fn nvme_facts() -> Vec<DeviceFacts> {
+        vec![DeviceFacts {
+            pci_address: "0000:00:04.0".into(),
+            driver: Some("nvme".into()),
+            iommu_group: Some(3),
+            domain_type: Some("DMA-FQ".into()),
+            iommu_unit: Some("dmar0".into()),
+            disks: vec!["nvme0n1".into()],
+            children: vec!["nvme0".into()],
+            ..DeviceFacts::default()
+        }]
+    }
+
+    #[test]
+    fn deltas_rates_and_means() {
+        let before = sample(
+            10,
+            vec![source(
+                SourceKind::Device,
+                1,
+                "0000:00:04.0",
+                &[(Op::DmaMap, counters(100, 409_600, &[500; 100]))],
+            )],
+        );
+        let after = sample(
+            12,
+            vec![source(
+                SourceKind::Device,
+                1,
+                "0000:00:04.0",
+                &[(Op::DmaMap, counters(300, 1_228_800, &[500; 300]))],
+            )],
+        );
+        let snapshot = Snapshot::between(&before, &after, &nvme_facts());
+        assert_eq!(snapshot.interval_ns, 2_000_000_000);
+        let device = snapshot.device("0000:00:04.0").expect("row");
+        let map = device.op(Op::DmaMap);
+        assert_eq!(map.count, 200);
+        assert_eq!(map.bytes, 819_200);
+        assert_eq!(map.rate_per_s, 100.0);
+        assert_eq!(map.avg_bytes, Some(4096.0));
+        let latency = map.latency.expect("timed");
+        assert_eq!(latency.timed, 200);
+        assert_eq!(latency.mean_ns, 500.0);
+        assert_eq!(latency.max_ns_bound, 512);
+        assert_eq!(device.driver.as_deref(), Some("nvme"));
+        assert_eq!(device.iommu_group, Some(3));
+        assert_eq!(snapshot.events, 200);
+    }
+
+    #[test]
+    fn disk_completions_fold_into_their_pci_device() {
+        let before = sample(0, vec![]);
+        let after = sample(
+            1,
+            vec![
+                source(
+                    SourceKind::Device,
+                    1,
+                    "0000:00:04.0",
+                    &[(Op::DmaMap, counters(10, 40_960, &[]))],
+                ),
+                source(
+                    SourceKind::Disk,
+                    2,
+                    "nvme0n1",
+                    &[(Op::Completion, counters(10, 0, &[]))],
+                ),
+                source(
+                    SourceKind::Disk,
+                    3,
+                    "sda",
+                    &[(Op::Completion, counters(5, 0, &[]))],
+                ),
+            ],
+        );
+        let snapshot = Snapshot::between(&before, &after, &nvme_facts());
+        let keys: Vec<&str> = snapshot.devices.iter().map(|d| d.key.as_str()).collect();
+        assert_eq!(keys, ["0000:00:04.0", "sda"]);
+        let nvme = snapshot.device("0000:00:04.0").expect("row");
+        assert_eq!(nvme.completions, 10);
+        assert_eq!(nvme.names, ["nvme0n1"]);
+        assert_eq!(nvme.derived.maps_per_io, Some(1.0));
+        let sda = snapshot.device("sda").expect("row");
+        assert_eq!(sda.kind, RowKind::Disk);
+        assert_eq!(sda.pci_address, None);
+    }
+
+    #[test]
+    fn netdev_and_child_names_fold_too() {
+        let facts = vec![DeviceFacts {
+            pci_address: "0000:00:03.0".into(),
+            netdevs: vec!["eth0".into()],
+            children: vec!["virtio1".into()],
+            ..DeviceFacts::default()
+        }];
+        let after = sample(
+            1,
+            vec![
+                source(
+                    SourceKind::Netdev,
+                    7,
+                    "eth0",
+                    &[(Op::Completion, counters(4, 0, &[]))],
+                ),
+                source(
+                    SourceKind::Device,
+                    8,
+                    "virtio1",
+                    &[(Op::DmaMap, counters(6, 600, &[]))],
+                ),
+            ],
+        );
+        let snapshot = Snapshot::between(&RawSample::default(), &after, &facts);
+        assert_eq!(snapshot.devices.len(), 1);
+        let nic = &snapshot.devices[0];
+        assert_eq!(nic.key, "0000:00:03.0");
+        assert_eq!(nic.names, ["eth0", "virtio1"]);
+        assert_eq!(nic.completions, 4);
+        assert_eq!(nic.op(Op::DmaMap).count, 6);
+    }
+
+    #[test]
+    fn deferred_work_keeps_its_own_row() {
+        let after = sample(
+            1,
+            vec![
+                source(
+                    SourceKind::Deferred,
+                    0,
+                    "",
+                    &[(Op::FqFlush, counters(3, 0, &[]))],
+                ),
+                source(
+                    SourceKind::Deferred,
+                    9,
+                    "dmar0",
+                    &[(Op::IotlbFlush, counters(2, 0, &[]))],
+                ),
+                source(
+                    SourceKind::Unattributed,
+                    0,
+                    "",
+                    &[(Op::IommuMap, counters(2, 0, &[]))],
+                ),
+            ],
+        );
+        let snapshot = Snapshot::between(&RawSample::default(), &after, &[]);
+        let keys: Vec<&str> = snapshot.devices.iter().map(|d| d.key.as_str()).collect();
+        assert_eq!(keys, ["deferred", "deferred:dmar0", "unattributed"]);
+        let kinds: Vec<RowKind> = snapshot.devices.iter().map(|d| d.kind).collect();
+        assert_eq!(
+            kinds,
+            [RowKind::Deferred, RowKind::Deferred, RowKind::Unattributed]
+        );
+    }
+
+    #[test]
+    fn unnamed_and_non_pci_sources_get_stable_keys() {
+        let after = sample(
+            1,
+            vec![
+                source(
+                    SourceKind::Device,
+                    0xffff_8880_0000_1000,
+                    "",
+                    &[(Op::DmaMap, counters(1, 1, &[]))],
+                ),
+                source(
+                    SourceKind::Device,
+                    5,
+                    "ff000000.dma",
+                    &[(Op::DmaMap, counters(1, 1, &[]))],
+                ),
+            ],
+        );
+        let snapshot = Snapshot::between(&RawSample::default(), &after, &[]);
+        let keys: Vec<&str> = snapshot.devices.iter().map(|d| d.key.as_str()).collect();
+        assert_eq!(keys, ["device@ffff888000001000", "ff000000.dma"]);
+        assert!(snapshot.devices.iter().all(|d| d.kind == RowKind::Device));
+    }
+
+    #[test]
+    fn a_source_appearing_between_samples_counts_from_zero() {
+        let before = sample(1, vec![]);
+        let after = sample(
+            2,
+            vec![source(
+                SourceKind::Device,
+                1,
+                "0000:00:04.0",
+                &[(Op::DmaMap, counters(7, 0, &[]))],
+            )],
+        );
+        let snapshot = Snapshot::between(&before, &after, &[]);
+        assert_eq!(snapshot.devices[0].op(Op::DmaMap).count, 7);
+    }
+
+    #[test]
+    fn counters_going_backwards_are_a_reset_not_an_underflow() {
+        let before = sample(
+            1,
+            vec![source(
+                SourceKind::Device,
+                1,
+                "0000:00:04.0",
+                &[
+                    (Op::DmaMap, counters(1_000, 4_096_000, &[800; 10])),
+                    (Op::DmaUnmap, counters(5, 0, &[])),
+                ],
+            )],
+        );
+        let after = sample(
+            2,
+            vec![source(
+                SourceKind::Device,
+                1,
+                "0000:00:04.0",
+                &[
+                    (Op::DmaMap, counters(30, 122_880, &[800; 3])),
+                    (Op::DmaUnmap, counters(9, 0, &[])),
+                ],
+            )],
+        );
+        let snapshot = Snapshot::between(&before, &after, &[]);
+        let device = &snapshot.devices[0];
+        assert_eq!(device.op(Op::DmaMap).count, 30);
+        assert_eq!(device.op(Op::DmaMap).latency.expect("timed").timed, 3);
+        // The whole source was reset, so the unmap counter is taken whole too.
+        assert_eq!(device.op(Op::DmaUnmap).count, 9);
+    }
+
+    #[test]
+    fn an_op_vanishing_from_a_source_is_a_reset() {
+        let before = sample(
+            1,
+            vec![source(
+                SourceKind::Device,
+                1,
+                "x",
+                &[
+                    (Op::DmaMap, counters(10, 0, &[])),
+                    (Op::DmaUnmap, counters(10, 0, &[])),
+                ],
+            )],
+        );
+        let after = sample(
+            2,
+            vec![source(
+                SourceKind::Device,
+                1,
+                "x",
+                &[(Op::DmaMap, counters(12, 0, &[]))],
+            )],
+        );
+        let snapshot = Snapshot::between(&before, &after, &[]);
+        assert_eq!(snapshot.devices[0].op(Op::DmaMap).count, 12);
+    }
+
+    #[test]
+    fn a_clock_that_did_not_advance_gives_zero_rates() {
+        let s = sample(
+            5,
+            vec![source(
+                SourceKind::Device,
+                1,
+                "x",
+                &[(Op::DmaMap, counters(10, 0, &[100]))],
+            )],
+        );
+        let earlier = sample(6, vec![]);
+        let snapshot = Snapshot::between(&earlier, &s, &[]);
+        assert_eq!(snapshot.interval_ns, 0);
+        let device = &snapshot.devices[0];
+        assert_eq!(device.op(Op::DmaMap).rate_per_s, 0.0);
+        assert_eq!(device.derived.cpu_share, None);
+    }
+
+    #[test]
+    fn counted_but_untimed_ops_have_no_latency() {
+        let after = sample(
+            1,
+            vec![source(
+                SourceKind::Device,
+                1,
+                "x",
+                &[(Op::IommuMap, counters(10, 40_960, &[]))],
+            )],
+        );
+        let snapshot = Snapshot::between(&RawSample::default(), &after, &[]);
+        let device = &snapshot.devices[0];
+        assert_eq!(device.op(Op::IommuMap).count, 10);
+        assert_eq!(device.op(Op::IommuMap).latency, None);
+        assert_eq!(device.op(Op::IotlbFlush).avg_bytes, None);
+        assert_eq!(device.derived.translation_ns, None);
+        assert_eq!(device.derived.translation_ns_per_io, None);
+    }
+
+    #[test]
+    fn every_op_is_present_in_a_row() {
+        let after = sample(1, vec![source(SourceKind::Device, 1, "x", &[])]);
+        let snapshot = Snapshot::between(&RawSample::default(), &after, &[]);
+        assert_eq!(snapshot.devices[0].ops.len(), Op::ALL.len());
+    }
+
+    #[test]
+    fn health_and_program_counters_diff_with_resets() {
+        let mut before = sample(1, vec![]);
+        before.health.insert("device_map_full".into(), 3);
+        before
+            .program_stats
+            .insert("dma__map_page__fentry".into(), (100, 5_000));
+        before.program_stats.insert("old".into(), (100, 5_000));
+        let mut after = sample(2, vec![]);
+        after.health.insert("device_map_full".into(), 5);
+        after.health.insert("nesting_overflow".into(), 1);
+        after
+            .program_stats
+            .insert("dma__map_page__fentry".into(), (150, 7_500));
+        after.program_stats.insert("old".into(), (10, 700));
+        let snapshot = Snapshot::between(&before, &after, &[]);
+        assert_eq!(snapshot.health["device_map_full"], 2);
+        assert_eq!(snapshot.health["nesting_overflow"], 1);
+        assert_eq!(
+            snapshot.programs["dma__map_page__fentry"],
+            ProgramDelta {
+                run_count: 50,
+                run_time_ns: 2_500
+            }
+        );
+        assert_eq!(
+            snapshot.programs["old"],
+            ProgramDelta {
+                run_count: 10,
+                run_time_ns: 700
+            }
+        );
+    }
+}

@@ -1,0 +1,291 @@
+//! A report as plain text for the terminal: host line, one row per device, the probes, warnings.
+
+use crate::report::{ProbeEntry, Report};
+use crate::sample::Op;
+use crate::snapshot::Device;
+use crate::units::{human_count, human_ns, percent};
+
+const NONE: &str = "-";
+
+/// The whole summary, ending in a newline.
+pub fn render_summary(report: &Report) -> String {
+    let mut out = String::new();
+    out.push_str(&host_line(report));
+    out.push_str(&run_line(report));
+    out.push('\n');
+    out.push_str(&device_table(&report.devices));
+    if !report.probes.is_empty() {
+        out.push('\n');
+        out.push_str(&probe_table(&report.probes));
+    }
+    if !report.warnings.is_empty() {
+        out.push_str("\nwarnings:\n");
+        for warning in &report.warnings {
+            out.push_str(&format!("  - {warning}\n"));
+        }
+    }
+    out
+}
+
+fn host_line(report: &Report) -> String {
+    let host = &report.host;
+    let iommu = &host.iommu;
+    let mut parts = vec![format!("{} {}", report.tool.name, report.tool.version)];
+    parts.push(format!(
+        "kernel {}",
+        host.kernel_release.as_deref().unwrap_or("unknown")
+    ));
+    if iommu.present {
+        let vendor = iommu.vendor.map_or("unknown vendor", |v| v.name());
+        parts.push(format!("IOMMU {vendor} ({})", iommu.units.join(", ")));
+        let domain = iommu.default_domain_type.as_deref().unwrap_or("unknown");
+        match iommu.dma_mode {
+            Some(mode) => parts.push(format!("default domain {domain} ({})", mode.name())),
+            None => parts.push(format!("default domain {domain}")),
+        }
+    } else {
+        parts.push("no IOMMU".to_string());
+    }
+    if host.lab {
+        parts.push("lab".to_string());
+    }
+    format!("{}\n", parts.join(", "))
+}
+
+fn run_line(report: &Report) -> String {
+    let run = &report.run;
+    let mut parts = vec![format!(
+        "run {:.1} s, interval {:.1} s",
+        run.duration_s, run.interval_s
+    )];
+    if let Some(profile) = &run.profile {
+        parts.push(format!("profile {profile}"));
+    }
+    if let Some(workload) = &run.workload {
+        parts.push(format!("workload {}", workload.name));
+    }
+    if !run.command.is_empty() {
+        parts.push(format!("command `{}`", run.command.join(" ")));
+    }
+    if let Some(status) = run.exit_status {
+        parts.push(format!("exit status {status}"));
+    }
+    format!("{}\n", parts.join(", "))
+}
+
+fn device_table(devices: &[Device]) -> String {
+    if devices.is_empty() {
+        return "no DMA or IOMMU activity was seen\n".to_string();
+    }
+    let mut table = Table::new(&[
+        ("DEVICE", Align::Left),
+        ("DRIVER", Align::Left),
+        ("NAMES", Align::Left),
+        ("DOMAIN", Align::Left),
+        ("MAPS", Align::Right),
+        ("MB", Align::Right),
+        ("MAP P50", Align::Right),
+        ("MAP P99", Align::Right),
+        ("IOVA", Align::Right),
+        ("SYNCS", Align::Right),
+        ("FLUSHES", Align::Right),
+        ("IOS", Align::Right),
+        ("NS/IO", Align::Right),
+        ("CPU", Align::Right),
+    ]);
+    for device in devices {
+        let map = device.op(Op::DmaMap);
+        let latency = map.latency.as_ref();
+        table.row(vec![
+            device.key.clone(),
+            or_none(device.driver.clone()),
+            or_none((!device.names.is_empty()).then(|| device.names.join(","))),
+            or_none(device.domain_type.clone()),
+            human_count(map.count),
+            format!("{:.1}", map.bytes as f64 / 1e6),
+            or_none(latency.map(|l| human_ns(l.p50_ns))),
+            or_none(latency.map(|l| human_ns(l.p99_ns))),
+            human_count(device.op(Op::IovaAlloc).count),
+            human_count(device.op(Op::IotlbSync).count),
+            human_count(device.op(Op::IotlbFlush).count),
+            human_count(device.completions),
+            or_none(
+                device
+                    .derived
+                    .translation_ns_per_io
+                    .map(|ns| format!("{ns:.0}")),
+            ),
+            or_none(device.derived.cpu_share.map(percent)),
+        ]);
+    }
+    table.render()
+}
+
+fn probe_table(probes: &[ProbeEntry]) -> String {
+    let mut table = Table::new(&[
+        ("PROBE", Align::Left),
+        ("TIER", Align::Left),
+        ("STATUS", Align::Left),
+        ("SYMBOL", Align::Left),
+        ("LATENCY", Align::Left),
+        ("NOTES", Align::Left),
+    ]);
+    for probe in probes {
+        table.row(vec![
+            probe.point.clone(),
+            or_none(probe.tier.map(|t| t.name().to_string())),
+            probe.status.name().to_string(),
+            or_none(probe.symbol.clone()),
+            if probe.latency { "yes" } else { "no" }.to_string(),
+            or_none(probe_notes(probe)),
+        ]);
+    }
+    table.render()
+}
+
+/// The reason, then the refused tiers: `no BTF; refused fentry (EPERM), kprobe (not built in)`.
+fn probe_notes(probe: &ProbeEntry) -> Option<String> {
+    let refused: Vec<String> = probe
+        .refused
+        .iter()
+        .map(|r| format!("{} ({})", r.tier.name(), r.reason))
+        .collect();
+    let refused = (!refused.is_empty()).then(|| format!("refused {}", refused.join(", ")));
+    match (probe.reason.clone(), refused) {
+        (Some(reason), Some(refused)) => Some(format!("{reason}; {refused}")),
+        (reason, refused) => reason.or(refused),
+    }
+}
+
+fn or_none(value: Option<String>) -> String {
+    value.unwrap_or_else(|| NONE.to_string())
+}
+
+#[derive(Clone, Copy)]
+enum Align {
+    Left,
+    Right,
+}
+
+/// Columns separated by two spaces, each as wide as its widest cell; no trailing spaces.
+struct Table {
+    headers: Vec<(&'static str, Align)>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(headers: &[(&'static str, Align)]) -> Table {
+        Table {
+            headers: headers.to_vec(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    fn render(&self) -> String {
+        let header: Vec<String> = self.headers.iter().map(|(h, _)| h.to_string()).collect();
+        let lines: Vec<&Vec<String>> = std::iter::once(&header).chain(&self.rows).collect();
+        let widths: Vec<usize> = (0..self.headers.len())
+            .map(|column| {
+                lines
+                    .iter()
+                    .filter_map(|line| line.get(column))
+                    .map(|cell| cell.chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let mut out = String::new();
+        for line in lines {
+            let cells: Vec<String> = line
+                .iter()
+                .zip(&self.headers)
+                .zip(&widths)
+                .map(|((cell, (_, align)), &width)| match align {
+                    Align::Left => format!("{cell:<width$}"),
+                    Align::Right => format!("{cell:>width$}"),
+                })
+                .collect();
+            out.push_str(cells.join("  ").trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixtures::{full_report, minimal_report};
+
+    #[test]
+    fn a_full_report() {
+        let expected = "\
+iommutop 0.1.0, kernel 6.12.95+deb12-amd64, IOMMU intel (dmar0), default domain DMA-FQ (lazy), lab
+run 2.0 s, interval 1.0 s, profile nvme-4k-read, workload fio, exit status 0
+
+DEVICE        DRIVER  NAMES    DOMAIN  MAPS    MB  MAP P50  MAP P99  IOVA  SYNCS  FLUSHES   IOS  NS/IO    CPU
+0000:00:02.0  nvme    nvme0n1  DMA-FQ  4000  16.4   1.54us   2.04us  4000   4000        0  4000   3000  0.60%
+deferred      -       -        -          0   0.0        -        -     0      0        0     0      -      -
+
+PROBE        TIER        STATUS       SYMBOL              LATENCY  NOTES
+dma_map      fentry      attached     dma_map_page_attrs  yes      -
+iommu_map    tracepoint  attached     iommu:map           no       refused fentry (no BTF for iommu_map), kprobe (kprobes are not built into this kernel)
+iotlb_flush  -           unavailable  -                   no       no vendor IOTLB function in kallsyms
+
+warnings:
+  - kprobes unavailable: CONFIG_KPROBES is off
+  - probe iotlb_flush unavailable: no vendor IOTLB function in kallsyms
+  - latency not measured for iommu_map: attached at a tier that only counts
+  - 2 calls nested deeper than the tracker follows: they were counted, not timed
+";
+        assert_eq!(render_summary(&full_report()), expected);
+    }
+
+    #[test]
+    fn a_minimal_report() {
+        let expected = "\
+iommutop 0.1.0, kernel unknown, no IOMMU
+run 0.0 s, interval 1.0 s
+
+no DMA or IOMMU activity was seen
+
+warnings:
+  - no IOMMU is active on this host: DMA addresses are not translated, so there is no translation cost to measure
+";
+        assert_eq!(render_summary(&minimal_report()), expected);
+    }
+
+    #[test]
+    fn a_command_run_and_a_probe_with_reason_and_refusals() {
+        let mut report = minimal_report();
+        report.run.command = vec!["dd".into(), "if=/dev/nvme0n1".into()];
+        report.run.exit_status = Some(1);
+        report.warnings.clear();
+        report.probes = vec![ProbeEntry {
+            point: "completion.nvme".into(),
+            tier: Some(crate::report::Tier::Tracepoint),
+            symbol: Some("nvme:nvme_complete_rq".into()),
+            status: crate::report::ProbeStatus::Attached,
+            latency: false,
+            reason: Some("nvme_pci_complete_rq is never hit".into()),
+            refused: vec![crate::report::Refusal {
+                tier: crate::report::Tier::Fentry,
+                reason: "EPERM".into(),
+            }],
+        }];
+        let expected = "\
+iommutop 0.1.0, kernel unknown, no IOMMU
+run 0.0 s, interval 1.0 s, command `dd if=/dev/nvme0n1`, exit status 1
+
+no DMA or IOMMU activity was seen
+
+PROBE            TIER        STATUS    SYMBOL                 LATENCY  NOTES
+completion.nvme  tracepoint  attached  nvme:nvme_complete_rq  no       nvme_pci_complete_rq is never hit; refused fentry (EPERM)
+";
+        assert_eq!(render_summary(&report), expected);
+    }
+}
