@@ -48,7 +48,9 @@ pub struct RecordArgs {
 }
 
 fn parse_seconds(text: &str) -> Result<f64, String> {
-    let value: f64 = text.parse().map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    let value: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
     if value.is_finite() && value > 0.0 {
         Ok(value)
     } else {
@@ -68,9 +70,19 @@ mod tests {
 
     #[test]
     fn record_takes_the_command_after_double_dash() {
-        let cli = Cli::try_parse_from(["iommutop", "record", "--json", "r.json", "--", "dd", "if=/dev/zero"])
-            .expect("parses");
-        let Command::Record(args) = cli.command else { panic!("not record") };
+        let cli = Cli::try_parse_from([
+            "iommutop",
+            "record",
+            "--json",
+            "r.json",
+            "--",
+            "dd",
+            "if=/dev/zero",
+        ])
+        .expect("parses");
+        let Command::Record(args) = cli.command else {
+            panic!("not record")
+        };
         assert_eq!(args.command, ["dd", "if=/dev/zero"]);
         assert_eq!(args.json.as_deref(), Some(std::path::Path::new("r.json")));
     }

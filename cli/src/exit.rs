@@ -25,16 +25,25 @@ pub struct Failure {
 
 impl Failure {
     pub fn usage(error: impl Into<anyhow::Error>) -> Failure {
-        Failure { code: Code::Usage, error: error.into() }
+        Failure {
+            code: Code::Usage,
+            error: error.into(),
+        }
     }
     pub fn environment(error: impl Into<anyhow::Error>) -> Failure {
-        Failure { code: Code::Environment, error: error.into() }
+        Failure {
+            code: Code::Environment,
+            error: error.into(),
+        }
     }
 }
 
 impl<E: Into<anyhow::Error>> From<E> for Failure {
     fn from(error: E) -> Failure {
-        Failure { code: Code::Failure, error: error.into() }
+        Failure {
+            code: Code::Failure,
+            error: error.into(),
+        }
     }
 }
 

@@ -3,8 +3,11 @@
 mod cli;
 mod commands;
 mod exit;
+mod output;
 mod privileges;
 mod probes;
+mod session;
+mod stop;
 mod sysinfo;
 
 use clap::Parser;

@@ -17,9 +17,15 @@ pub fn require_bpf_privileges() -> Outcome {
 
 /// CAP_BPF (39) and CAP_PERFMON (38) in the effective set, read from /proc/self/status.
 fn has_bpf_capabilities() -> bool {
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else { return false };
-    let Some(hex) = status.lines().find_map(|l| l.strip_prefix("CapEff:")) else { return false };
-    let Ok(caps) = u64::from_str_radix(hex.trim(), 16) else { return false };
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    let Some(hex) = status.lines().find_map(|l| l.strip_prefix("CapEff:")) else {
+        return false;
+    };
+    let Ok(caps) = u64::from_str_radix(hex.trim(), 16) else {
+        return false;
+    };
     let needed = (1u64 << 39) | (1u64 << 38);
     caps & needed == needed
 }

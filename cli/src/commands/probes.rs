@@ -47,15 +47,35 @@ pub fn status_json(status: &PointStatus) -> serde_json::Value {
 }
 
 fn table(statuses: &[PointStatus]) -> String {
-    let mut out = format!("{:<16} {:<11} {:<8} {}\n", "POINT", "TIER", "LATENCY", "HOOKS / WHY NOT");
+    let mut out = format!(
+        "{:<16} {:<11} {:<8} {}\n",
+        "POINT", "TIER", "LATENCY", "HOOKS / WHY NOT"
+    );
     for status in statuses {
         let tier = status.tier.map_or("-", |t| t.name());
-        let latency = if status.measures_latency() { "yes" } else { "no" };
+        let latency = if status.measures_latency() {
+            "yes"
+        } else {
+            "no"
+        };
         let hooks: Vec<&str> = status.attached_hooks().collect();
-        let hooks = if hooks.is_empty() { "unavailable".to_string() } else { hooks.join(", ") };
-        out.push_str(&format!("{:<16} {:<11} {:<8} {}\n", status.point, tier, latency, hooks));
+        let hooks = if hooks.is_empty() {
+            "unavailable".to_string()
+        } else {
+            hooks.join(", ")
+        };
+        out.push_str(&format!(
+            "{:<16} {:<11} {:<8} {}\n",
+            status.point, tier, latency, hooks
+        ));
         for refusal in &status.refused {
-            out.push_str(&format!("{:<16} {:<11} {:<8} ✗ {}\n", "", refusal.tier.name(), "", refusal.reason));
+            out.push_str(&format!(
+                "{:<16} {:<11} {:<8} ✗ {}\n",
+                "",
+                refusal.tier.name(),
+                "",
+                refusal.reason
+            ));
         }
     }
     out

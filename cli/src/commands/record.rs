@@ -1,9 +1,110 @@
-//! `iommutop record`.
+//! `iommutop record [--duration S] [--interval S] [--json FILE|-] [-- COMMAND ARGS...]`
 
 use crate::cli::RecordArgs;
-use crate::exit::Outcome;
-use std::process::ExitCode;
+use crate::exit::{Failure, Outcome};
+use crate::output::{JsonTarget, ReportSink};
+use crate::session::{RunDescription, Session};
+use crate::stop::StopSignal;
+use anyhow::anyhow;
+use std::process::{Child, Command, ExitCode};
+use std::time::{Duration, Instant};
 
-pub fn run(_args: &RecordArgs) -> Outcome<ExitCode> {
-    Err(anyhow::anyhow!("record is not built yet").into())
+pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
+    let interval = Duration::from_secs_f64(args.interval);
+    let duration = args.duration.map(Duration::from_secs_f64);
+    // Open the output before attaching anything, so a bad path fails fast.
+    let mut sink = ReportSink::open(args.json.as_deref().map(JsonTarget::parse))?;
+    let stop = StopSignal::install()?;
+    let mut session = Session::start()?;
+    eprintln!(
+        "iommutop: probes attached; recording{}",
+        describe_end(args, duration)
+    );
+    let mut child = args
+        .command
+        .first()
+        .map(|program| spawn(program, &args.command[1..]))
+        .transpose()?;
+
+    let started = Instant::now();
+    let mut next_sample = started + interval;
+    let mut exit_status = None;
+    loop {
+        if let Some(child) = child.as_mut() {
+            if let Some(status) = child.try_wait()? {
+                exit_status = Some(status.code().unwrap_or(128 + signal_of(&status)));
+                break;
+            }
+        }
+        if stop.requested() || duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        if Instant::now() >= next_sample {
+            let snapshot = session.sample(None)?;
+            sink.interval(&snapshot)?;
+            next_sample += interval;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if let Some(child) = child.as_mut() {
+        if exit_status.is_none() {
+            exit_status = Some(stop_child(child));
+        }
+    }
+
+    let report = session.finish(RunDescription {
+        command: args.command.clone(),
+        exit_status,
+        interval,
+        ..RunDescription::default()
+    })?;
+    sink.report(&report)?;
+    match exit_status {
+        Some(code) if code != 0 => Err(Failure::from(anyhow!(
+            "`{}` exited with status {code} (the report covers the run up to then)",
+            args.command.join(" ")
+        ))),
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
+fn describe_end(args: &RecordArgs, duration: Option<Duration>) -> String {
+    match (args.command.is_empty(), duration) {
+        (false, _) => format!(" while `{}` runs", args.command.join(" ")),
+        (true, Some(d)) => format!(" for {:.1} s (Ctrl-C stops)", d.as_secs_f64()),
+        (true, None) => " until Ctrl-C".to_string(),
+    }
+}
+
+fn spawn(program: &str, args: &[String]) -> Outcome<Child> {
+    Command::new(program).args(args).spawn().map_err(|e| {
+        Failure::usage(anyhow!(
+            "cannot run `{program}`: {e} (check the command after --)"
+        ))
+    })
+}
+
+/// Ends a command still running when recording stops (duration reached, Ctrl-C).
+fn stop_child(child: &mut Child) -> i32 {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: kill() only sends a signal to our own child, whose pid we hold.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status.code().unwrap_or(128 + signal_of(&status));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    child
+        .wait()
+        .map(|s| s.code().unwrap_or(128 + signal_of(&s)))
+        .unwrap_or(-1)
+}
+
+fn signal_of(status: &std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal().unwrap_or(0)
 }

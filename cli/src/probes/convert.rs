@@ -9,9 +9,8 @@ use std::collections::BTreeMap;
 
 const _: () = assert!(IOMMUTOP_HIST_SLOTS as usize == HIST_SLOTS);
 const _: () = assert!(std::mem::size_of::<iommutop_dev_key>() == 16);
-const _: () = assert!(
-    std::mem::size_of::<iommutop_op_stats>() == 8 * (5 + IOMMUTOP_HIST_SLOTS as usize)
-);
+const _: () =
+    assert!(std::mem::size_of::<iommutop_op_stats>() == 8 * (5 + IOMMUTOP_HIST_SLOTS as usize));
 const _: () = assert!(
     std::mem::size_of::<iommutop_dev_stats>()
         == Op::ALL.len() * std::mem::size_of::<iommutop_op_stats>()
@@ -95,7 +94,10 @@ mod tests {
         assert_eq!(summed[&Op::DmaMap].hist[12], 4);
         assert_eq!(summed[&Op::DmaMap].hist[13], 3);
         assert_eq!(summed[&Op::Completion].count, 7);
-        assert!(!summed.contains_key(&Op::DmaUnmap), "ops without events are dropped");
+        assert!(
+            !summed.contains_key(&Op::DmaUnmap),
+            "ops without events are dropped"
+        );
     }
 
     #[test]

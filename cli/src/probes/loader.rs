@@ -62,8 +62,10 @@ pub fn kernel_btf_path() -> String {
 
 fn load_btf() -> Result<Btf, LoadError> {
     let path = kernel_btf_path();
-    Btf::parse_file(Path::new(&path), aya::Endianness::default())
-        .map_err(|e| LoadError::NoBtf { path, reason: e.to_string() })
+    Btf::parse_file(Path::new(&path), aya::Endianness::default()).map_err(|e| LoadError::NoBtf {
+        path,
+        reason: e.to_string(),
+    })
 }
 
 impl Probes {
@@ -83,8 +85,10 @@ impl Probes {
         } else {
             None
         };
-        let statuses: Vec<PointStatus> =
-            POINTS.iter().map(|point| attach_point(&mut ebpf, &btf, point)).collect();
+        let statuses: Vec<PointStatus> = POINTS
+            .iter()
+            .map(|point| attach_point(&mut ebpf, &btf, point))
+            .collect();
         if statuses.iter().all(|s| s.tier.is_none()) {
             let reasons = statuses
                 .iter()
@@ -94,7 +98,14 @@ impl Probes {
                 .unwrap_or_default();
             return Err(LoadError::NothingAttached(reasons));
         }
-        Ok(Probes { ebpf, stats, names, health, statuses, _stats_enabled: stats_enabled })
+        Ok(Probes {
+            ebpf,
+            stats,
+            names,
+            health,
+            statuses,
+            _stats_enabled: stats_enabled,
+        })
     }
 
     /// What each point got: its tier, hooks, and why better tiers were refused.
@@ -118,7 +129,9 @@ impl Probes {
         let mut sources = Vec::new();
         for entry in self.stats.iter() {
             let (key, per_cpu) = entry.map_err(|e| sample_error("iommutop_stats", e))?;
-            let Some(kind) = source_kind(key.kind) else { continue };
+            let Some(kind) = source_kind(key.kind) else {
+                continue;
+            };
             sources.push(RawSource {
                 kind,
                 id: key.id,
@@ -135,7 +148,12 @@ impl Probes {
                 .map_err(|e| sample_error("iommutop_health", e))?;
             health.insert((*name).to_string(), per_cpu.iter().sum());
         }
-        Ok(RawSample { monotonic_ns, sources, health, program_stats: self.program_stats() })
+        Ok(RawSample {
+            monotonic_ns,
+            sources,
+            health,
+            program_stats: self.program_stats(),
+        })
     }
 
     fn program_stats(&self) -> BTreeMap<String, (u64, u64)> {
@@ -143,7 +161,10 @@ impl Probes {
             .programs()
             .filter_map(|(name, program)| {
                 let info = program.info().ok()?;
-                Some((name.to_string(), (info.run_count(), info.run_time().as_nanos() as u64)))
+                Some((
+                    name.to_string(),
+                    (info.run_count(), info.run_time().as_nanos() as u64),
+                ))
             })
             .collect()
     }
@@ -159,11 +180,17 @@ fn take_map<T, E: std::fmt::Display>(
 }
 
 fn sample_error(map: &'static str, e: impl std::fmt::Display) -> SampleError {
-    SampleError { map, reason: e.to_string() }
+    SampleError {
+        map,
+        reason: e.to_string(),
+    }
 }
 
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes one timespec into the valid, exclusively borrowed `ts`.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
@@ -174,22 +201,50 @@ fn attach_point(ebpf: &mut Ebpf, btf: &Btf, point: &'static Point) -> PointStatu
     let mut refused = Vec::new();
     for tier in Tier::ALL {
         let outcomes: Vec<HookOutcome> = match tier {
-            Tier::Fentry => point.functions.iter().map(|f| attach_fentry(ebpf, btf, f)).collect(),
-            Tier::Kprobe => point.functions.iter().map(|f| attach_kprobe(ebpf, f)).collect(),
-            Tier::Tracepoint => {
-                point.tracepoints.iter().map(|t| attach_tracepoint(ebpf, btf, t)).collect()
-            }
+            Tier::Fentry => point
+                .functions
+                .iter()
+                .map(|f| attach_fentry(ebpf, btf, f))
+                .collect(),
+            Tier::Kprobe => point
+                .functions
+                .iter()
+                .map(|f| attach_kprobe(ebpf, f))
+                .collect(),
+            Tier::Tracepoint => point
+                .tracepoints
+                .iter()
+                .map(|t| attach_tracepoint(ebpf, btf, t))
+                .collect(),
         };
         if outcomes.is_empty() {
-            refused.push(Refusal { tier, reason: format!("no {} hook exists for this point", tier.name()) });
+            refused.push(Refusal {
+                tier,
+                reason: format!("no {} hook exists for this point", tier.name()),
+            });
             continue;
         }
         if outcomes.iter().any(HookOutcome::is_attached) {
-            return PointStatus { point: point.name, op: point.op, tier: Some(tier), hooks: outcomes, refused };
+            return PointStatus {
+                point: point.name,
+                op: point.op,
+                tier: Some(tier),
+                hooks: outcomes,
+                refused,
+            };
         }
-        refused.push(Refusal { tier, reason: HookOutcome::summarize_failures(&outcomes) });
+        refused.push(Refusal {
+            tier,
+            reason: HookOutcome::summarize_failures(&outcomes),
+        });
     }
-    PointStatus { point: point.name, op: point.op, tier: None, hooks: Vec::new(), refused }
+    PointStatus {
+        point: point.name,
+        op: point.op,
+        tier: None,
+        hooks: Vec::new(),
+        refused,
+    }
 }
 
 fn attach_fentry(ebpf: &mut Ebpf, btf: &Btf, hook: &FunctionHook) -> HookOutcome {
@@ -222,8 +277,12 @@ fn attach_kprobe(ebpf: &mut Ebpf, hook: &FunctionHook) -> HookOutcome {
         load_once(kretprobe)?;
         let exit_link = kretprobe.attach(hook.symbol, 0).map_err(|e| describe(&e))?;
         let kprobe: &mut KProbe = program(ebpf, entry)?;
-        let entry_result =
-            load_once(kprobe).and_then(|()| kprobe.attach(hook.symbol, 0).map(|_| ()).map_err(|e| describe(&e)));
+        let entry_result = load_once(kprobe).and_then(|()| {
+            kprobe
+                .attach(hook.symbol, 0)
+                .map(|_| ())
+                .map_err(|e| describe(&e))
+        });
         if let Err(e) = entry_result {
             let kretprobe: &mut KProbe = program(ebpf, exit)?;
             let _ = kretprobe.detach(exit_link);
@@ -239,7 +298,10 @@ fn attach_tracepoint(ebpf: &mut Ebpf, btf: &Btf, hook: &TracepointHook) -> HookO
     let result = (|| -> Result<(), String> {
         let tracepoint: &mut BtfTracePoint = program(ebpf, hook.program)?;
         if tracepoint.fd().is_ok() {
-            return Err(format!("program {} already serves another tracepoint", hook.program));
+            return Err(format!(
+                "program {} already serves another tracepoint",
+                hook.program
+            ));
         }
         tracepoint.load(hook.name, btf).map_err(|e| describe(&e))?;
         tracepoint.attach().map_err(|e| describe(&e))?;
@@ -263,7 +325,9 @@ where
     let program = ebpf
         .program_mut(name)
         .ok_or_else(|| format!("the BPF object has no program `{name}` (rebuild)"))?;
-    program.try_into().map_err(|_| format!("program `{name}` is not of the expected type"))
+    program
+        .try_into()
+        .map_err(|_| format!("program `{name}` is not of the expected type"))
 }
 
 /// One line for an aya error and its causes: the syscall's answer, and the verifier's last word

@@ -8,3 +8,4 @@ pub mod table;
 
 pub use loader::{LoadError, Probes};
 pub use status::PointStatus;
+pub use table::Tier;

@@ -31,10 +31,18 @@ impl HookOutcome {
 
     fn from_result(hook: String, result: Result<(), String>) -> HookOutcome {
         match result {
-            Ok(()) => HookOutcome { hook, error: None, absent: false },
+            Ok(()) => HookOutcome {
+                hook,
+                error: None,
+                absent: false,
+            },
             Err(error) => {
                 let absent = is_absence(&error);
-                HookOutcome { hook, error: Some(error), absent }
+                HookOutcome {
+                    hook,
+                    error: Some(error),
+                    absent,
+                }
             }
         }
     }
@@ -46,7 +54,11 @@ impl HookOutcome {
     /// One reason for a tier whose every hook failed: the errors of present hooks first.
     pub fn summarize_failures(outcomes: &[HookOutcome]) -> String {
         let failing: Vec<&HookOutcome> = outcomes.iter().filter(|o| !o.absent).collect();
-        let shown = if failing.is_empty() { outcomes.iter().collect() } else { failing };
+        let shown = if failing.is_empty() {
+            outcomes.iter().collect()
+        } else {
+            failing
+        };
         let mut groups: Vec<(Vec<&str>, &str)> = Vec::new();
         for outcome in shown {
             let error = outcome.error.as_deref().unwrap_or("");
@@ -83,7 +95,10 @@ pub struct PointStatus {
 
 impl PointStatus {
     pub fn attached_hooks(&self) -> impl Iterator<Item = &str> {
-        self.hooks.iter().filter(|h| h.is_attached()).map(|h| h.hook.as_str())
+        self.hooks
+            .iter()
+            .filter(|h| h.is_attached())
+            .map(|h| h.hook.as_str())
     }
 
     pub fn measures_latency(&self) -> bool {
@@ -97,9 +112,15 @@ mod tests {
 
     #[test]
     fn absent_functions_are_not_failures() {
-        let o = HookOutcome::new("dma_map_phys", Err("unknown BTF type `dma_map_phys`".into()));
+        let o = HookOutcome::new(
+            "dma_map_phys",
+            Err("unknown BTF type `dma_map_phys`".into()),
+        );
         assert!(o.absent);
-        let o = HookOutcome::new("dma_map_page_attrs", Err("load: Operation not permitted (os error 1)".into()));
+        let o = HookOutcome::new(
+            "dma_map_page_attrs",
+            Err("load: Operation not permitted (os error 1)".into()),
+        );
         assert!(!o.absent);
     }
 

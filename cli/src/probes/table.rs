@@ -68,7 +68,12 @@ const fn function(
     fentry: (&'static str, &'static str),
     kprobe: (&'static str, &'static str),
 ) -> FunctionHook {
-    FunctionHook { symbol, kernels, fentry, kprobe }
+    FunctionHook {
+        symbol,
+        kernels,
+        fentry,
+        kprobe,
+    }
 }
 
 const fn tracepoint(
@@ -77,7 +82,12 @@ const fn tracepoint(
     kernels: &'static str,
     program: &'static str,
 ) -> TracepointHook {
-    TracepointHook { category, name, kernels, program }
+    TracepointHook {
+        category,
+        name,
+        kernels,
+        program,
+    }
 }
 
 pub const POINTS: &[Point] = &[
@@ -225,7 +235,10 @@ pub const POINTS: &[Point] = &[
             function(
                 "intel_iommu_iotlb_sync_map",
                 "all (VT-d)",
-                ("iotlb__intel_sync_map__fentry", "iotlb__intel_sync_map__fexit"),
+                (
+                    "iotlb__intel_sync_map__fentry",
+                    "iotlb__intel_sync_map__fexit",
+                ),
                 ("iotlb__sync_map__kprobe", "iotlb__sync_map__kretprobe"),
             ),
             function(
@@ -237,7 +250,10 @@ pub const POINTS: &[Point] = &[
             function(
                 "viommu_iotlb_sync_map",
                 "virtio-iommu",
-                ("iotlb__virtio_sync_map__fentry", "iotlb__virtio_sync_map__fexit"),
+                (
+                    "iotlb__virtio_sync_map__fentry",
+                    "iotlb__virtio_sync_map__fexit",
+                ),
                 ("iotlb__sync_map__kprobe", "iotlb__sync_map__kretprobe"),
             ),
         ],
@@ -258,10 +274,18 @@ pub const POINTS: &[Point] = &[
                 "amd_iommu_domain_flush_pages",
                 "6.7+ (AMD-Vi)",
                 ("iotlb__flush_pages__fentry", "iotlb__flush_pages__fexit"),
-                ("iotlb__flush_pages__kprobe", "iotlb__flush_pages__kretprobe"),
+                (
+                    "iotlb__flush_pages__kprobe",
+                    "iotlb__flush_pages__kretprobe",
+                ),
             ),
         ],
-        tracepoints: &[tracepoint("intel_iommu", "qi_submit", "6.12+", "iotlb__qi_submit__tp")],
+        tracepoints: &[tracepoint(
+            "intel_iommu",
+            "qi_submit",
+            "6.12+",
+            "iotlb__qi_submit__tp",
+        )],
     },
     Point {
         name: "fq_flush",
@@ -280,14 +304,24 @@ pub const POINTS: &[Point] = &[
         op: Op::Completion,
         what: "completed block requests, per disk",
         functions: &[],
-        tracepoints: &[tracepoint("block", "block_rq_complete", "all", "completion__block_rq__tp")],
+        tracepoints: &[tracepoint(
+            "block",
+            "block_rq_complete",
+            "all",
+            "completion__block_rq__tp",
+        )],
     },
     Point {
         name: "napi_poll",
         op: Op::Completion,
         what: "packets processed by NAPI polls, per netdev",
         functions: &[],
-        tracepoints: &[tracepoint("napi", "napi_poll", "all", "completion__napi_poll__tp")],
+        tracepoints: &[tracepoint(
+            "napi",
+            "napi_poll",
+            "all",
+            "completion__napi_poll__tp",
+        )],
     },
 ];
 
@@ -312,7 +346,11 @@ mod tests {
     #[test]
     fn every_point_has_a_hook() {
         for p in POINTS {
-            assert!(!p.functions.is_empty() || !p.tracepoints.is_empty(), "{} has no hook", p.name);
+            assert!(
+                !p.functions.is_empty() || !p.tracepoints.is_empty(),
+                "{} has no hook",
+                p.name
+            );
         }
     }
 
@@ -340,7 +378,11 @@ mod tests {
                     (f.kprobe.1, "__kretprobe"),
                 ] {
                     assert!(name.ends_with(suffix), "{name} should end with {suffix}");
-                    assert_eq!(name.matches("__").count(), 2, "{name} is not family__hook__tier");
+                    assert_eq!(
+                        name.matches("__").count(),
+                        2,
+                        "{name} is not family__hook__tier"
+                    );
                 }
             }
             for t in p.tracepoints {

@@ -1,0 +1,165 @@
+//! A recording session: probes attached, one sample per interval, a report at the end.
+//! Dropping a session detaches every probe and turns BPF statistics back off.
+
+use crate::commands::probes::load_failure;
+use crate::exit::Outcome;
+use crate::privileges::require_bpf_privileges;
+use crate::probes::{PointStatus, Probes, Tier};
+use crate::sysinfo;
+use anyhow::Context;
+use iommutop_model::facts::HostFacts;
+use iommutop_model::report::{
+    IntervalPoint, ProbeEntry, ProbeStatus, Refusal, Report, ReportInputs, Run, Tier as ReportTier,
+};
+use iommutop_model::sample::RawSample;
+use iommutop_model::snapshot::Snapshot;
+use serde_json::Value;
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime};
+
+pub struct Session {
+    probes: Probes,
+    facts: HostFacts,
+    started_at: SystemTime,
+    started: Instant,
+    first: RawSample,
+    previous: RawSample,
+    intervals: Vec<IntervalPoint>,
+}
+
+/// What the caller ran, for the report's `run` section.
+#[derive(Debug, Default)]
+pub struct RunDescription {
+    pub profile: Option<String>,
+    pub command: Vec<String>,
+    pub exit_status: Option<i32>,
+    pub workload: Option<iommutop_model::report::WorkloadReport>,
+    pub interval: Duration,
+    pub warnings: Vec<String>,
+}
+
+impl Session {
+    /// Checks privileges, attaches the probes and takes the first sample.
+    pub fn start() -> Outcome<Session> {
+        require_bpf_privileges()?;
+        let facts = host_facts()?;
+        let probes = Probes::attach(true).map_err(load_failure)?;
+        let first = probes.sample().context("first sample")?;
+        Ok(Session {
+            probes,
+            facts,
+            started_at: SystemTime::now(),
+            started: Instant::now(),
+            previous: first.clone(),
+            first,
+            intervals: Vec::new(),
+        })
+    }
+
+    pub fn facts(&self) -> &HostFacts {
+        &self.facts
+    }
+
+    pub fn probe_statuses(&self) -> &[PointStatus] {
+        self.probes.statuses()
+    }
+
+    /// Samples now: the snapshot of the interval since the previous sample, also kept as a
+    /// point of the report's interval series (with the workload's numbers, if any).
+    pub fn sample(&mut self, workload: Option<Value>) -> Outcome<Snapshot> {
+        let current = self.probes.sample().context("sampling the BPF maps")?;
+        let snapshot = Snapshot::between(&self.previous, &current, &self.facts.devices);
+        let t_s = self.started.elapsed().as_secs_f64();
+        self.intervals
+            .push(IntervalPoint::from_snapshot(t_s, &snapshot, workload));
+        self.previous = current;
+        Ok(snapshot)
+    }
+
+    /// Takes the last sample and builds the report over the whole session.
+    pub fn finish(mut self, run: RunDescription) -> Outcome<Report> {
+        let last = self.probes.sample().context("last sample")?;
+        // Devices may have changed driver or domain type during the run: describe them as they
+        // are at the end, when the report is read.
+        self.facts = host_facts()?;
+        let duration_s = self.started.elapsed().as_secs_f64();
+        let probes = self.probes.statuses().iter().map(probe_entry).collect();
+        let report = Report::build(ReportInputs {
+            tool_version: env!("CARGO_PKG_VERSION"),
+            host: &self.facts,
+            run: Run {
+                started_at: iommutop_model::time::rfc3339_utc(self.started_at),
+                duration_s,
+                interval_s: run.interval.as_secs_f64(),
+                profile: run.profile,
+                command: run.command,
+                exit_status: run.exit_status,
+                workload: run.workload,
+            },
+            first: &self.first,
+            last: &last,
+            probes,
+            bpf_stats_enabled_by_iommutop: self.probes.stats_enabled_by_us(),
+            intervals: std::mem::take(&mut self.intervals),
+            warnings: run.warnings,
+        });
+        Ok(report)
+    }
+}
+
+fn host_facts() -> Outcome<HostFacts> {
+    Ok(sysinfo::collect(Path::new("/")).context("reading system facts from /proc and /sys")?)
+}
+
+/// The report's view of a probe point.
+pub fn probe_entry(status: &PointStatus) -> ProbeEntry {
+    let attached: Vec<&str> = status.attached_hooks().collect();
+    let failed: Vec<String> = status
+        .hooks
+        .iter()
+        .filter(|h| !h.is_attached() && !h.absent)
+        .map(|h| format!("{}: {}", h.hook, h.error.as_deref().unwrap_or("")))
+        .collect();
+    ProbeEntry {
+        point: status.point.to_string(),
+        tier: status.tier.map(report_tier),
+        symbol: (!attached.is_empty()).then(|| attached.join(", ")),
+        status: if status.tier.is_some() {
+            ProbeStatus::Attached
+        } else {
+            ProbeStatus::Unavailable
+        },
+        latency: status.measures_latency(),
+        reason: if status.tier.is_none() {
+            Some(unavailable_reason(status))
+        } else {
+            (!failed.is_empty()).then(|| failed.join("; "))
+        },
+        refused: status
+            .refused
+            .iter()
+            .map(|r| Refusal {
+                tier: report_tier(r.tier),
+                reason: r.reason.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// Why a point got no tier: each tier's refusal, most promising first.
+fn unavailable_reason(status: &PointStatus) -> String {
+    status
+        .refused
+        .iter()
+        .map(|r| format!("{}: {}", r.tier.name(), r.reason))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn report_tier(tier: Tier) -> ReportTier {
+    match tier {
+        Tier::Fentry => ReportTier::Fentry,
+        Tier::Kprobe => ReportTier::Kprobe,
+        Tier::Tracepoint => ReportTier::Tracepoint,
+    }
+}
