@@ -21,23 +21,41 @@ fn main() {
 
     let clang = env::var("CLANG").unwrap_or_else(|_| "clang".into());
     let bpftool = env::var("BPFTOOL").unwrap_or_else(|_| "bpftool".into());
-    require_tool(&clang, "clang (apt-get install clang, or run scripts/install-deps)");
-    require_tool(&bpftool, "bpftool (apt-get install bpftool, or run scripts/install-deps)");
+    require_tool(
+        &clang,
+        "clang (apt-get install clang, or run scripts/install-deps)",
+    );
+    require_tool(
+        &bpftool,
+        "bpftool (apt-get install bpftool, or run scripts/install-deps)",
+    );
     if !Path::new("/usr/include/bpf/bpf_helpers.h").exists() {
         fail("libbpf headers not found (/usr/include/bpf/bpf_helpers.h): apt-get install libbpf-dev, or run scripts/install-deps");
     }
 
     let vmlinux_dir = out.join("vmlinux");
-    fs::create_dir_all(&vmlinux_dir).unwrap_or_else(|e| fail(&format!("mkdir {vmlinux_dir:?}: {e}")));
+    fs::create_dir_all(&vmlinux_dir)
+        .unwrap_or_else(|e| fail(&format!("mkdir {vmlinux_dir:?}: {e}")));
     write_vmlinux_h(&bpftool, &vmlinux_dir.join("vmlinux.h"));
 
     let mut objects = Vec::new();
     for source in sources(&ebpf.join("progs"), ".bpf.c") {
-        let name = source.file_name().and_then(|n| n.to_str()).unwrap_or("prog");
+        let name = source
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("prog");
         let object = out.join(name.replace(".bpf.c", ".bpf.o"));
         run(
             Command::new(&clang)
-                .args(["-target", "bpf", "-O2", "-g", "-Wall", "-Werror", "-D__TARGET_ARCH_x86"])
+                .args([
+                    "-target",
+                    "bpf",
+                    "-O2",
+                    "-g",
+                    "-Wall",
+                    "-Werror",
+                    "-D__TARGET_ARCH_x86",
+                ])
                 .arg("-I")
                 .arg(ebpf.join("include"))
                 .arg("-I")
@@ -54,7 +72,10 @@ fn main() {
     }
     let linked = out.join("iommutop.bpf.o");
     run(
-        Command::new(&bpftool).args(["gen", "object"]).arg(&linked).args(&objects),
+        Command::new(&bpftool)
+            .args(["gen", "object"])
+            .arg(&linked)
+            .args(&objects),
         "linking the BPF objects with bpftool gen object",
     );
 
@@ -67,7 +88,10 @@ fn fail(message: &str) -> ! {
 }
 
 fn require_tool(tool: &str, install_hint: &str) {
-    let found = Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
+    let found = Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !found {
         fail(&format!("`{tool}` not found: install {install_hint}"));
     }
@@ -88,7 +112,8 @@ fn run(command: &mut Command, what: &str) {
 /// vmlinux.h from the build machine's kernel BTF (CO-RE relocates it to the running kernel).
 fn write_vmlinux_h(bpftool: &str, target: &Path) {
     if let Ok(given) = env::var("IOMMUTOP_VMLINUX_H") {
-        fs::copy(&given, target).unwrap_or_else(|e| fail(&format!("IOMMUTOP_VMLINUX_H={given}: {e}")));
+        fs::copy(&given, target)
+            .unwrap_or_else(|e| fail(&format!("IOMMUTOP_VMLINUX_H={given}: {e}")));
         return;
     }
     let btf = "/sys/kernel/btf/vmlinux";
@@ -100,7 +125,10 @@ fn write_vmlinux_h(bpftool: &str, target: &Path) {
         .output()
         .unwrap_or_else(|e| fail(&format!("bpftool btf dump: {e}")));
     if !output.status.success() {
-        fail(&format!("bpftool btf dump failed: {}", String::from_utf8_lossy(&output.stderr)));
+        fail(&format!(
+            "bpftool btf dump failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
     }
     fs::write(target, output.stdout).unwrap_or_else(|e| fail(&format!("write {target:?}: {e}")));
 }
@@ -115,7 +143,12 @@ fn generate_abi_bindings(header: &Path, target: &Path) {
         .layout_tests(true)
         .use_core()
         .generate()
-        .unwrap_or_else(|e| fail(&format!("bindgen on {}: {e} (bindgen needs libclang: apt-get install libclang1-14)", header.display())));
+        .unwrap_or_else(|e| {
+            fail(&format!(
+                "bindgen on {}: {e} (bindgen needs libclang: apt-get install libclang1-14)",
+                header.display()
+            ))
+        });
     bindings
         .write_to_file(target)
         .unwrap_or_else(|e| fail(&format!("write {target:?}: {e}")));
