@@ -29,6 +29,10 @@ pub struct ProbesArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Load every embedded BPF program against every target this kernel has (without
+    /// attaching), so the verifier judges all of them; exits 1 if any is rejected.
+    #[arg(long)]
+    pub verify: bool,
 }
 
 #[derive(Debug, Args)]

@@ -3,12 +3,16 @@
 use crate::cli::ProbesArgs;
 use crate::exit::{Failure, Outcome};
 use crate::privileges::require_bpf_privileges;
-use crate::probes::{LoadError, PointStatus, Probes};
+use crate::probes::table::{hook_kernels, point};
+use crate::probes::{verify_all_programs, LoadError, PointStatus, Probes, ProgramVerdict};
 use serde_json::json;
 use std::process::ExitCode;
 
 pub fn run(args: &ProbesArgs) -> Outcome<ExitCode> {
     require_bpf_privileges()?;
+    if args.verify {
+        return verify(args.json);
+    }
     let probes = Probes::attach(false).map_err(load_failure)?;
     if args.json {
         let points: Vec<serde_json::Value> = probes.statuses().iter().map(status_json).collect();
@@ -18,6 +22,58 @@ pub fn run(args: &ProbesArgs) -> Outcome<ExitCode> {
         print!("{}", table(probes.statuses()));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn verify(json: bool) -> Outcome<ExitCode> {
+    let verdicts = verify_all_programs().map_err(load_failure)?;
+    if json {
+        let programs: Vec<serde_json::Value> = verdicts
+            .iter()
+            .map(|v| {
+                json!({
+                    "program": v.program,
+                    "target": v.target,
+                    "tier": v.tier.name(),
+                    "status": verdict_status(v),
+                    "error": v.error,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "programs": programs }))?
+        );
+    } else {
+        for v in &verdicts {
+            let error = v.error.as_deref().unwrap_or("");
+            println!(
+                "{:<34} {:<30} {:<9} {}",
+                v.program,
+                v.target,
+                verdict_status(v),
+                error
+            );
+        }
+    }
+    let rejected = verdicts
+        .iter()
+        .filter(|v| verdict_status(v) == "rejected")
+        .count();
+    if rejected > 0 {
+        return Err(anyhow::anyhow!("{rejected} BPF program(s) rejected by this kernel").into());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// loaded: the verifier accepted it; absent: its target is not in this kernel; refused: the
+/// kernel does not allow the program type at all (EPERM, no kprobes); rejected: a bug of ours.
+fn verdict_status(v: &ProgramVerdict) -> &'static str {
+    match &v.error {
+        None => "loaded",
+        Some(_) if v.absent => "absent",
+        Some(e) if e.contains("verifier:") || e.contains("Invalid argument") => "rejected",
+        Some(_) => "refused",
+    }
 }
 
 /// Load errors that mean "this system can't" rather than "this run failed".
@@ -31,11 +87,13 @@ pub fn load_failure(error: LoadError) -> Failure {
 pub fn status_json(status: &PointStatus) -> serde_json::Value {
     json!({
         "point": status.point,
+        "what": point(status.point).map(|p| p.what),
         "op": status.op.name(),
         "tier": status.tier.map(|t| t.name()),
         "latency": status.measures_latency(),
         "hooks": status.hooks.iter().map(|h| json!({
             "hook": h.hook,
+            "kernels": hook_kernels(&h.hook),
             "status": if h.is_attached() { "attached" } else if h.absent { "absent" } else { "failed" },
             "error": h.error,
         })).collect::<Vec<_>>(),

@@ -14,17 +14,20 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
     let duration = args.duration.map(Duration::from_secs_f64);
     // Open the output before attaching anything, so a bad path fails fast.
     let mut sink = ReportSink::open(args.json.as_deref().map(JsonTarget::parse))?;
+    if let Some(program) = args.command.first() {
+        require_runnable(program)?;
+    }
     let stop = StopSignal::install()?;
     let mut session = Session::start()?;
-    eprintln!(
-        "iommutop: probes attached; recording{}",
-        describe_end(args, duration)
-    );
     let mut child = args
         .command
         .first()
         .map(|program| spawn(program, &args.command[1..]))
         .transpose()?;
+    eprintln!(
+        "iommutop: probes attached; recording{}",
+        describe_end(args, duration)
+    );
 
     let started = Instant::now();
     let mut next_sample = started + interval;
@@ -73,6 +76,29 @@ fn describe_end(args: &RecordArgs, duration: Option<Duration>) -> String {
         (false, _) => format!(" while `{}` runs", args.command.join(" ")),
         (true, Some(d)) => format!(" for {:.1} s (Ctrl-C stops)", d.as_secs_f64()),
         (true, None) => " until Ctrl-C".to_string(),
+    }
+}
+
+/// Finds COMMAND before anything is attached, the way the shell would.
+fn require_runnable(program: &str) -> Outcome {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |path: &std::path::Path| {
+        path.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let found = if program.contains('/') {
+        executable(std::path::Path::new(program))
+    } else {
+        std::env::var_os("PATH").is_some_and(|paths| {
+            std::env::split_paths(&paths).any(|dir| executable(&dir.join(program)))
+        })
+    };
+    if found {
+        Ok(())
+    } else {
+        Err(Failure::usage(anyhow!(
+            "cannot run `{program}`: no such executable (check the command after --)"
+        )))
     }
 }
 

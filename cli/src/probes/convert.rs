@@ -19,13 +19,11 @@ const _: () = assert!(
 /// The model's kind of a kernel key, or None for a kind this build does not know.
 pub fn source_kind(kind: u32) -> Option<SourceKind> {
     match kind {
-        k if k == iommutop_key_kind::IOMMUTOP_KEY_DEVICE as u32 => Some(SourceKind::Device),
-        k if k == iommutop_key_kind::IOMMUTOP_KEY_DEFERRED as u32 => Some(SourceKind::Deferred),
-        k if k == iommutop_key_kind::IOMMUTOP_KEY_DISK as u32 => Some(SourceKind::Disk),
-        k if k == iommutop_key_kind::IOMMUTOP_KEY_NETDEV as u32 => Some(SourceKind::Netdev),
-        k if k == iommutop_key_kind::IOMMUTOP_KEY_UNATTRIBUTED as u32 => {
-            Some(SourceKind::Unattributed)
-        }
+        k if k == iommutop_key_kind::IOMMUTOP_KEY_DEVICE => Some(SourceKind::Device),
+        k if k == iommutop_key_kind::IOMMUTOP_KEY_DEFERRED => Some(SourceKind::Deferred),
+        k if k == iommutop_key_kind::IOMMUTOP_KEY_DISK => Some(SourceKind::Disk),
+        k if k == iommutop_key_kind::IOMMUTOP_KEY_NETDEV => Some(SourceKind::Netdev),
+        k if k == iommutop_key_kind::IOMMUTOP_KEY_UNATTRIBUTED => Some(SourceKind::Unattributed),
         _ => None,
     }
 }

@@ -196,6 +196,83 @@ fn monotonic_ns() -> u64 {
     (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The verifier's verdict on one embedded program, for `iommutop probes --verify`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgramVerdict {
+    pub program: String,
+    /// The function or tracepoint it was loaded against.
+    pub target: String,
+    pub tier: Tier,
+    /// None: loaded (the verifier accepted it).
+    pub error: Option<String>,
+    /// The target does not exist in this kernel, so the program could not be tried.
+    pub absent: bool,
+}
+
+/// Loads (without attaching) every program of the object against every target it serves that
+/// this kernel has, so that the verifier judges all of them, not only the winners of a tier.
+pub fn verify_all_programs() -> Result<Vec<ProgramVerdict>, LoadError> {
+    let btf = load_btf()?;
+    let mut ebpf = EbpfLoader::new()
+        .btf(Some(&btf))
+        .load(OBJECT)
+        .map_err(|e| LoadError::Object(describe(&e)))?;
+    let mut verdicts = Vec::new();
+    let mut record = |program: &str, target: String, tier: Tier, result: Result<(), String>| {
+        let outcome = HookOutcome::new(&target, result);
+        verdicts.push(ProgramVerdict {
+            program: program.to_string(),
+            target,
+            tier,
+            absent: outcome.absent,
+            error: outcome.error,
+        });
+    };
+    for point in POINTS {
+        for hook in point.functions {
+            let result = program::<FEntry>(&mut ebpf, hook.fentry.0)
+                .and_then(|p| p.load(hook.symbol, &btf).map_err(|e| describe(&e)));
+            record(hook.fentry.0, hook.symbol.to_string(), Tier::Fentry, result);
+            let result = program::<FExit>(&mut ebpf, hook.fentry.1)
+                .and_then(|p| p.load(hook.symbol, &btf).map_err(|e| describe(&e)));
+            record(hook.fentry.1, hook.symbol.to_string(), Tier::Fentry, result);
+            for name in [hook.kprobe.0, hook.kprobe.1] {
+                let result = program::<KProbe>(&mut ebpf, name).and_then(load_once);
+                record(name, hook.symbol.to_string(), Tier::Kprobe, result);
+            }
+        }
+        for hook in point.tracepoints {
+            let result = program::<BtfTracePoint>(&mut ebpf, hook.program).and_then(|p| {
+                if p.fd().is_ok() {
+                    return Ok(()); // already judged against the other event of its shape
+                }
+                p.load(hook.name, &btf).map_err(|e| describe(&e))
+            });
+            record(
+                hook.program,
+                format!("{}:{}", hook.category, hook.name),
+                Tier::Tracepoint,
+                result,
+            );
+        }
+    }
+    let orphans: Vec<String> = ebpf
+        .programs()
+        .map(|(name, _)| name.to_string())
+        .filter(|name| !verdicts.iter().any(|v| &v.program == name))
+        .collect();
+    for name in orphans {
+        verdicts.push(ProgramVerdict {
+            program: name,
+            target: "-".into(),
+            tier: Tier::Tracepoint,
+            error: Some("not referenced by the probe table (cli/src/probes/table.rs)".into()),
+            absent: false,
+        });
+    }
+    Ok(verdicts)
+}
+
 /// Tries the tiers in order; the first that attaches at least one hook wins.
 fn attach_point(ebpf: &mut Ebpf, btf: &Btf, point: &'static Point) -> PointStatus {
     let mut refused = Vec::new();

@@ -6,6 +6,6 @@ pub mod loader;
 pub mod status;
 pub mod table;
 
-pub use loader::{LoadError, Probes};
+pub use loader::{verify_all_programs, LoadError, Probes, ProgramVerdict};
 pub use status::PointStatus;
 pub use table::Tier;

@@ -330,6 +330,22 @@ pub fn point(name: &str) -> Option<&'static Point> {
     POINTS.iter().find(|p| p.name == name)
 }
 
+/// The kernels a hook (`dma_map_page_attrs`, `dma:dma_map_page`) is known to exist in.
+pub fn hook_kernels(hook: &str) -> Option<&'static str> {
+    POINTS.iter().find_map(|p| {
+        p.functions
+            .iter()
+            .find(|f| f.symbol == hook)
+            .map(|f| f.kernels)
+            .or_else(|| {
+                p.tracepoints
+                    .iter()
+                    .find(|t| hook.split_once(':') == Some((t.category, t.name)))
+                    .map(|t| t.kernels)
+            })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,272 @@
+//! Tests on the build machine's own kernel (6.18, no IOMMU, fentry refused, no kprobes): the
+//! tracepoint tier, refusal reasons, the verifier's verdict on every embedded program, a real
+//! recording of block completions, and the one-line errors of bad input. They need root.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::PathBuf;
+
+fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "these tests load BPF programs: run them as root (scripts/test does)"
+    );
+}
+
+fn iommutop() -> Command {
+    Command::cargo_bin("iommutop").expect("binary built")
+}
+
+fn json_of(output: &[u8]) -> Value {
+    serde_json::from_slice(output).expect("valid JSON on stdout")
+}
+
+fn point<'a>(probes: &'a Value, name: &str) -> &'a Value {
+    probes["points"]
+        .as_array()
+        .and_then(|points| points.iter().find(|p| p["point"] == name))
+        .unwrap_or_else(|| panic!("no point {name} in {probes}"))
+}
+
+fn host_supports_fentry() -> bool {
+    // The build machines refuse BPF trampolines; a machine that allows them gets fentry instead.
+    std::fs::read_to_string("/proc/kallsyms")
+        .map(|s| s.contains(" bpf_trampoline_"))
+        .unwrap_or(false)
+        && std::env::var_os("IOMMUTOP_HOST_HAS_FENTRY").is_some()
+}
+
+#[test]
+fn probes_on_the_host_fall_back_to_tracepoints_and_say_why() {
+    require_root();
+    let output = iommutop()
+        .args(["probes", "--json"])
+        .output()
+        .expect("runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let probes = json_of(&output.stdout);
+    if host_supports_fentry() {
+        return;
+    }
+    for name in ["dma_map", "dma_unmap"] {
+        let p = point(&probes, name);
+        assert_eq!(p["tier"], "tracepoint", "{name}: {p}");
+        assert_eq!(p["latency"], false);
+        let refused = p["refused"].as_array().expect("refused list");
+        let tiers: Vec<&str> = refused.iter().filter_map(|r| r["tier"].as_str()).collect();
+        assert_eq!(tiers, ["fentry", "kprobe"], "{name}: {p}");
+        for refusal in refused {
+            assert!(
+                !refusal["reason"].as_str().unwrap_or("").is_empty(),
+                "{refusal}"
+            );
+        }
+    }
+    let block = point(&probes, "block_complete");
+    assert_eq!(block["tier"], "tracepoint");
+    // No tracepoint exists for IOVA allocation: unavailable, with every tier's reason.
+    let iova = point(&probes, "iova_alloc");
+    assert!(iova["tier"].is_null());
+    assert_eq!(iova["refused"].as_array().map(Vec::len), Some(3), "{iova}");
+}
+
+#[test]
+fn the_verifier_accepts_every_embedded_program_this_kernel_can_load() {
+    require_root();
+    let output = iommutop()
+        .args(["probes", "--verify", "--json"])
+        .output()
+        .expect("runs");
+    let verdicts = json_of(&output.stdout);
+    let programs = verdicts["programs"].as_array().expect("programs");
+    let rejected: Vec<&Value> = programs
+        .iter()
+        .filter(|p| p["status"] == "rejected")
+        .collect();
+    assert!(
+        rejected.is_empty(),
+        "rejected by the verifier: {rejected:#?}"
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // kprobe and tracepoint programs load here even though kprobes cannot attach.
+    for p in programs {
+        let name = p["program"].as_str().unwrap_or("");
+        if name.ends_with("__kprobe") || name.ends_with("__kretprobe") {
+            assert_eq!(p["status"], "loaded", "{p}");
+        }
+    }
+    let loaded_tracepoints = programs
+        .iter()
+        .filter(|p| p["tier"] == "tracepoint" && p["status"] == "loaded")
+        .count();
+    assert!(loaded_tracepoints >= 6, "{verdicts}");
+}
+
+fn scratch_file(name: &str, mebibytes: usize) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let path = dir.join(name);
+    std::fs::write(&path, vec![0x5au8; mebibytes << 20]).expect("scratch file");
+    path
+}
+
+#[test]
+fn record_counts_block_completions_of_direct_reads_and_writes_a_valid_report() {
+    require_root();
+    let input = scratch_file("record-input", 8);
+    let report_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("host-record.json");
+    let _ = std::fs::remove_file(&report_path);
+    iommutop()
+        .arg("record")
+        .arg("--json")
+        .arg(&report_path)
+        .args(["--", "dd"])
+        .arg(format!("if={}", input.display()))
+        .args(["of=/dev/null", "bs=4k", "count=1000", "iflag=direct"])
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&report_path).expect("report written");
+    let report: Value = serde_json::from_str(&text).expect("report is JSON");
+    let schema: Value = serde_json::from_str(iommutop_schema()).expect("schema");
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(&report)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "report invalid against docs/report.schema.json: {errors:#?}"
+    );
+
+    let completions: u64 = report["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .filter_map(|d| d["ops"]["completion"]["count"].as_u64())
+        .sum();
+    // 1000 direct 4 KiB reads complete as at least 1000 block requests (the file system may
+    // add a few of its own).
+    assert!(
+        (1000..1200).contains(&completions),
+        "completions {completions}: {text}"
+    );
+    let unavailable = report["probes"]
+        .as_array()
+        .expect("probes")
+        .iter()
+        .filter(|p| p["status"] == "unavailable")
+        .collect::<Vec<_>>();
+    for p in &unavailable {
+        assert!(p["reason"].as_str().is_some_and(|r| !r.is_empty()), "{p}");
+    }
+    assert!(report["self_overhead"]["programs"]
+        .as_array()
+        .is_some_and(|p| !p.is_empty()));
+}
+
+fn iommutop_schema() -> &'static str {
+    include_str!("../../docs/report.schema.json")
+}
+
+fn assert_one_line_error(output: &std::process::Output, code: i32, needle: &str) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(code), "stderr: {stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got: {stderr}");
+    assert!(lines[0].contains(needle), "`{}` lacks `{needle}`", lines[0]);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+fn attached_iommutop_programs() -> usize {
+    let output = std::process::Command::new("bpftool")
+        .args(["prog", "show"])
+        .output();
+    let text = output
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    text.lines()
+        .filter(|l| l.contains("dma__") || l.contains("completion__"))
+        .count()
+}
+
+#[test]
+fn a_command_that_does_not_exist_is_a_usage_error_and_leaves_nothing_attached() {
+    require_root();
+    let output = iommutop()
+        .args(["record", "--", "/nonexistent/command"])
+        .output()
+        .expect("runs");
+    assert_one_line_error(&output, 2, "cannot run `/nonexistent/command`");
+    assert_eq!(attached_iommutop_programs(), 0);
+}
+
+#[test]
+fn an_unwritable_json_path_fails_before_attaching() {
+    require_root();
+    let output = iommutop()
+        .args([
+            "record",
+            "--json",
+            "/nonexistent-dir/r.json",
+            "--duration",
+            "1",
+        ])
+        .output()
+        .expect("runs");
+    assert_one_line_error(
+        &output,
+        2,
+        "cannot write the report to /nonexistent-dir/r.json",
+    );
+}
+
+#[test]
+fn a_kernel_without_btf_is_an_environment_error() {
+    require_root();
+    let output = iommutop()
+        .env("IOMMUTOP_KERNEL_BTF", "/nonexistent/vmlinux")
+        .args(["record", "--duration", "1"])
+        .output()
+        .expect("runs");
+    assert_one_line_error(
+        &output,
+        3,
+        "kernel BTF not readable at /nonexistent/vmlinux",
+    );
+    assert_eq!(attached_iommutop_programs(), 0);
+}
+
+#[test]
+fn unknown_flags_are_usage_errors() {
+    let output = iommutop()
+        .args(["record", "--frobnicate"])
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("unexpected argument '--frobnicate'"));
+}
+
+#[test]
+fn without_root_the_error_says_how_to_get_the_privileges() {
+    let output = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(assert_cmd::cargo::cargo_bin("iommutop"))
+        .args(["probes"])
+        .output()
+        .expect("setpriv runs (util-linux)");
+    assert_one_line_error(&output, 3, "needs root, or CAP_BPF and CAP_PERFMON");
+}
