@@ -40,7 +40,7 @@ fn host_supports_fentry() -> bool {
 
 #[test]
 fn probes_on_the_host_fall_back_to_tracepoints_and_say_why() {
-    require_root();
+    let _bpf = require_root();
     let output = iommutop()
         .args(["probes", "--json"])
         .output()
@@ -78,7 +78,7 @@ fn probes_on_the_host_fall_back_to_tracepoints_and_say_why() {
 
 #[test]
 fn the_verifier_accepts_every_embedded_program_this_kernel_can_load() {
-    require_root();
+    let _bpf = require_root();
     let output = iommutop()
         .args(["probes", "--verify", "--json"])
         .output()
@@ -121,7 +121,7 @@ fn scratch_file(name: &str, mebibytes: usize) -> PathBuf {
 
 #[test]
 fn record_counts_block_completions_of_direct_reads_and_writes_a_valid_report() {
-    require_root();
+    let _bpf = require_root();
     let input = scratch_file("record-input", 8);
     let report_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("host-record.json");
     let _ = std::fs::remove_file(&report_path);
@@ -200,7 +200,7 @@ fn attached_iommutop_programs() -> usize {
 
 #[test]
 fn a_command_that_does_not_exist_is_a_usage_error_and_leaves_nothing_attached() {
-    require_root();
+    let _bpf = require_root();
     let output = iommutop()
         .args(["record", "--", "/nonexistent/command"])
         .output()
@@ -211,7 +211,7 @@ fn a_command_that_does_not_exist_is_a_usage_error_and_leaves_nothing_attached() 
 
 #[test]
 fn an_unwritable_json_path_fails_before_attaching() {
-    require_root();
+    let _bpf = require_root();
     let output = iommutop()
         .args([
             "record",
@@ -231,7 +231,7 @@ fn an_unwritable_json_path_fails_before_attaching() {
 
 #[test]
 fn a_kernel_without_btf_is_an_environment_error() {
-    require_root();
+    let _bpf = require_root();
     let output = iommutop()
         .env("IOMMUTOP_KERNEL_BTF", "/nonexistent/vmlinux")
         .args(["record", "--duration", "1"])
