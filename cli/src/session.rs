@@ -86,7 +86,12 @@ impl Session {
         self.facts = host_facts()?;
         let duration_s = self.started.elapsed().as_secs_f64();
         let probes = self.probes.statuses().iter().map(probe_entry).collect();
-        let report = Report::build(ReportInputs {
+        let mut warnings = run.warnings;
+        let stacks = self.probes.stack_samples().unwrap_or_else(|e| {
+            warnings.push(format!("call paths not sampled: {e}"));
+            Vec::new()
+        });
+        let mut report = Report::build(ReportInputs {
             tool_version: env!("CARGO_PKG_VERSION"),
             host: &self.facts,
             run: Run {
@@ -103,8 +108,9 @@ impl Session {
             probes,
             bpf_stats_enabled_by_iommutop: self.probes.stats_enabled_by_us(),
             intervals: std::mem::take(&mut self.intervals),
-            warnings: run.warnings,
+            warnings,
         });
+        report.stacks = stacks;
         Ok(report)
     }
 }

@@ -42,6 +42,21 @@ struct {
 	__type(value, __u64);
 } iommutop_health SEC(".maps") __weak;
 
+/* Call paths of sampled DMA API calls (see IOMMUTOP_STACK_DEPTH in abi.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, IOMMUTOP_MAX_STACKS);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, IOMMUTOP_STACK_DEPTH * sizeof(__u64));
+} iommutop_stacks SEC(".maps") __weak;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, IOMMUTOP_MAX_STACKS);
+	__type(key, struct iommutop_stack_key);
+	__type(value, struct iommutop_stack_value);
+} iommutop_stack_samples SEC(".maps") __weak;
+
 static __always_inline void iommutop_health_inc(__u32 what)
 {
 	__u64 *n = bpf_map_lookup_elem(&iommutop_health, &what);

@@ -28,12 +28,12 @@ struct iommutop_frame {
 	__u32 op;
 	__u32 tid;
 	__u32 duplicate; /* same op and key as the frame below (a wrapper calling its twin) */
-	__u32 pad;
+	__s32 stack_id;	 /* sampled call path, or negative */
 };
 
 struct iommutop_inflight {
 	__u32 depth;
-	__u32 pad;
+	__u32 calls; /* DMA API calls seen on this CPU, for stack sampling */
 	struct iommutop_frame frames[IOMMUTOP_MAX_NESTING];
 };
 
@@ -89,6 +89,25 @@ iommutop_op_stats(const struct iommutop_dev_key *key, __u32 op, const void *name
 	return &stats->ops[op];
 }
 
+static __always_inline void iommutop_record_stack(const struct iommutop_frame *frame, __u64 ns)
+{
+	struct iommutop_stack_key key = {
+	    .dev_id = frame->key.id,
+	    .kind = frame->key.kind,
+	    .op = frame->op,
+	    .stack_id = frame->stack_id,
+	};
+	struct iommutop_stack_value *value, fresh = {.samples = 1, .total_ns = ns};
+
+	value = bpf_map_lookup_elem(&iommutop_stack_samples, &key);
+	if (value) {
+		value->samples += 1;
+		value->total_ns += ns;
+	} else {
+		bpf_map_update_elem(&iommutop_stack_samples, &key, &fresh, BPF_NOEXIST);
+	}
+}
+
 /* Counts an event that has no measured duration (tracepoint tier, completions). */
 static __always_inline void iommutop_count(const struct iommutop_dev_key *key, __u32 op, __u64 n,
 					   __u64 bytes, int failed, const void *named_object)
@@ -103,8 +122,14 @@ static __always_inline void iommutop_count(const struct iommutop_dev_key *key, _
 		stats->failures += 1;
 }
 
-/* Entry of a timed call. own_key is the call's own device (DMA API), or NULL to inherit. */
-static __always_inline void iommutop_enter(__u32 op, const struct iommutop_dev_key *own_key,
+/* One DMA API call in this many has its kernel stack recorded; 0 turns sampling off. Set by
+ * user space before load. Declared weak: every family sees the same knob. */
+const volatile __u32 iommutop_stack_period __weak = 0;
+
+/* Entry of a timed call. own_key is the call's own device (DMA API), or NULL to inherit. ctx is
+ * the program's context, used to sample the call path of the device's own calls. */
+static __always_inline void iommutop_enter(void *ctx, __u32 op,
+					   const struct iommutop_dev_key *own_key,
 					   const void *named_object, __u64 bytes)
 {
 	struct iommutop_inflight *inflight = iommutop_inflight_get();
@@ -176,6 +201,8 @@ static __always_inline void iommutop_exit(__u32 op, int failed)
 		if (failed)
 			stats->failures += 1;
 		iommutop_record_latency(stats, now - frame->start_ns);
+		if (frame->stack_id >= 0)
+			iommutop_record_stack(frame, now - frame->start_ns);
 		return;
 	}
 	iommutop_health_inc(IOMMUTOP_HEALTH_EXIT_WITHOUT_ENTRY);

@@ -16,11 +16,11 @@
  */
 #include "common.bpf.h"
 
-static __always_inline void dma_enter(__u32 op, struct device *dev, __u64 bytes)
+static __always_inline void dma_enter(void *ctx, __u32 op, struct device *dev, __u64 bytes)
 {
 	struct iommutop_dev_key key = iommutop_device_key(dev);
 
-	iommutop_enter(op, &key, dev, bytes);
+	iommutop_enter(ctx, op, &key, dev, bytes);
 }
 
 static __always_inline void dma_count(__u32 op, struct device *dev, __u64 bytes, int failed)
@@ -35,7 +35,7 @@ SEC("fentry")
 int BPF_PROG(dma__map_page__fentry, struct device *dev, struct page *page, size_t offset,
 	     size_t size)
 {
-	dma_enter(IOMMUTOP_OP_DMA_MAP, dev, size);
+	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
 	return 0;
 }
 IOMMUTOP_FEXIT(dma__map_page__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR)
@@ -43,7 +43,7 @@ IOMMUTOP_FEXIT(dma__map_page__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MA
 SEC("fentry")
 int BPF_PROG(dma__map_phys__fentry, struct device *dev, phys_addr_t phys, size_t size)
 {
-	dma_enter(IOMMUTOP_OP_DMA_MAP, dev, size);
+	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
 	return 0;
 }
 IOMMUTOP_FEXIT(dma__map_phys__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR)
@@ -51,7 +51,7 @@ IOMMUTOP_FEXIT(dma__map_phys__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MA
 SEC("fentry")
 int BPF_PROG(dma__unmap_page__fentry, struct device *dev, dma_addr_t addr, size_t size)
 {
-	dma_enter(IOMMUTOP_OP_DMA_UNMAP, dev, size);
+	dma_enter(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, size);
 	return 0;
 }
 IOMMUTOP_FEXIT(dma__unmap_page__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
@@ -59,7 +59,7 @@ IOMMUTOP_FEXIT(dma__unmap_page__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
 SEC("fentry")
 int BPF_PROG(dma__unmap_phys__fentry, struct device *dev, dma_addr_t addr, size_t size)
 {
-	dma_enter(IOMMUTOP_OP_DMA_UNMAP, dev, size);
+	dma_enter(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, size);
 	return 0;
 }
 IOMMUTOP_FEXIT(dma__unmap_phys__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
@@ -67,7 +67,7 @@ IOMMUTOP_FEXIT(dma__unmap_phys__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
 SEC("fentry")
 int BPF_PROG(dma__map_sg__fentry, struct device *dev)
 {
-	dma_enter(IOMMUTOP_OP_DMA_MAP, dev, 0);
+	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, 0);
 	return 0;
 }
 IOMMUTOP_FEXIT(dma__map_sg__fexit, IOMMUTOP_OP_DMA_MAP, ret == 0)
@@ -75,7 +75,7 @@ IOMMUTOP_FEXIT(dma__map_sg__fexit, IOMMUTOP_OP_DMA_MAP, ret == 0)
 SEC("fentry")
 int BPF_PROG(dma__unmap_sg__fentry, struct device *dev)
 {
-	dma_enter(IOMMUTOP_OP_DMA_UNMAP, dev, 0);
+	dma_enter(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, 0);
 	return 0;
 }
 IOMMUTOP_FEXIT(dma__unmap_sg__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
@@ -85,14 +85,14 @@ SEC("kprobe")
 int BPF_KPROBE(dma__map_page__kprobe, struct device *dev, struct page *page, size_t offset,
 	       size_t size)
 {
-	dma_enter(IOMMUTOP_OP_DMA_MAP, dev, size);
+	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
 	return 0;
 }
 
 SEC("kprobe")
 int BPF_KPROBE(dma__map_phys__kprobe, struct device *dev, phys_addr_t phys, size_t size)
 {
-	dma_enter(IOMMUTOP_OP_DMA_MAP, dev, size);
+	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
 	return 0;
 }
 
@@ -106,7 +106,7 @@ int BPF_KRETPROBE(dma__map__kretprobe, dma_addr_t addr)
 SEC("kprobe")
 int BPF_KPROBE(dma__unmap__kprobe, struct device *dev, dma_addr_t addr, size_t size)
 {
-	dma_enter(IOMMUTOP_OP_DMA_UNMAP, dev, size);
+	dma_enter(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, size);
 	return 0;
 }
 
@@ -120,7 +120,7 @@ int BPF_KRETPROBE(dma__unmap__kretprobe)
 SEC("kprobe")
 int BPF_KPROBE(dma__map_sg__kprobe, struct device *dev)
 {
-	dma_enter(IOMMUTOP_OP_DMA_MAP, dev, 0);
+	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, 0);
 	return 0;
 }
 
@@ -134,7 +134,7 @@ int BPF_KRETPROBE(dma__map_sg__kretprobe, unsigned int mapped)
 SEC("kprobe")
 int BPF_KPROBE(dma__unmap_sg__kprobe, struct device *dev)
 {
-	dma_enter(IOMMUTOP_OP_DMA_UNMAP, dev, 0);
+	dma_enter(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, 0);
 	return 0;
 }
 

@@ -12,9 +12,9 @@
  */
 #include "common.bpf.h"
 
-static __always_inline void iommu_enter(__u32 op, __u64 bytes)
+static __always_inline void iommu_enter(void *ctx, __u32 op, __u64 bytes)
 {
-	iommutop_enter(op, NULL, NULL, bytes);
+	iommutop_enter(ctx, op, NULL, NULL, bytes);
 }
 
 static __always_inline void iommu_count(__u32 op, __u64 bytes)
@@ -27,7 +27,7 @@ static __always_inline void iommu_count(__u32 op, __u64 bytes)
 SEC("fentry")
 int BPF_PROG(iommu__map__fentry, void *domain, unsigned long iova, phys_addr_t paddr, size_t size)
 {
-	iommu_enter(IOMMUTOP_OP_IOMMU_MAP, size);
+	iommu_enter(ctx, IOMMUTOP_OP_IOMMU_MAP, size);
 	return 0;
 }
 IOMMUTOP_FEXIT(iommu__map__fexit, IOMMUTOP_OP_IOMMU_MAP, ret != 0)
@@ -36,7 +36,7 @@ SEC("fentry")
 int BPF_PROG(iommu__map_atomic__fentry, void *domain, unsigned long iova, phys_addr_t paddr,
 	     size_t size)
 {
-	iommu_enter(IOMMUTOP_OP_IOMMU_MAP, size);
+	iommu_enter(ctx, IOMMUTOP_OP_IOMMU_MAP, size);
 	return 0;
 }
 IOMMUTOP_FEXIT(iommu__map_atomic__fexit, IOMMUTOP_OP_IOMMU_MAP, ret != 0)
@@ -44,7 +44,7 @@ IOMMUTOP_FEXIT(iommu__map_atomic__fexit, IOMMUTOP_OP_IOMMU_MAP, ret != 0)
 SEC("fentry")
 int BPF_PROG(iommu__unmap__fentry, void *domain, unsigned long iova, size_t size)
 {
-	iommu_enter(IOMMUTOP_OP_IOMMU_UNMAP, size);
+	iommu_enter(ctx, IOMMUTOP_OP_IOMMU_UNMAP, size);
 	return 0;
 }
 IOMMUTOP_FEXIT(iommu__unmap__fexit, IOMMUTOP_OP_IOMMU_UNMAP, ret == 0)
@@ -52,7 +52,7 @@ IOMMUTOP_FEXIT(iommu__unmap__fexit, IOMMUTOP_OP_IOMMU_UNMAP, ret == 0)
 SEC("fentry")
 int BPF_PROG(iommu__unmap_fast__fentry, void *domain, unsigned long iova, size_t size)
 {
-	iommu_enter(IOMMUTOP_OP_IOMMU_UNMAP, size);
+	iommu_enter(ctx, IOMMUTOP_OP_IOMMU_UNMAP, size);
 	return 0;
 }
 IOMMUTOP_FEXIT(iommu__unmap_fast__fexit, IOMMUTOP_OP_IOMMU_UNMAP, ret == 0)
@@ -60,7 +60,7 @@ IOMMUTOP_FEXIT(iommu__unmap_fast__fexit, IOMMUTOP_OP_IOMMU_UNMAP, ret == 0)
 SEC("kprobe")
 int BPF_KPROBE(iommu__map__kprobe, void *domain, unsigned long iova, phys_addr_t paddr, size_t size)
 {
-	iommu_enter(IOMMUTOP_OP_IOMMU_MAP, size);
+	iommu_enter(ctx, IOMMUTOP_OP_IOMMU_MAP, size);
 	return 0;
 }
 
@@ -74,7 +74,7 @@ int BPF_KRETPROBE(iommu__map__kretprobe, int err)
 SEC("kprobe")
 int BPF_KPROBE(iommu__unmap__kprobe, void *domain, unsigned long iova, size_t size)
 {
-	iommu_enter(IOMMUTOP_OP_IOMMU_UNMAP, size);
+	iommu_enter(ctx, IOMMUTOP_OP_IOMMU_UNMAP, size);
 	return 0;
 }
 

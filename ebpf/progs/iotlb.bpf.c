@@ -13,16 +13,16 @@
  */
 #include "common.bpf.h"
 
-static __always_inline void iotlb_enter(__u32 op, __u64 bytes)
+static __always_inline void iotlb_enter(void *ctx, __u32 op, __u64 bytes)
 {
-	iommutop_enter(op, NULL, NULL, bytes);
+	iommutop_enter(ctx, op, NULL, NULL, bytes);
 }
 
-static __always_inline void deferred_enter(void)
+static __always_inline void deferred_enter(void *ctx)
 {
 	struct iommutop_dev_key key = {.id = 0, .kind = IOMMUTOP_KEY_DEFERRED};
 
-	iommutop_enter(IOMMUTOP_OP_FQ_FLUSH, &key, NULL, 0);
+	iommutop_enter(ctx, IOMMUTOP_OP_FQ_FLUSH, &key, NULL, 0);
 }
 
 /* fentry programs are bound to one function: one sync-after-map pair per vendor driver, all of
@@ -32,7 +32,7 @@ static __always_inline void deferred_enter(void)
 	SEC("fentry")                                                                              \
 	int BPF_PROG(prefix##__fentry, void *domain, unsigned long iova, size_t size)              \
 	{                                                                                          \
-		iotlb_enter(IOMMUTOP_OP_IOTLB_SYNC, size);                                         \
+		iotlb_enter(ctx, IOMMUTOP_OP_IOTLB_SYNC, size);                                    \
 		return 0;                                                                          \
 	}                                                                                          \
 	IOMMUTOP_FEXIT(prefix##__fexit, IOMMUTOP_OP_IOTLB_SYNC, 0)
@@ -44,7 +44,7 @@ IOTLB_SYNC_MAP_PAIR(iotlb__virtio_sync_map)
 SEC("fentry")
 int BPF_PROG(iotlb__qi_submit__fentry)
 {
-	iotlb_enter(IOMMUTOP_OP_IOTLB_FLUSH, 0);
+	iotlb_enter(ctx, IOMMUTOP_OP_IOTLB_FLUSH, 0);
 	return 0;
 }
 IOMMUTOP_FEXIT(iotlb__qi_submit__fexit, IOMMUTOP_OP_IOTLB_FLUSH, (int)ret != 0)
@@ -52,7 +52,7 @@ IOMMUTOP_FEXIT(iotlb__qi_submit__fexit, IOMMUTOP_OP_IOTLB_FLUSH, (int)ret != 0)
 SEC("fentry")
 int BPF_PROG(iotlb__flush_pages__fentry, void *domain, __u64 address, size_t size)
 {
-	iotlb_enter(IOMMUTOP_OP_IOTLB_FLUSH, size);
+	iotlb_enter(ctx, IOMMUTOP_OP_IOTLB_FLUSH, size);
 	return 0;
 }
 IOMMUTOP_FEXIT(iotlb__flush_pages__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
@@ -60,7 +60,7 @@ IOMMUTOP_FEXIT(iotlb__flush_pages__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
 SEC("fentry")
 int BPF_PROG(iotlb__fq_timeout__fentry)
 {
-	deferred_enter();
+	deferred_enter(ctx);
 	return 0;
 }
 IOMMUTOP_FEXIT(iotlb__fq_timeout__fexit, IOMMUTOP_OP_FQ_FLUSH, 0)
@@ -68,7 +68,7 @@ IOMMUTOP_FEXIT(iotlb__fq_timeout__fexit, IOMMUTOP_OP_FQ_FLUSH, 0)
 SEC("kprobe")
 int BPF_KPROBE(iotlb__sync_map__kprobe, void *domain, unsigned long iova, size_t size)
 {
-	iotlb_enter(IOMMUTOP_OP_IOTLB_SYNC, size);
+	iotlb_enter(ctx, IOMMUTOP_OP_IOTLB_SYNC, size);
 	return 0;
 }
 
@@ -82,7 +82,7 @@ int BPF_KRETPROBE(iotlb__sync_map__kretprobe)
 SEC("kprobe")
 int BPF_KPROBE(iotlb__qi_submit__kprobe)
 {
-	iotlb_enter(IOMMUTOP_OP_IOTLB_FLUSH, 0);
+	iotlb_enter(ctx, IOMMUTOP_OP_IOTLB_FLUSH, 0);
 	return 0;
 }
 
@@ -96,7 +96,7 @@ int BPF_KRETPROBE(iotlb__qi_submit__kretprobe, int err)
 SEC("kprobe")
 int BPF_KPROBE(iotlb__flush_pages__kprobe, void *domain, __u64 address, size_t size)
 {
-	iotlb_enter(IOMMUTOP_OP_IOTLB_FLUSH, size);
+	iotlb_enter(ctx, IOMMUTOP_OP_IOTLB_FLUSH, size);
 	return 0;
 }
 
@@ -110,7 +110,7 @@ int BPF_KRETPROBE(iotlb__flush_pages__kretprobe)
 SEC("kprobe")
 int BPF_KPROBE(iotlb__fq_timeout__kprobe)
 {
-	deferred_enter();
+	deferred_enter(ctx);
 	return 0;
 }
 

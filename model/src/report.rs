@@ -42,6 +42,24 @@ pub struct Report {
     pub intervals: Vec<IntervalPoint>,
     /// Human sentences about what limits the numbers (probes missing, counters lost, ...).
     pub warnings: Vec<String>,
+    /// Sampled kernel call paths of DMA API calls, heaviest first (absent when not sampled).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stacks: Vec<StackSample>,
+}
+
+/// One kernel call path that DMA API calls of a device took, from sampling one call in N.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackSample {
+    /// The device row's key (PCI address, `deferred`, ...).
+    pub device: String,
+    /// The sampled operation (`dma_map`, `dma_unmap`).
+    pub op: String,
+    /// Sampled calls that took this path.
+    pub samples: u64,
+    /// Their summed latency in ns.
+    pub total_ns: u64,
+    /// Innermost first: `dma_map_page_attrs`, `e1000_xmit_frame`, ...
+    pub frames: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,14 +1,19 @@
 //! The only module that speaks aya: loads the embedded BPF object, picks an attach tier per probe
 //! point by really loading and attaching (cheapest first), and reads the maps.
 
-use super::abi::{iommutop_dev_key, iommutop_dev_name, iommutop_dev_stats};
+use super::abi::{
+    iommutop_dev_key, iommutop_dev_name, iommutop_dev_stats, iommutop_stack_key,
+    iommutop_stack_value,
+};
 use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
+use super::kallsyms::Kallsyms;
 use super::status::{HookOutcome, PointStatus, Refusal};
 use super::table::{FunctionHook, Point, Tier, TracepointHook, POINTS};
-use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap};
+use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, StackTraceMap};
 use aya::programs::{BtfTracePoint, FEntry, FExit, KProbe, Program};
 use aya::{Btf, Ebpf, EbpfLoader, Pod};
-use iommutop_model::sample::{RawSample, RawSource};
+use iommutop_model::report::StackSample;
+use iommutop_model::sample::{Op, RawSample, RawSource, SourceKind};
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::path::Path;
@@ -20,6 +25,13 @@ unsafe impl Pod for iommutop_dev_key {}
 unsafe impl Pod for iommutop_dev_stats {}
 // SAFETY: as above, `struct iommutop_dev_name` is a char array.
 unsafe impl Pod for iommutop_dev_name {}
+// SAFETY: as above, `struct iommutop_stack_key` is integers with explicit padding.
+unsafe impl Pod for iommutop_stack_key {}
+// SAFETY: as above, `struct iommutop_stack_value` is two u64.
+unsafe impl Pod for iommutop_stack_value {}
+
+/// One DMA API call in this many has its kernel call path sampled.
+pub const STACK_PERIOD: u32 = 64;
 
 /// The BPF object built from `ebpf/progs/*.bpf.c` by build.rs.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/iommutop.bpf.o"));
@@ -51,6 +63,8 @@ pub struct Probes {
     stats: PerCpuHashMap<MapData, iommutop_dev_key, iommutop_dev_stats>,
     names: BpfHashMap<MapData, iommutop_dev_key, iommutop_dev_name>,
     health: PerCpuArray<MapData, u64>,
+    stacks: StackTraceMap<MapData>,
+    stack_samples: PerCpuHashMap<MapData, iommutop_stack_key, iommutop_stack_value>,
     statuses: Vec<PointStatus>,
     _stats_enabled: Option<OwnedFd>,
 }
@@ -75,9 +89,12 @@ impl Probes {
         let btf = load_btf()?;
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&btf))
+            .override_global("iommutop_stack_period", &STACK_PERIOD, true)
             .load(OBJECT)
             .map_err(|e| LoadError::Object(describe(&e)))?;
         let stats = take_map(&mut ebpf, "iommutop_stats", PerCpuHashMap::try_from)?;
+        let stacks = take_map(&mut ebpf, "iommutop_stacks", StackTraceMap::try_from)?;
+        let stack_samples = take_map(&mut ebpf, "iommutop_stack_samples", PerCpuHashMap::try_from)?;
         let names = take_map(&mut ebpf, "iommutop_names", BpfHashMap::try_from)?;
         let health = take_map(&mut ebpf, "iommutop_health", PerCpuArray::try_from)?;
         let stats_enabled = if enable_stats {
@@ -103,6 +120,8 @@ impl Probes {
             stats,
             names,
             health,
+            stacks,
+            stack_samples,
             statuses,
             _stats_enabled: stats_enabled,
         })
@@ -154,6 +173,54 @@ impl Probes {
             health,
             program_stats: self.program_stats(),
         })
+    }
+
+    /// The sampled call paths so far, symbolized, heaviest (by summed latency) first.
+    pub fn stack_samples(&self) -> Result<Vec<StackSample>, SampleError> {
+        let kallsyms = Kallsyms::load(Path::new("/proc/kallsyms"))
+            .map_err(|e| sample_error("iommutop_stacks", format!("/proc/kallsyms: {e}")))?;
+        let mut names = BTreeMap::new();
+        for entry in self.names.iter() {
+            let (key, name) = entry.map_err(|e| sample_error("iommutop_names", e))?;
+            names.insert((key.kind, key.id), name_from_kernel(&name.name));
+        }
+        let mut samples = Vec::new();
+        for entry in self.stack_samples.iter() {
+            let (key, per_cpu) = entry.map_err(|e| sample_error("iommutop_stack_samples", e))?;
+            let (count, total_ns) = per_cpu
+                .iter()
+                .fold((0, 0), |(c, t), v| (c + v.samples, t + v.total_ns));
+            let Ok(stack_id) = u32::try_from(key.stack_id) else {
+                continue;
+            };
+            let Ok(trace) = self.stacks.get(&stack_id, 0) else {
+                continue;
+            };
+            let frames = trace
+                .frames()
+                .iter()
+                .map(|f| kallsyms.name_of(f.ip))
+                .collect();
+            let device = match source_kind(key.kind) {
+                Some(SourceKind::Deferred) => "deferred".to_string(),
+                _ => names
+                    .get(&(key.kind, key.dev_id))
+                    .cloned()
+                    .unwrap_or_default(),
+            };
+            let op = Op::ALL
+                .get(key.op as usize)
+                .map_or("unknown", |op| op.name());
+            samples.push(StackSample {
+                device,
+                op: op.to_string(),
+                samples: count,
+                total_ns,
+                frames,
+            });
+        }
+        samples.sort_by(|a, b| b.total_ns.cmp(&a.total_ns));
+        Ok(samples)
     }
 
     fn program_stats(&self) -> BTreeMap<String, (u64, u64)> {

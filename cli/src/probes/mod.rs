@@ -2,6 +2,7 @@
 
 mod abi;
 mod convert;
+mod kallsyms;
 pub mod loader;
 pub mod status;
 pub mod table;

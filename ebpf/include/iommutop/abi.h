@@ -89,6 +89,27 @@ enum iommutop_health {
 	IOMMUTOP_HEALTH_COUNT = 3,
 };
 
+/* Kernel call paths of sampled DMA API calls: one stack in IOMMUTOP_STACK_PERIOD calls per CPU
+ * is recorded with bpf_get_stackid() and charged its call's latency. */
+#define IOMMUTOP_STACK_DEPTH 32
+#define IOMMUTOP_MAX_STACKS 2048
+
+struct iommutop_stack_key {
+	__u64 dev_id;	/* the device key's id */
+	__u32 kind;	/* the device key's kind (enum iommutop_key_kind) */
+	__u32 op;	/* enum iommutop_op of the sampled call */
+	__s32 stack_id; /* id in the stack trace map */
+	__u32 pad;
+};
+
+struct iommutop_stack_value {
+	__u64 samples;	/* sampled calls with this path */
+	__u64 total_ns; /* their summed latency */
+};
+
+_Static_assert(sizeof(struct iommutop_stack_key) == 24, "stack_key size");
+_Static_assert(sizeof(struct iommutop_stack_value) == 16, "stack_value size");
+
 _Static_assert(sizeof(struct iommutop_op_stats) == 8 * (5 + IOMMUTOP_HIST_SLOTS), "op_stats size");
 _Static_assert(sizeof(struct iommutop_dev_stats) ==
 		   IOMMUTOP_OP_COUNT * sizeof(struct iommutop_op_stats),

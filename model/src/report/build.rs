@@ -53,6 +53,7 @@ impl Report {
             probes: inputs.probes,
             intervals: inputs.intervals,
             warnings,
+            stacks: Vec::new(),
         }
     }
 }

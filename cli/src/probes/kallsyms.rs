@@ -1,0 +1,70 @@
+//! Kernel addresses to function names, from /proc/kallsyms (root sees real addresses).
+
+use std::path::Path;
+
+pub struct Kallsyms {
+    /// (start address, name), sorted by address; text symbols only.
+    symbols: Vec<(u64, String)>,
+}
+
+impl Kallsyms {
+    pub fn load(path: &Path) -> std::io::Result<Kallsyms> {
+        Ok(Kallsyms::parse(&std::fs::read_to_string(path)?))
+    }
+
+    /// Parses `ADDRESS TYPE NAME [MODULE]` lines, keeping code symbols (t, T, w, W).
+    pub fn parse(text: &str) -> Kallsyms {
+        let mut symbols: Vec<(u64, String)> = text
+            .lines()
+            .filter_map(|line| {
+                let mut fields = line.split_whitespace();
+                let address = u64::from_str_radix(fields.next()?, 16).ok()?;
+                let kind = fields.next()?;
+                let name = fields.next()?;
+                let is_code = matches!(kind, "t" | "T" | "w" | "W");
+                (is_code && address != 0).then(|| (address, name.to_string()))
+            })
+            .collect();
+        symbols.sort_unstable_by_key(|(address, _)| *address);
+        Kallsyms { symbols }
+    }
+
+    /// The function containing `address`, or its hex form when unknown.
+    pub fn name_of(&self, address: u64) -> String {
+        let index = self.symbols.partition_point(|(start, _)| *start <= address);
+        match index.checked_sub(1).and_then(|i| self.symbols.get(i)) {
+            Some((_, name)) => name.clone(),
+            None => format!("{address:#x}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "\
+ffffffff81000000 T _stext
+ffffffff81234560 T dma_map_page_attrs
+ffffffff81234700 t __iommu_dma_map
+ffffffff81300000 D some_data
+ffffffffc0001000 t e1000_xmit_frame\t[e1000e]
+";
+
+    #[test]
+    fn addresses_resolve_to_the_enclosing_function() {
+        let k = Kallsyms::parse(SAMPLE);
+        assert_eq!(k.name_of(0xffffffff81234560), "dma_map_page_attrs");
+        assert_eq!(k.name_of(0xffffffff812345ff), "dma_map_page_attrs");
+        assert_eq!(k.name_of(0xffffffff81234701), "__iommu_dma_map");
+        assert_eq!(k.name_of(0xffffffffc0001010), "e1000_xmit_frame");
+    }
+
+    #[test]
+    fn addresses_below_every_symbol_stay_hex_and_data_symbols_are_ignored() {
+        let k = Kallsyms::parse(SAMPLE);
+        assert_eq!(k.name_of(0x1000), "0x1000");
+        // some_data is not code: an address inside it still names the code symbol before it.
+        assert_eq!(k.name_of(0xffffffff81300010), "__iommu_dma_map");
+    }
+}
