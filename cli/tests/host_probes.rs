@@ -6,13 +6,18 @@ use assert_cmd::Command;
 use serde_json::Value;
 use std::path::PathBuf;
 
-fn require_root() {
+/// Tests that attach probes run one at a time: "nothing left attached" is checked by counting
+/// our programs in the kernel, which another test's run would disturb.
+static BPF: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn require_root() -> std::sync::MutexGuard<'static, ()> {
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
     assert_eq!(
         euid, 0,
         "these tests load BPF programs: run them as root (scripts/test does)"
     );
+    BPF.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn iommutop() -> Command {
