@@ -219,7 +219,7 @@ impl Probes {
                 frames,
             });
         }
-        samples.sort_by(|a, b| b.total_ns.cmp(&a.total_ns));
+        samples.sort_by_key(|s| std::cmp::Reverse(s.total_ns));
         Ok(samples)
     }
 
