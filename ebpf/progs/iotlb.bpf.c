@@ -5,11 +5,12 @@
  *                    viommu_iotlb_sync_map            (struct iommu_domain *, iova, size)
  *   invalidation:    qi_submit_sync (VT-d invalidation queue: submit and wait)
  *                    (struct intel_iommu *, struct qi_desc *, unsigned int count, options)
- *                    amd_iommu_domain_flush_pages (domain, u64 address, size_t size)
+ *                    amd_iommu_domain_flush_pages (domain, u64 address, size_t size) (6.7+)
+ *                    amd_iommu_iotlb_sync (domain, gather): AMD-Vi unmap flush on older kernels
  *   deferred:        fq_flush_timeout (struct timer_list *): the flush-queue timer of lazy
  *                    (DMA-FQ) domains; it and what nests in it go to the "deferred" key.
  * iommu_iotlb_sync() itself is an inline and cannot be probed. Tracepoint:
- * intel_iommu:qi_submit (6.12+), one event per descriptor, counts only.
+ * intel_iommu:qi_submit, one event per descriptor, counts only.
  */
 #include "common.bpf.h"
 
@@ -56,6 +57,24 @@ int BPF_PROG(iotlb__flush_pages__fentry, void *domain, __u64 address, size_t siz
 	return 0;
 }
 IOMMUTOP_FEXIT(iotlb__flush_pages__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
+
+/* amd_iommu_iotlb_sync(struct iommu_domain *, struct iommu_iotlb_gather *): the unmap-side flush
+ * of AMD-Vi on kernels without amd_iommu_domain_flush_pages (<6.7); on later kernels it calls
+ * that function, and the nested twin is counted once. */
+SEC("fentry")
+int BPF_PROG(iotlb__amd_iotlb_sync__fentry)
+{
+	iotlb_enter(ctx, IOMMUTOP_OP_IOTLB_FLUSH, 0);
+	return 0;
+}
+IOMMUTOP_FEXIT(iotlb__amd_iotlb_sync__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
+
+SEC("kprobe")
+int BPF_KPROBE(iotlb__amd_iotlb_sync__kprobe)
+{
+	iotlb_enter(ctx, IOMMUTOP_OP_IOTLB_FLUSH, 0);
+	return 0;
+}
 
 SEC("fentry")
 int BPF_PROG(iotlb__fq_timeout__fentry)

@@ -249,7 +249,7 @@ pub const POINTS: &[Point] = &[
             ),
             function(
                 "viommu_iotlb_sync_map",
-                "virtio-iommu",
+                "virtio-iommu (a module: kprobe only)",
                 (
                     "iotlb__virtio_sync_map__fentry",
                     "iotlb__virtio_sync_map__fexit",
@@ -279,11 +279,23 @@ pub const POINTS: &[Point] = &[
                     "iotlb__flush_pages__kretprobe",
                 ),
             ),
+            function(
+                "amd_iommu_iotlb_sync",
+                "all (AMD-Vi)",
+                (
+                    "iotlb__amd_iotlb_sync__fentry",
+                    "iotlb__amd_iotlb_sync__fexit",
+                ),
+                (
+                    "iotlb__amd_iotlb_sync__kprobe",
+                    "iotlb__flush_pages__kretprobe",
+                ),
+            ),
         ],
         tracepoints: &[tracepoint(
             "intel_iommu",
             "qi_submit",
-            "6.12+",
+            "6.1+ (VT-d)",
             "iotlb__qi_submit__tp",
         )],
     },
