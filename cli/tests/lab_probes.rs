@@ -1,0 +1,158 @@
+//! Issues 2 and 3 in the lab: on Debian 6.1 and 6.12 with an emulated Intel VT-d, the DMA path is
+//! probed with fentry (latency included), 2000 direct NVMe reads are counted and attributed to the
+//! NVMe, TCP_RR traffic to both NICs, and an identity domain stops the translation work.
+
+mod support;
+
+use serde_json::Value;
+use std::path::Path;
+use support::*;
+
+fn device<'a>(report: &'a Value, key: &str) -> &'a Value {
+    report["devices"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["key"] == key))
+        .unwrap_or_else(|| panic!("no device {key} in {}", report["devices"]))
+}
+
+fn count(device: &Value, op: &str) -> u64 {
+    device["ops"][op]["count"].as_u64().unwrap_or(0)
+}
+
+fn point<'a>(probes: &'a Value, name: &str) -> &'a Value {
+    probes["points"]
+        .as_array()
+        .and_then(|points| points.iter().find(|p| p["point"] == name))
+        .unwrap_or_else(|| panic!("no point {name}"))
+}
+
+fn boot_and_check(kernel: &str, iommu: &str, mode: &str) -> std::path::PathBuf {
+    let out = lab_out_dir(&format!("probes-{kernel}-{iommu}"));
+    let script = project_root().join("cli/tests/lab/probe-checks.sh");
+    let output = lab_run(
+        &["--kernel", kernel, "--iommu", iommu],
+        &["sh", &script.to_string_lossy(), &iommutop_bin(), &out.to_string_lossy(), mode],
+    );
+    assert!(
+        output.status.success(),
+        "guest script failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    out
+}
+
+fn assert_dma_on_fentry(out: &Path) {
+    assert_eq!(read(&out.join("probes.rc")).trim(), "0", "{}", read(&out.join("probes.err")));
+    let probes = read_json(&out.join("probes.json"));
+    for name in ["dma_map", "dma_unmap", "iova_alloc", "iommu_map", "iotlb_flush"] {
+        let p = point(&probes, name);
+        assert_eq!(p["tier"], "fentry", "{name} in the lab: {p}");
+        assert_eq!(p["latency"], true, "{name}: {p}");
+    }
+}
+
+/// The dd run: 2000 maps and unmaps of 4096 bytes on the NVMe, IOVA allocations matching,
+/// latency histograms filled, ~2000 completions, and nothing of it on the NICs.
+fn assert_dd_attributed_to_nvme(out: &Path) {
+    assert_eq!(read(&out.join("dd.rc")).trim(), "0", "{}", read(&out.join("dd.err")));
+    let report = read_json(&out.join("dd.json"));
+    assert_valid_report(&report);
+    let nvme = device(&report, read(&out.join("nvme-pci")).trim());
+    let maps = count(nvme, "dma_map");
+    let unmaps = count(nvme, "dma_unmap");
+    assert!((2000..=2200).contains(&maps), "maps {maps}: {nvme}");
+    assert!((2000..=2200).contains(&unmaps), "unmaps {unmaps}");
+    let avg = nvme["ops"]["dma_map"]["avg_bytes"].as_f64().unwrap_or(0.0);
+    assert!((4000.0..=4200.0).contains(&avg), "average map size {avg}");
+    let iova = count(nvme, "iova_alloc");
+    assert!(iova.abs_diff(maps) <= maps / 50, "IOVA allocations {iova} vs maps {maps}");
+    let hist: u64 = nvme["ops"]["dma_map"]["latency"]["hist"]
+        .as_array()
+        .map(|h| h.iter().filter_map(Value::as_u64).sum())
+        .unwrap_or(0);
+    assert!(hist >= maps, "map latency histogram holds {hist} of {maps}");
+    let completions = count(nvme, "completion");
+    assert!((1990..=2100).contains(&completions), "completions {completions}");
+    for nic in report["devices"].as_array().into_iter().flatten() {
+        if nic["driver"] == "e1000e" {
+            assert_eq!(count(nic, "dma_map"), 0, "a NIC saw the disk's maps: {nic}");
+        }
+    }
+}
+
+fn assert_tcp_rr_on_both_nics(out: &Path) {
+    assert_eq!(read(&out.join("rr.rc")).trim(), "0", "{}", read(&out.join("rr.err")));
+    let report = read_json(&out.join("rr.json"));
+    assert_valid_report(&report);
+    let nics: Vec<&Value> = report["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .filter(|d| d["driver"] == "e1000e")
+        .collect();
+    assert_eq!(nics.len(), 2, "two e1000e rows: {}", report["devices"]);
+    for nic in nics {
+        assert!(count(nic, "dma_map") > 0, "no maps on {}", nic["key"]);
+        assert!(count(nic, "completion") > 0, "no NAPI completions on {}", nic["key"]);
+        assert!(nic["derived"]["maps_per_io"].as_f64().unwrap_or(0.0) > 0.0, "{nic}");
+    }
+}
+
+fn assert_identity_stops_translation(out: &Path) {
+    assert_eq!(read(&out.join("identity-type")).trim(), "identity");
+    assert_eq!(read(&out.join("identity.rc")).trim(), "0", "{}", read(&out.join("identity.err")));
+    let report = read_json(&out.join("identity.json"));
+    let nvme = device(&report, read(&out.join("nvme-pci")).trim());
+    assert!(count(nvme, "dma_map") >= 500, "DMA API maps still counted: {nvme}");
+    for op in ["iommu_map", "iova_alloc", "iotlb_sync", "iotlb_flush"] {
+        assert_eq!(count(nvme, op), 0, "{op} in identity: {nvme}");
+    }
+    assert_eq!(read(&out.join("restored-type")).trim(), "DMA-FQ", "group type restored");
+}
+
+fn assert_every_program_verified(out: &Path) {
+    let verdicts = read_json(&out.join("verify.json"));
+    let rejected: Vec<&Value> = verdicts["programs"]
+        .as_array()
+        .expect("programs")
+        .iter()
+        .filter(|p| p["status"] == "rejected" || p["status"] == "refused")
+        .collect();
+    assert!(rejected.is_empty(), "not loaded: {rejected:#?}");
+}
+
+fn full_check(kernel: &str) {
+    if lab_skipped(&format!("lab probes on {kernel}")) {
+        return;
+    }
+    let out = boot_and_check(kernel, "intel", "full");
+    let groups = read(&out.join("groups"));
+    assert!(groups.lines().any(|l| l.contains("DMA-FQ")), "groups: {groups}");
+    assert!(read(&out.join("nvme-driver")).trim().ends_with("/nvme"));
+    assert_eq!(read(&out.join("netdevs")).lines().filter(|l| l.contains("e1000e")).count(), 2);
+    assert_dma_on_fentry(&out);
+    assert_every_program_verified(&out);
+    assert_dd_attributed_to_nvme(&out);
+    assert_tcp_rr_on_both_nics(&out);
+    assert_identity_stops_translation(&out);
+}
+
+#[test]
+fn lab_6_1_intel_probes_attribute_nvme_and_nic_traffic() {
+    full_check("6.1");
+}
+
+#[test]
+fn lab_6_12_intel_probes_attribute_nvme_and_nic_traffic() {
+    full_check("6.12");
+}
+
+#[test]
+fn lab_6_12_amd_attributes_the_same_dd_to_the_nvme() {
+    if lab_skipped("lab probes with AMD-Vi") {
+        return;
+    }
+    let out = boot_and_check("6.12", "amd", "amd");
+    assert_dd_attributed_to_nvme(&out);
+}

@@ -1,0 +1,71 @@
+//! Shared by the integration tests that boot the lab.
+
+#![allow(dead_code)] // each test binary uses its own part
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The project root (the lab's working directory inside the guest).
+pub fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A fresh directory under target/lab-out/, visible to the guest at the same path.
+pub fn lab_out_dir(name: &str) -> PathBuf {
+    let dir = project_root().join("target/lab-out").join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create lab output dir");
+    dir.canonicalize().expect("canonical lab output dir")
+}
+
+/// Whether the lab tests were asked to skip; says so, so a skip is never silent.
+pub fn lab_skipped(test: &str) -> bool {
+    if std::env::var_os("IOMMUTOP_SKIP_LAB").is_some_and(|v| v == "1") {
+        eprintln!("skipped {test}: IOMMUTOP_SKIP_LAB=1 (lab tests need root, qemu and the cached kernels)");
+        return true;
+    }
+    false
+}
+
+/// Runs `lab/run ARGS -- COMMAND` and returns its output; fails the test if the lab cannot run.
+pub fn lab_run(lab_args: &[&str], command: &[&str]) -> Output {
+    let lab = project_root().join("lab/run");
+    assert!(lab.exists(), "lab/run is missing: the lab tests need it");
+    let output = Command::new(&lab)
+        .args(lab_args)
+        .arg("--")
+        .args(command)
+        .current_dir(project_root())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", lab.display()));
+    if matches!(output.status.code(), Some(3) | Some(124)) {
+        panic!(
+            "the lab could not run (exit {:?}): {}",
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    output
+}
+
+pub fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+pub fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&read(path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Validates a report against docs/report.schema.json.
+pub fn assert_valid_report(report: &serde_json::Value) {
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../../../docs/report.schema.json")).expect("schema");
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let errors: Vec<String> = validator.iter_errors(report).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "report invalid against the schema: {errors:#?}");
+}
+
+/// The iommutop binary under test, by a path the guest sees too (the host root is shared).
+pub fn iommutop_bin() -> String {
+    env!("CARGO_BIN_EXE_iommutop").to_string()
+}
