@@ -1,4 +1,6 @@
 # shellcheck shell=bash
+# Callers set: here (the lab/ directory), cache (the kernel cache), and die().
+# shellcheck disable=SC2154
 # Shared by lab/run and lab/fetch: the kernel cache and the initramfs.
 
 lab_root() { [ "$(id -u)" = 0 ] || die "needs root (apt-get download, QEMU's 9p export of /): run with sudo"; }
