@@ -156,9 +156,16 @@ static __always_inline void iommutop_enter(void *ctx, __u32 op,
 		frame->duplicate = below->op == op && below->key.id == key.id &&
 				   below->key.kind == key.kind && below->tid == frame->tid;
 	}
-	if (own_key && !frame->duplicate)
-		iommutop_op_stats(&key, op,
-				  named_object); /* creates the key and records its name */
+	frame->stack_id = -1;
+	if (own_key && !frame->duplicate) {
+		/* Creates the key and records its name on first sight. */
+		iommutop_op_stats(&key, op, named_object);
+		if (iommutop_stack_period && inflight->calls++ % iommutop_stack_period == 0) {
+			frame->stack_id = bpf_get_stackid(ctx, &iommutop_stacks, 0);
+			if (frame->stack_id < 0)
+				iommutop_health_inc(IOMMUTOP_HEALTH_STACK_LOST);
+		}
+	}
 	inflight->depth = depth + 1;
 	frame->start_ns = bpf_ktime_get_ns();
 }

@@ -36,7 +36,13 @@ pub const STACK_PERIOD: u32 = 64;
 /// The BPF object built from `ebpf/progs/*.bpf.c` by build.rs.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/iommutop.bpf.o"));
 
-const HEALTH_NAMES: [&str; 3] = ["device_map_full", "nesting_overflow", "exit_without_entry"];
+/// Names of `enum iommutop_health`, in order.
+const HEALTH_NAMES: [&str; 4] = [
+    "device_map_full",
+    "nesting_overflow",
+    "exit_without_entry",
+    "stack_lost",
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {

@@ -86,7 +86,8 @@ enum iommutop_health {
 	IOMMUTOP_HEALTH_DEVICE_MAP_FULL = 0,  /* a new device could not be tracked */
 	IOMMUTOP_HEALTH_NESTING_OVERFLOW = 1, /* deeper nesting than IOMMUTOP_MAX_NESTING */
 	IOMMUTOP_HEALTH_EXIT_WITHOUT_ENTRY = 2,
-	IOMMUTOP_HEALTH_COUNT = 3,
+	IOMMUTOP_HEALTH_STACK_LOST = 3, /* a sampled call path could not be recorded */
+	IOMMUTOP_HEALTH_COUNT = 4,
 };
 
 /* Kernel call paths of sampled DMA API calls: one stack in IOMMUTOP_STACK_PERIOD calls per CPU

@@ -178,6 +178,9 @@ fn health_warnings(health: &BTreeMap<String, u64>) -> Vec<String> {
             "exit_without_entry" => format!(
                 "{count} returns had no matching entry (probes attached mid-call): not timed"
             ),
+            "stack_lost" => format!(
+                "{count} sampled call paths could not be recorded (stack map full or unwinding failed)"
+            ),
             other => format!("probe health counter {other} rose by {count}"),
         })
         .collect()
