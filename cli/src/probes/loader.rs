@@ -206,6 +206,7 @@ impl Probes {
                 .frames()
                 .iter()
                 .map(|f| kallsyms.name_of(f.ip))
+                .skip_while(|name| is_probe_machinery(name))
                 .collect();
             let device = match source_kind(key.kind) {
                 Some(SourceKind::Deferred) => "deferred".to_string(),
@@ -241,6 +242,19 @@ impl Probes {
             })
             .collect()
     }
+}
+
+/// Frames of our own program and the trampoline or kprobe that ran it, above the probed call.
+fn is_probe_machinery(name: &str) -> bool {
+    [
+        "bpf_prog_",
+        "bpf_trampoline_",
+        "kprobe_",
+        "ftrace_",
+        "arch_ftrace_",
+    ]
+    .iter()
+    .any(|prefix| name.starts_with(prefix))
 }
 
 fn take_map<T, E: std::fmt::Display>(
