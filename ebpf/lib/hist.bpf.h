@@ -11,8 +11,10 @@ static __always_inline void iommutop_record_latency(struct iommutop_op_stats *op
 
 	op->timed += 1;
 	op->total_ns += ns;
-	if (slot < IOMMUTOP_HIST_SLOTS)
-		op->hist[slot] += 1;
+	/* The slot is already clamped, but clang may index with the unclamped copy of the register,
+	 * which 6.1's verifier rejects as unbounded: hide the value, then mask it. */
+	barrier_var(slot);
+	op->hist[slot & (IOMMUTOP_HIST_SLOTS - 1)] += 1;
 }
 
 #endif

@@ -15,7 +15,7 @@
 
 /* log2 histogram: slot i counts values v with 2^i <= v < 2^(i+1) (slot 0 also takes v == 0);
  * the last slot takes everything larger. Values are nanoseconds. */
-#define IOMMUTOP_HIST_SLOTS 32
+#define IOMMUTOP_HIST_SLOTS 32 /* a power of two: BPF code masks indices with it */
 
 /* Longest device or disk/netdev name copied from the kernel, NUL included. */
 #define IOMMUTOP_NAME_LEN 32
