@@ -31,7 +31,13 @@ fn boot_and_check(kernel: &str, iommu: &str, mode: &str) -> std::path::PathBuf {
     let script = project_root().join("cli/tests/lab/probe-checks.sh");
     let output = lab_run(
         &["--kernel", kernel, "--iommu", iommu],
-        &["sh", &script.to_string_lossy(), &iommutop_bin(), &out.to_string_lossy(), mode],
+        &[
+            "sh",
+            &script.to_string_lossy(),
+            &iommutop_bin(),
+            &out.to_string_lossy(),
+            mode,
+        ],
     );
     assert!(
         output.status.success(),
@@ -43,9 +49,20 @@ fn boot_and_check(kernel: &str, iommu: &str, mode: &str) -> std::path::PathBuf {
 }
 
 fn assert_dma_on_fentry(out: &Path) {
-    assert_eq!(read(&out.join("probes.rc")).trim(), "0", "{}", read(&out.join("probes.err")));
+    assert_eq!(
+        read(&out.join("probes.rc")).trim(),
+        "0",
+        "{}",
+        read(&out.join("probes.err"))
+    );
     let probes = read_json(&out.join("probes.json"));
-    for name in ["dma_map", "dma_unmap", "iova_alloc", "iommu_map", "iotlb_flush"] {
+    for name in [
+        "dma_map",
+        "dma_unmap",
+        "iova_alloc",
+        "iommu_map",
+        "iotlb_flush",
+    ] {
         let p = point(&probes, name);
         assert_eq!(p["tier"], "fentry", "{name} in the lab: {p}");
         assert_eq!(p["latency"], true, "{name}: {p}");
@@ -55,7 +72,12 @@ fn assert_dma_on_fentry(out: &Path) {
 /// The dd run: 2000 maps and unmaps of 4096 bytes on the NVMe, IOVA allocations matching,
 /// latency histograms filled, ~2000 completions, and nothing of it on the NICs.
 fn assert_dd_attributed_to_nvme(out: &Path) {
-    assert_eq!(read(&out.join("dd.rc")).trim(), "0", "{}", read(&out.join("dd.err")));
+    assert_eq!(
+        read(&out.join("dd.rc")).trim(),
+        "0",
+        "{}",
+        read(&out.join("dd.err"))
+    );
     let report = read_json(&out.join("dd.json"));
     assert_valid_report(&report);
     let nvme = device(&report, read(&out.join("nvme-pci")).trim());
@@ -66,14 +88,20 @@ fn assert_dd_attributed_to_nvme(out: &Path) {
     let avg = nvme["ops"]["dma_map"]["avg_bytes"].as_f64().unwrap_or(0.0);
     assert!((4000.0..=4200.0).contains(&avg), "average map size {avg}");
     let iova = count(nvme, "iova_alloc");
-    assert!(iova.abs_diff(maps) <= maps / 50, "IOVA allocations {iova} vs maps {maps}");
+    assert!(
+        iova.abs_diff(maps) <= maps / 50,
+        "IOVA allocations {iova} vs maps {maps}"
+    );
     let hist: u64 = nvme["ops"]["dma_map"]["latency"]["hist"]
         .as_array()
         .map(|h| h.iter().filter_map(Value::as_u64).sum())
         .unwrap_or(0);
     assert!(hist >= maps, "map latency histogram holds {hist} of {maps}");
     let completions = count(nvme, "completion");
-    assert!((1990..=2100).contains(&completions), "completions {completions}");
+    assert!(
+        (1990..=2100).contains(&completions),
+        "completions {completions}"
+    );
     for nic in report["devices"].as_array().into_iter().flatten() {
         if nic["driver"] == "e1000e" {
             assert_eq!(count(nic, "dma_map"), 0, "a NIC saw the disk's maps: {nic}");
@@ -82,7 +110,12 @@ fn assert_dd_attributed_to_nvme(out: &Path) {
 }
 
 fn assert_tcp_rr_on_both_nics(out: &Path) {
-    assert_eq!(read(&out.join("rr.rc")).trim(), "0", "{}", read(&out.join("rr.err")));
+    assert_eq!(
+        read(&out.join("rr.rc")).trim(),
+        "0",
+        "{}",
+        read(&out.join("rr.err"))
+    );
     let report = read_json(&out.join("rr.json"));
     assert_valid_report(&report);
     let nics: Vec<&Value> = report["devices"]
@@ -94,21 +127,40 @@ fn assert_tcp_rr_on_both_nics(out: &Path) {
     assert_eq!(nics.len(), 2, "two e1000e rows: {}", report["devices"]);
     for nic in nics {
         assert!(count(nic, "dma_map") > 0, "no maps on {}", nic["key"]);
-        assert!(count(nic, "completion") > 0, "no NAPI completions on {}", nic["key"]);
-        assert!(nic["derived"]["maps_per_io"].as_f64().unwrap_or(0.0) > 0.0, "{nic}");
+        assert!(
+            count(nic, "completion") > 0,
+            "no NAPI completions on {}",
+            nic["key"]
+        );
+        assert!(
+            nic["derived"]["maps_per_io"].as_f64().unwrap_or(0.0) > 0.0,
+            "{nic}"
+        );
     }
 }
 
 fn assert_identity_stops_translation(out: &Path) {
     assert_eq!(read(&out.join("identity-type")).trim(), "identity");
-    assert_eq!(read(&out.join("identity.rc")).trim(), "0", "{}", read(&out.join("identity.err")));
+    assert_eq!(
+        read(&out.join("identity.rc")).trim(),
+        "0",
+        "{}",
+        read(&out.join("identity.err"))
+    );
     let report = read_json(&out.join("identity.json"));
     let nvme = device(&report, read(&out.join("nvme-pci")).trim());
-    assert!(count(nvme, "dma_map") >= 500, "DMA API maps still counted: {nvme}");
+    assert!(
+        count(nvme, "dma_map") >= 500,
+        "DMA API maps still counted: {nvme}"
+    );
     for op in ["iommu_map", "iova_alloc", "iotlb_sync", "iotlb_flush"] {
         assert_eq!(count(nvme, op), 0, "{op} in identity: {nvme}");
     }
-    assert_eq!(read(&out.join("restored-type")).trim(), "DMA-FQ", "group type restored");
+    assert_eq!(
+        read(&out.join("restored-type")).trim(),
+        "DMA-FQ",
+        "group type restored"
+    );
 }
 
 fn assert_every_program_verified(out: &Path) {
@@ -128,9 +180,18 @@ fn full_check(kernel: &str) {
     }
     let out = boot_and_check(kernel, "intel", "full");
     let groups = read(&out.join("groups"));
-    assert!(groups.lines().any(|l| l.contains("DMA-FQ")), "groups: {groups}");
+    assert!(
+        groups.lines().any(|l| l.contains("DMA-FQ")),
+        "groups: {groups}"
+    );
     assert!(read(&out.join("nvme-driver")).trim().ends_with("/nvme"));
-    assert_eq!(read(&out.join("netdevs")).lines().filter(|l| l.contains("e1000e")).count(), 2);
+    assert_eq!(
+        read(&out.join("netdevs"))
+            .lines()
+            .filter(|l| l.contains("e1000e"))
+            .count(),
+        2
+    );
     assert_dma_on_fentry(&out);
     assert_every_program_verified(&out);
     assert_dd_attributed_to_nvme(&out);

@@ -61,8 +61,14 @@ pub fn assert_valid_report(report: &serde_json::Value) {
     let schema: serde_json::Value =
         serde_json::from_str(include_str!("../../../docs/report.schema.json")).expect("schema");
     let validator = jsonschema::validator_for(&schema).expect("schema compiles");
-    let errors: Vec<String> = validator.iter_errors(report).map(|e| e.to_string()).collect();
-    assert!(errors.is_empty(), "report invalid against the schema: {errors:#?}");
+    let errors: Vec<String> = validator
+        .iter_errors(report)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "report invalid against the schema: {errors:#?}"
+    );
 }
 
 /// The iommutop binary under test, by a path the guest sees too (the host root is shared).
