@@ -13,13 +13,21 @@ fn lab_without_iommu_has_no_groups_and_propagates_the_exit_status() {
     }
     let output = lab_run(
         &["--kernel", "6.12", "--iommu", "none"],
-        &["sh", "-c", "ls /sys/kernel/iommu_groups | wc -l; uname -r; echo to-stderr >&2; exit 7"],
+        &[
+            "sh",
+            "-c",
+            "ls /sys/kernel/iommu_groups | wc -l; uname -r; echo to-stderr >&2; exit 7",
+        ],
     );
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(7), "stderr: {stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines, ["0", "6.12.95+deb12-amd64"], "stdout carries only the command's output");
+    assert_eq!(
+        lines,
+        ["0", "6.12.95+deb12-amd64"],
+        "stdout carries only the command's output"
+    );
     assert_eq!(stderr.trim(), "to-stderr");
 }
 
@@ -39,10 +47,22 @@ fn assert_one_line(output: &std::process::Output, code: i32, needle: &str) {
 
 #[test]
 fn lab_bad_input_is_one_line_and_exit_2() {
-    assert_one_line(&lab_command(&["--kernel", "5.4", "--", "true"]), 2, "unknown kernel '5.4'");
-    assert_one_line(&lab_command(&["--iommu", "arm", "--", "true"]), 2, "unknown iommu 'arm'");
+    assert_one_line(
+        &lab_command(&["--kernel", "5.4", "--", "true"]),
+        2,
+        "unknown kernel '5.4'",
+    );
+    assert_one_line(
+        &lab_command(&["--iommu", "arm", "--", "true"]),
+        2,
+        "unknown iommu 'arm'",
+    );
     assert_one_line(&lab_command(&["--kernel", "6.1"]), 2, "no COMMAND after --");
-    assert_one_line(&lab_command(&["--frobnicate"]), 2, "unknown argument '--frobnicate'");
+    assert_one_line(
+        &lab_command(&["--frobnicate"]),
+        2,
+        "unknown argument '--frobnicate'",
+    );
 }
 
 #[test]

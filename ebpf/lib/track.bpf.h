@@ -33,7 +33,8 @@ struct iommutop_frame {
 
 struct iommutop_inflight {
 	__u32 depth;
-	__u32 calls; /* DMA API calls seen on this CPU, for stack sampling */
+	__u32 pad;
+	__u64 last_stack_ns; /* when this CPU last sampled a call path */
 	struct iommutop_frame frames[IOMMUTOP_MAX_NESTING];
 };
 
@@ -108,6 +109,12 @@ static __always_inline void iommutop_record_stack(const struct iommutop_frame *f
 	}
 }
 
+/* The kernel object a frame's key points to, for naming it: only device keys carry one. */
+static __always_inline const void *iommutop_key_object(const struct iommutop_dev_key *key)
+{
+	return key->kind == IOMMUTOP_KEY_DEVICE ? (const void *)key->id : NULL;
+}
+
 /* Counts an event that has no measured duration (tracepoint tier, completions). */
 static __always_inline void iommutop_count(const struct iommutop_dev_key *key, __u32 op, __u64 n,
 					   __u64 bytes, int failed, const void *named_object)
@@ -122,20 +129,21 @@ static __always_inline void iommutop_count(const struct iommutop_dev_key *key, _
 		stats->failures += 1;
 }
 
-/* One DMA API call in this many has its kernel stack recorded; 0 turns sampling off. Set by
- * user space before load. Declared weak: every family sees the same knob. */
-const volatile __u32 iommutop_stack_period __weak = 0;
+/* Each CPU records the call path of at most one DMA API call per this many ns (a bounded rate,
+ * whatever the event rate: unwinding a stack costs far more than the rest of a probe); 0 turns
+ * sampling off. Set by user space before load. Weak: every family sees the same knob. */
+const volatile __u64 iommutop_stack_interval_ns __weak = 0;
 
 /* Entry of a timed call. own_key is the call's own device (DMA API), or NULL to inherit. ctx is
  * the program's context, used to sample the call path of the device's own calls. */
 static __always_inline void iommutop_enter(void *ctx, __u32 op,
-					   const struct iommutop_dev_key *own_key,
-					   const void *named_object, __u64 bytes)
+					   const struct iommutop_dev_key *own_key, __u64 bytes)
 {
 	struct iommutop_inflight *inflight = iommutop_inflight_get();
 	struct iommutop_frame *frame, *below;
 	struct iommutop_dev_key key;
 	__u32 depth;
+	__u64 now;
 
 	if (!inflight)
 		return;
@@ -157,17 +165,17 @@ static __always_inline void iommutop_enter(void *ctx, __u32 op,
 				   below->key.kind == key.kind && below->tid == frame->tid;
 	}
 	frame->stack_id = -1;
-	if (own_key && !frame->duplicate) {
-		/* Creates the key and records its name on first sight. */
-		iommutop_op_stats(&key, op, named_object);
-		if (iommutop_stack_period && inflight->calls++ % iommutop_stack_period == 0) {
-			frame->stack_id = bpf_get_stackid(ctx, &iommutop_stacks, 0);
-			if (frame->stack_id < 0)
-				iommutop_health_inc(IOMMUTOP_HEALTH_STACK_LOST);
-		}
+	now = bpf_ktime_get_ns();
+	if (own_key && !frame->duplicate && iommutop_stack_interval_ns &&
+	    now - inflight->last_stack_ns >= iommutop_stack_interval_ns) {
+		inflight->last_stack_ns = now;
+		frame->stack_id = bpf_get_stackid(ctx, &iommutop_stacks, 0);
+		if (frame->stack_id < 0)
+			iommutop_health_inc(IOMMUTOP_HEALTH_STACK_LOST);
+		now = bpf_ktime_get_ns(); /* the unwinding is not the call's latency */
 	}
 	inflight->depth = depth + 1;
-	frame->start_ns = bpf_ktime_get_ns();
+	frame->start_ns = now;
 }
 
 /*
@@ -200,7 +208,9 @@ static __always_inline void iommutop_exit(__u32 op, int failed)
 			iommutop_health_inc(IOMMUTOP_HEALTH_EXIT_WITHOUT_ENTRY);
 		if (frame->duplicate)
 			return;
-		stats = iommutop_op_stats(&frame->key, op, NULL);
+		/* The stats are created here, at the one lookup a call pays; a device key's id is
+		 * the struct device itself, which names it on first sight. */
+		stats = iommutop_op_stats(&frame->key, op, iommutop_key_object(&frame->key));
 		if (!stats)
 			return;
 		stats->count += 1;

@@ -20,7 +20,7 @@ static __always_inline void dma_enter(void *ctx, __u32 op, struct device *dev, _
 {
 	struct iommutop_dev_key key = iommutop_device_key(dev);
 
-	iommutop_enter(ctx, op, &key, dev, bytes);
+	iommutop_enter(ctx, op, &key, bytes);
 }
 
 static __always_inline void dma_count(__u32 op, struct device *dev, __u64 bytes, int failed)

@@ -30,8 +30,17 @@ unsafe impl Pod for iommutop_stack_key {}
 // SAFETY: as above, `struct iommutop_stack_value` is two u64.
 unsafe impl Pod for iommutop_stack_value {}
 
-/// One DMA API call in this many has its kernel call path sampled.
-pub const STACK_PERIOD: u32 = 64;
+/// Each CPU samples the kernel call path of at most one DMA API call per this many ms, unless
+/// `IOMMUTOP_STACK_INTERVAL_MS` says otherwise (0 turns sampling off).
+pub const DEFAULT_STACK_INTERVAL_MS: u64 = 20;
+
+fn stack_interval_ns() -> u64 {
+    std::env::var("IOMMUTOP_STACK_INTERVAL_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_STACK_INTERVAL_MS)
+        .saturating_mul(1_000_000)
+}
 
 /// The BPF object built from `ebpf/progs/*.bpf.c` by build.rs.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/iommutop.bpf.o"));
@@ -93,9 +102,10 @@ impl Probes {
     /// `enable_stats` turns on the kernel's BPF run-time statistics for as long as this lives.
     pub fn attach(enable_stats: bool) -> Result<Probes, LoadError> {
         let btf = load_btf()?;
+        let stack_interval = stack_interval_ns();
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&btf))
-            .override_global("iommutop_stack_period", &STACK_PERIOD, true)
+            .override_global("iommutop_stack_interval_ns", &stack_interval, true)
             .load(OBJECT)
             .map_err(|e| LoadError::Object(describe(&e)))?;
         let stats = take_map(&mut ebpf, "iommutop_stats", PerCpuHashMap::try_from)?;
