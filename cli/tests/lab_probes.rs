@@ -137,6 +137,18 @@ fn assert_tcp_rr_on_both_nics(out: &Path) {
             "{nic}"
         );
     }
+    // The evidence of the kernel-comparison story: the NIC's transmit path pays the DMA maps.
+    let stacks = report["stacks"].as_array().expect("sampled call paths");
+    let under_xmit = |s: &&Value| {
+        s["op"] == "dma_map"
+            && s["frames"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|f| f == "e1000_xmit_frame"))
+    };
+    assert!(
+        stacks.iter().any(|s| under_xmit(&s)),
+        "no sampled dma_map under e1000_xmit_frame: {stacks:#?}"
+    );
 }
 
 fn assert_identity_stops_translation(out: &Path) {
