@@ -191,6 +191,19 @@ fn assert_one_line_error(output: &std::process::Output, code: i32, needle: &str)
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// Our programs still loaded, once the kernel has finished releasing those of exited processes
+/// (links and programs are freed asynchronously after the last fd closes).
+fn programs_left_after_exit() -> usize {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let left = attached_iommutop_programs();
+        if left == 0 || std::time::Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 fn attached_iommutop_programs() -> usize {
     let output = std::process::Command::new("bpftool")
         .args(["prog", "show"])
@@ -211,7 +224,7 @@ fn a_command_that_does_not_exist_is_a_usage_error_and_leaves_nothing_attached() 
         .output()
         .expect("runs");
     assert_one_line_error(&output, 2, "cannot run `/nonexistent/command`");
-    assert_eq!(attached_iommutop_programs(), 0);
+    assert_eq!(programs_left_after_exit(), 0);
 }
 
 #[test]
@@ -274,4 +287,81 @@ fn without_root_the_error_says_how_to_get_the_privileges() {
         .output()
         .expect("setpriv runs (util-linux)");
     assert_one_line_error(&output, 3, "needs root, or CAP_BPF and CAP_PERFMON");
+}
+
+fn bpf_stats_sysctl() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").unwrap_or_default()
+}
+
+/// A recording child killed when the test ends, however it ends.
+struct Recording(std::process::Child);
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `iommutop record` and waits until it says the probes are attached.
+fn start_recording(json: &std::path::Path) -> Recording {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("iommutop"))
+        .arg("record")
+        .arg("--json")
+        .arg(json)
+        .args(["--duration", "60"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("record starts");
+    let stderr = child.stderr.take().expect("stderr piped");
+    let mut lines = BufReader::new(stderr).lines();
+    let attached = lines.any(|l| l.is_ok_and(|l| l.contains("probes attached")));
+    assert!(attached, "record never said the probes were attached");
+    std::thread::spawn(move || lines.for_each(drop));
+    Recording(child)
+}
+
+#[test]
+fn ctrl_c_ends_a_recording_with_a_report_and_detaches_everything() {
+    let _bpf = require_root();
+    let json = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ctrl-c.json");
+    let _ = std::fs::remove_file(&json);
+    let sysctl_before = bpf_stats_sysctl();
+    let mut recording = start_recording(&json);
+    assert!(
+        attached_iommutop_programs() > 0,
+        "programs attached while recording"
+    );
+    // SAFETY: kill() only signals the child we started.
+    unsafe { libc::kill(recording.0.id() as i32, libc::SIGINT) };
+    let status = recording.0.wait().expect("record exits");
+    assert!(status.success(), "Ctrl-C is a normal end: {status}");
+    let report = json_of(&std::fs::read(&json).expect("report written on Ctrl-C"));
+    assert_eq!(report["schema_version"], 1);
+    // Statistics were on (through BPF_ENABLE_STATS, which leaves the sysctl alone).
+    assert_eq!(
+        report["self_overhead"]["bpf_stats_enabled_by_iommutop"],
+        true
+    );
+    assert_eq!(programs_left_after_exit(), 0);
+    assert_eq!(
+        bpf_stats_sysctl(),
+        sysctl_before,
+        "the sysctl was never touched"
+    );
+}
+
+#[test]
+fn a_killed_recording_leaves_no_probe_behind() {
+    let _bpf = require_root();
+    let json = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("killed.json");
+    let _ = std::fs::remove_file(&json);
+    let mut recording = start_recording(&json);
+    recording.0.kill().expect("SIGKILL");
+    recording.0.wait().expect("reaped");
+    // The kernel drops the links, and the statistics enabled through BPF_ENABLE_STATS, when the
+    // last file descriptor closes.
+    assert_eq!(programs_left_after_exit(), 0);
+    assert!(!json.exists(), "no report pretends to be complete");
 }
