@@ -81,7 +81,7 @@ pub struct Probes {
     stacks: StackTraceMap<MapData>,
     stack_samples: PerCpuHashMap<MapData, iommutop_stack_key, iommutop_stack_value>,
     statuses: Vec<PointStatus>,
-    _stats_enabled: Option<OwnedFd>,
+    stats_fd: Option<OwnedFd>,
 }
 
 /// Where the kernel's BTF is read from; tests point it elsewhere to exercise the no-BTF path.
@@ -139,7 +139,7 @@ impl Probes {
             stacks,
             stack_samples,
             statuses,
-            _stats_enabled: stats_enabled,
+            stats_fd: stats_enabled,
         })
     }
 
@@ -150,7 +150,7 @@ impl Probes {
 
     /// Whether the kernel's BPF statistics are on (ours or someone else's).
     pub fn stats_enabled_by_us(&self) -> bool {
-        self._stats_enabled.is_some()
+        self.stats_fd.is_some()
     }
 
     /// Reads every map once and sums the per-CPU values.
