@@ -22,6 +22,8 @@ pub enum Command {
     Probes(ProbesArgs),
     /// Attach, run COMMAND (or wait), and write one report.
     Record(RecordArgs),
+    /// Run a workload under the probes and explain what translation costs, where, and what to try.
+    Diagnose(DiagnoseArgs),
 }
 
 #[derive(Debug, Args)]
@@ -47,6 +49,22 @@ pub struct RecordArgs {
     #[arg(long, value_name = "FILE|-")]
     pub json: Option<PathBuf>,
     /// The command to run under the probes.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DiagnoseArgs {
+    /// Explain only this device (PCI address, netdev or disk name).
+    #[arg(long, value_name = "ADDR")]
+    pub device: Option<String>,
+    /// Also write the run's report as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Stop the workload after this many seconds.
+    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    pub duration: Option<f64>,
+    /// The workload to diagnose (default: 2000 direct 4 KiB reads of the first NVMe namespace).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }

@@ -18,6 +18,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         cli::Command::Probes(args) => commands::probes::run(&args),
         cli::Command::Record(args) => commands::record::run(&args),
+        cli::Command::Diagnose(args) => commands::diagnose::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -26,6 +26,8 @@ impl JsonTarget {
 
 pub enum ReportSink {
     Summary,
+    /// The caller prints its own view; nothing is written.
+    Silent,
     Stream,
     /// The report is written to `temporary` and renamed over `path` when complete.
     File {
@@ -80,6 +82,7 @@ impl ReportSink {
             ReportSink::Summary => {
                 print!("{}", iommutop_model::summary::render_summary(report));
             }
+            ReportSink::Silent => {}
             ReportSink::Stream => {
                 let mut value = serde_json::to_value(report)?;
                 if let Some(object) = value.as_object_mut() {

@@ -151,6 +151,25 @@ fn assert_tcp_rr_on_both_nics(out: &Path) {
     );
 }
 
+/// `diagnose` around the same TCP_RR: the verdict names the NICs, the transmit path that pays,
+/// and what to try.
+fn assert_diagnose_explains_tcp_rr(out: &Path) {
+    let verdict = read(&out.join("rr.out"));
+    for needle in [
+        "IOMMU: intel (dmar0), default domain DMA-FQ",
+        "command line: intel_iommu=on",
+        "e1000e, domain DMA-FQ",
+        "translation costs",
+        "dma_map_page_attrs ← e1000_xmit_frame",
+        "identity domain",
+    ] {
+        assert!(
+            verdict.contains(needle),
+            "verdict lacks `{needle}`:\n{verdict}"
+        );
+    }
+}
+
 fn assert_identity_stops_translation(out: &Path) {
     assert_eq!(read(&out.join("identity-type")).trim(), "identity");
     assert_eq!(
@@ -208,6 +227,7 @@ fn full_check(kernel: &str) {
     assert_every_program_verified(&out);
     assert_dd_attributed_to_nvme(&out);
     assert_tcp_rr_on_both_nics(&out);
+    assert_diagnose_explains_tcp_rr(&out);
     assert_identity_stops_translation(&out);
 }
 

@@ -3,6 +3,7 @@
 //! BPF or a terminal, so everything is unit-tested without root.
 
 pub mod derive;
+pub mod explain;
 pub mod facts;
 pub mod hist;
 mod ops_map;

@@ -1,4 +1,5 @@
 //! One module per subcommand.
 
+pub mod diagnose;
 pub mod probes;
 pub mod record;

@@ -19,16 +19,42 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
     }
     let stop = StopSignal::install()?;
     let mut session = Session::start()?;
-    let mut child = args
-        .command
+    let recorded = record_while(
+        &mut session,
+        &args.command,
+        interval,
+        duration,
+        &stop,
+        &mut sink,
+    )?;
+    let report = session.finish(RunDescription {
+        command: args.command.clone(),
+        exit_status: recorded,
+        interval,
+        ..RunDescription::default()
+    })?;
+    sink.report(&report)?;
+    command_outcome(&args.command, recorded)
+}
+
+/// Runs COMMAND (or waits for the duration or Ctrl-C) under the attached probes, sampling every
+/// interval into the sink; returns COMMAND's exit status.
+pub fn record_while(
+    session: &mut Session,
+    command: &[String],
+    interval: Duration,
+    duration: Option<Duration>,
+    stop: &StopSignal,
+    sink: &mut ReportSink,
+) -> Outcome<Option<i32>> {
+    let mut child = command
         .first()
-        .map(|program| spawn(program, &args.command[1..]))
+        .map(|program| spawn(program, &command[1..]))
         .transpose()?;
     eprintln!(
         "iommutop: probes attached; recording{}",
-        describe_end(args, duration)
+        describe_end(command, duration)
     );
-
     let started = Instant::now();
     let mut next_sample = started + interval;
     let mut exit_status = None;
@@ -54,33 +80,30 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
             exit_status = Some(stop_child(child));
         }
     }
+    Ok(exit_status)
+}
 
-    let report = session.finish(RunDescription {
-        command: args.command.clone(),
-        exit_status,
-        interval,
-        ..RunDescription::default()
-    })?;
-    sink.report(&report)?;
+/// A command that failed makes the run fail, after its report was written.
+pub fn command_outcome(command: &[String], exit_status: Option<i32>) -> Outcome<ExitCode> {
     match exit_status {
         Some(code) if code != 0 => Err(Failure::from(anyhow!(
             "`{}` exited with status {code} (the report covers the run up to then)",
-            args.command.join(" ")
+            command.join(" ")
         ))),
         _ => Ok(ExitCode::SUCCESS),
     }
 }
 
-fn describe_end(args: &RecordArgs, duration: Option<Duration>) -> String {
-    match (args.command.is_empty(), duration) {
-        (false, _) => format!(" while `{}` runs", args.command.join(" ")),
+fn describe_end(command: &[String], duration: Option<Duration>) -> String {
+    match (command.is_empty(), duration) {
+        (false, _) => format!(" while `{}` runs", command.join(" ")),
         (true, Some(d)) => format!(" for {:.1} s (Ctrl-C stops)", d.as_secs_f64()),
         (true, None) => " until Ctrl-C".to_string(),
     }
 }
 
 /// Finds COMMAND before anything is attached, the way the shell would.
-fn require_runnable(program: &str) -> Outcome {
+pub fn require_runnable(program: &str) -> Outcome {
     use std::os::unix::fs::PermissionsExt;
     let executable = |path: &std::path::Path| {
         path.metadata()
