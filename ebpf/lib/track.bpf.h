@@ -27,7 +27,7 @@ struct iommutop_frame {
 	struct iommutop_dev_key key;
 	__u32 op;
 	__u32 tid;
-	__u32 duplicate; /* same op and key as the frame below (a wrapper calling its twin) */
+	__u32 duplicate; /* a twin called by its wrapper (see IOMMUTOP_ENTER_TWIN): not counted */
 	__s32 stack_id;	 /* sampled call path, or negative */
 };
 
@@ -134,10 +134,19 @@ static __always_inline void iommutop_count(const struct iommutop_dev_key *key, _
  * sampling off. Set by user space before load. Weak: every family sees the same knob. */
 const volatile __u64 iommutop_stack_interval_ns __weak = 0;
 
+/*
+ * A function that its wrapper, probed as the same operation, calls directly (6.18's
+ * dma_map_page_attrs calls dma_map_phys): nested right inside the wrapper on the same device and
+ * task, it is the same call and is counted once. Only such twins are checked: the same operation
+ * nested for another reason (an interrupt unmapping inside an unmap) is a call of its own.
+ */
+#define IOMMUTOP_ENTER_TWIN 1
+
 /* Entry of a timed call. own_key is the call's own device (DMA API), or NULL to inherit. ctx is
  * the program's context, used to sample the call path of the device's own calls. */
 static __always_inline void iommutop_enter(void *ctx, __u32 op,
-					   const struct iommutop_dev_key *own_key, __u64 bytes)
+					   const struct iommutop_dev_key *own_key, __u64 bytes,
+					   __u32 flags)
 {
 	struct iommutop_inflight *inflight = iommutop_inflight_get();
 	struct iommutop_frame *frame, *below;
@@ -159,7 +168,7 @@ static __always_inline void iommutop_enter(void *ctx, __u32 op,
 	frame->bytes = bytes;
 	frame->tid = (__u32)bpf_get_current_pid_tgid();
 	frame->duplicate = 0;
-	if (depth > 0) {
+	if ((flags & IOMMUTOP_ENTER_TWIN) && depth > 0) {
 		below = &inflight->frames[(depth - 1) & IOMMUTOP_FRAME_MASK];
 		frame->duplicate = below->op == op && below->key.id == key.id &&
 				   below->key.kind == key.kind && below->tid == frame->tid;

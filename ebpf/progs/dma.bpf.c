@@ -20,7 +20,15 @@ static __always_inline void dma_enter(void *ctx, __u32 op, struct device *dev, _
 {
 	struct iommutop_dev_key key = iommutop_device_key(dev);
 
-	iommutop_enter(ctx, op, &key, bytes);
+	iommutop_enter(ctx, op, &key, bytes, 0);
+}
+
+/* dma_map_phys/dma_unmap_phys: also called by dma_map_page_attrs/dma_unmap_page_attrs (6.18+). */
+static __always_inline void dma_enter_twin(void *ctx, __u32 op, struct device *dev, __u64 bytes)
+{
+	struct iommutop_dev_key key = iommutop_device_key(dev);
+
+	iommutop_enter(ctx, op, &key, bytes, IOMMUTOP_ENTER_TWIN);
 }
 
 static __always_inline void dma_count(__u32 op, struct device *dev, __u64 bytes, int failed)
@@ -43,7 +51,7 @@ IOMMUTOP_FEXIT(dma__map_page__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MA
 SEC("fentry")
 int BPF_PROG(dma__map_phys__fentry, struct device *dev, phys_addr_t phys, size_t size)
 {
-	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
+	dma_enter_twin(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
 	return 0;
 }
 IOMMUTOP_FEXIT(dma__map_phys__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR)
@@ -59,7 +67,7 @@ IOMMUTOP_FEXIT(dma__unmap_page__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
 SEC("fentry")
 int BPF_PROG(dma__unmap_phys__fentry, struct device *dev, dma_addr_t addr, size_t size)
 {
-	dma_enter(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, size);
+	dma_enter_twin(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, size);
 	return 0;
 }
 IOMMUTOP_FEXIT(dma__unmap_phys__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
@@ -92,7 +100,7 @@ int BPF_KPROBE(dma__map_page__kprobe, struct device *dev, struct page *page, siz
 SEC("kprobe")
 int BPF_KPROBE(dma__map_phys__kprobe, struct device *dev, phys_addr_t phys, size_t size)
 {
-	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
+	dma_enter_twin(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
 	return 0;
 }
 
@@ -107,6 +115,13 @@ SEC("kprobe")
 int BPF_KPROBE(dma__unmap__kprobe, struct device *dev, dma_addr_t addr, size_t size)
 {
 	dma_enter(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, size);
+	return 0;
+}
+
+SEC("kprobe")
+int BPF_KPROBE(dma__unmap_phys__kprobe, struct device *dev, dma_addr_t addr, size_t size)
+{
+	dma_enter_twin(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, size);
 	return 0;
 }
 

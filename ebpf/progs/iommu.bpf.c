@@ -14,7 +14,7 @@
 
 static __always_inline void iommu_enter(void *ctx, __u32 op, __u64 bytes)
 {
-	iommutop_enter(ctx, op, NULL, bytes);
+	iommutop_enter(ctx, op, NULL, bytes, 0);
 }
 
 static __always_inline void iommu_count(__u32 op, __u64 bytes)

@@ -16,14 +16,14 @@
 
 static __always_inline void iotlb_enter(void *ctx, __u32 op, __u64 bytes)
 {
-	iommutop_enter(ctx, op, NULL, bytes);
+	iommutop_enter(ctx, op, NULL, bytes, 0);
 }
 
 static __always_inline void deferred_enter(void *ctx)
 {
 	struct iommutop_dev_key key = {.id = 0, .kind = IOMMUTOP_KEY_DEFERRED};
 
-	iommutop_enter(ctx, IOMMUTOP_OP_FQ_FLUSH, &key, 0);
+	iommutop_enter(ctx, IOMMUTOP_OP_FQ_FLUSH, &key, 0, 0);
 }
 
 /* fentry programs are bound to one function: one sync-after-map pair per vendor driver, all of

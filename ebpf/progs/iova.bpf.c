@@ -18,7 +18,7 @@ static __always_inline __u64 iova_bytes(const struct iova_domain *iovad, unsigne
 SEC("fentry")
 int BPF_PROG(iova__alloc_fast__fentry, struct iova_domain *iovad, unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_ALLOC, NULL, iova_bytes(iovad, size));
+	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_ALLOC, NULL, iova_bytes(iovad, size), 0);
 	return 0;
 }
 IOMMUTOP_FEXIT(iova__alloc_fast__fexit, IOMMUTOP_OP_IOVA_ALLOC, ret == 0)
@@ -27,7 +27,7 @@ SEC("fentry")
 int BPF_PROG(iova__free_fast__fentry, struct iova_domain *iovad, unsigned long pfn,
 	     unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_FREE, NULL, iova_bytes(iovad, size));
+	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_FREE, NULL, iova_bytes(iovad, size), 0);
 	return 0;
 }
 IOMMUTOP_FEXIT(iova__free_fast__fexit, IOMMUTOP_OP_IOVA_FREE, 0)
@@ -35,7 +35,7 @@ IOMMUTOP_FEXIT(iova__free_fast__fexit, IOMMUTOP_OP_IOVA_FREE, 0)
 SEC("fentry")
 int BPF_PROG(iova__alloc_slow__fentry, struct iova_domain *iovad, unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_ALLOC_SLOW, NULL, iova_bytes(iovad, size));
+	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_ALLOC_SLOW, NULL, iova_bytes(iovad, size), 0);
 	return 0;
 }
 IOMMUTOP_FEXIT(iova__alloc_slow__fexit, IOMMUTOP_OP_IOVA_ALLOC_SLOW, ret == 0)
@@ -43,7 +43,7 @@ IOMMUTOP_FEXIT(iova__alloc_slow__fexit, IOMMUTOP_OP_IOVA_ALLOC_SLOW, ret == 0)
 SEC("kprobe")
 int BPF_KPROBE(iova__alloc_fast__kprobe, struct iova_domain *iovad, unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_ALLOC, NULL, iova_bytes(iovad, size));
+	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_ALLOC, NULL, iova_bytes(iovad, size), 0);
 	return 0;
 }
 
@@ -58,7 +58,7 @@ SEC("kprobe")
 int BPF_KPROBE(iova__free_fast__kprobe, struct iova_domain *iovad, unsigned long pfn,
 	       unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_FREE, NULL, iova_bytes(iovad, size));
+	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_FREE, NULL, iova_bytes(iovad, size), 0);
 	return 0;
 }
 
@@ -72,7 +72,7 @@ int BPF_KRETPROBE(iova__free_fast__kretprobe)
 SEC("kprobe")
 int BPF_KPROBE(iova__alloc_slow__kprobe, struct iova_domain *iovad, unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_ALLOC_SLOW, NULL, iova_bytes(iovad, size));
+	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_ALLOC_SLOW, NULL, iova_bytes(iovad, size), 0);
 	return 0;
 }
 

@@ -136,7 +136,7 @@ pub const POINTS: &[Point] = &[
                 "dma_unmap_phys",
                 "6.18+",
                 ("dma__unmap_phys__fentry", "dma__unmap_phys__fexit"),
-                ("dma__unmap__kprobe", "dma__unmap__kretprobe"),
+                ("dma__unmap_phys__kprobe", "dma__unmap__kretprobe"),
             ),
             function(
                 "dma_unmap_sg_attrs",

@@ -1,0 +1,78 @@
+# shellcheck shell=bash
+# Shared by lab/run and lab/fetch: messages, exit codes, checks, the cache directory and its locks.
+
+# Exit codes (lab/run otherwise exits with COMMAND's own status). Some are used only by lab/run.
+# shellcheck disable=SC2034
+readonly EX_USAGE=2    # bad arguments
+readonly EX_ENV=3      # missing tool, not root, cache not writable, download failed
+readonly EX_TIMEOUT=124 # the guest did not finish within --timeout
+readonly EX_GUEST=125  # QEMU or the guest failed before COMMAND finished
+
+# shellcheck disable=SC2034 # PROJECT_DIR is lab/run's
+LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+PROJECT_DIR=$(cd "$LAB_DIR/.." && pwd -P)
+readonly LAB_DIR PROJECT_DIR
+
+# Where kernels and initramfs images live: outside the repo so that every clone on the machine
+# shares them. Made absolute because the guest reaches it through the host root by the same path.
+lab_cache_dir() {
+  local dir=${IOMMUTOP_LAB_CACHE:-/var/cache/iommutop-lab}
+  case $dir in /*) ;; *) dir=$PWD/$dir;; esac
+  echo "${dir%/}"
+}
+CACHE_DIR=$(lab_cache_dir)
+readonly CACHE_DIR
+readonly QEMU=${IOMMUTOP_QEMU:-qemu-system-x86_64}
+
+say() { echo "lab: $*" >&2; }
+die_usage() { say "$*"; exit "$EX_USAGE"; }
+die_env() { say "$*"; exit "$EX_ENV"; }
+
+require_root() {
+  [ "$(id -u)" = 0 ] || die_env "needs root (QEMU exports the host's root file system to the guest): run it with sudo"
+}
+
+# require_tool COMMAND PACKAGE
+require_tool() {
+  command -v "$1" >/dev/null 2>&1 ||
+    die_env "$1 not found: run scripts/install-deps (or apt-get install $2)"
+}
+
+# The initramfs needs a busybox that runs without shared libraries.
+static_busybox() {
+  local bb
+  for bb in /bin/busybox /usr/bin/busybox "$(command -v busybox 2>/dev/null)"; do
+    [ -x "$bb" ] || continue
+    if ! ldd "$bb" >/dev/null 2>&1; then echo "$bb"; return 0; fi
+  done
+  die_env "no static busybox found: run scripts/install-deps (or apt-get install busybox-static)"
+}
+
+require_cache_dir() {
+  if ! mkdir -p "$CACHE_DIR/kernels" 2>/dev/null || [ ! -w "$CACHE_DIR/kernels" ]; then
+    die_env "cannot write the lab cache $CACHE_DIR: run as root or set IOMMUTOP_LAB_CACHE to a writable directory"
+  fi
+}
+
+# with_lock NAME COMMAND...: runs COMMAND (in a subshell) holding an exclusive lock on the cache
+# entry NAME, so that concurrent lab/run and lab/fetch invocations (cargo runs tests in parallel)
+# never see or build half an entry. Call it plainly (not under if, || or &&) so that errexit
+# stays in force inside COMMAND.
+with_lock() {
+  local name=$1
+  shift
+  (
+    exec 9>"$CACHE_DIR/.lock-$name" || die_env "cannot create the lock $CACHE_DIR/.lock-$name"
+    flock -w 1800 9 || die_env "waited 30 min for the lock $CACHE_DIR/.lock-$name: is another lab/fetch stuck?"
+    "$@"
+  )
+}
+
+# q STRING: STRING quoted for a POSIX shell (single quotes; embedded ones as '\'').
+q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
+
+# in_range VALUE MIN MAX: VALUE is a whole number from MIN to MAX.
+in_range() {
+  case $1 in '' | *[!0-9]*) return 1;; esac
+  [ "${#1}" -le 9 ] && [ "$1" -ge "$2" ] && [ "$1" -le "$3" ]
+}
