@@ -1,0 +1,926 @@
+//! What a run does, parsed from strings (`"4k"`, `"randread"`, `"10s"`) with errors that name the
+//! input and the fix.
+
+use crate::error::ParamError;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// The largest queue depth per thread (the I/O queue then has `qd + 1` entries).
+pub const MAX_QUEUE_DEPTH: u16 = 1024;
+/// The most threads (one I/O queue pair each).
+pub const MAX_THREADS: u16 = 64;
+/// The largest `--bs`.
+pub const MAX_BLOCK_SIZE: u32 = 2 << 20;
+/// The most distinct buffer pages per thread.
+pub const MAX_PAGES: u64 = 1 << 20;
+
+/// The host page size that backs the DMA buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum PageSize {
+    #[serde(rename = "4k")]
+    Size4K,
+    #[serde(rename = "2m")]
+    Size2M,
+    #[serde(rename = "1g")]
+    Size1G,
+}
+
+impl PageSize {
+    pub const ALL: [PageSize; 3] = [PageSize::Size4K, PageSize::Size2M, PageSize::Size1G];
+
+    pub fn bytes(self) -> u64 {
+        match self {
+            PageSize::Size4K => 4 << 10,
+            PageSize::Size2M => 2 << 20,
+            PageSize::Size1G => 1 << 30,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PageSize::Size4K => "4k",
+            PageSize::Size2M => "2m",
+            PageSize::Size1G => "1g",
+        }
+    }
+
+    pub fn is_huge(self) -> bool {
+        self != PageSize::Size4K
+    }
+
+    /// The directory under /sys/kernel/mm/hugepages/ for this size (huge sizes only).
+    pub fn hugepages_dir(self) -> Option<&'static str> {
+        match self {
+            PageSize::Size4K => None,
+            PageSize::Size2M => Some("hugepages-2048kB"),
+            PageSize::Size1G => Some("hugepages-1048576kB"),
+        }
+    }
+}
+
+impl fmt::Display for PageSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for PageSize {
+    type Err = ParamError;
+    fn from_str(s: &str) -> Result<PageSize, ParamError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "4k" | "4kib" | "4096" => Ok(PageSize::Size4K),
+            "2m" | "2mib" | "2097152" => Ok(PageSize::Size2M),
+            "1g" | "1gib" | "1073741824" => Ok(PageSize::Size1G),
+            _ => Err(ParamError::new("--page-size", s, "use 4k, 2m or 1g")),
+        }
+    }
+}
+
+/// Parses a comma-separated list of page sizes (`"4k,2m"`).
+pub fn parse_page_sizes(s: &str) -> Result<Vec<PageSize>, ParamError> {
+    let mut sizes = Vec::new();
+    for part in s.split(',').filter(|p| !p.trim().is_empty()) {
+        let size: PageSize = part
+            .parse()
+            .map_err(|_| ParamError::new("--page-size", s, "use 4k, 2m or 1g, or a list: 4k,2m"))?;
+        if !sizes.contains(&size) {
+            sizes.push(size);
+        }
+    }
+    if sizes.is_empty() {
+        return Err(ParamError::new(
+            "--page-size",
+            s,
+            "use 4k, 2m or 1g, or a list: 4k,2m",
+        ));
+    }
+    Ok(sizes)
+}
+
+/// The access pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pattern {
+    RandRead,
+    RandWrite,
+    Read,
+    Write,
+}
+
+impl Pattern {
+    pub fn is_write(self) -> bool {
+        matches!(self, Pattern::RandWrite | Pattern::Write)
+    }
+    pub fn is_random(self) -> bool {
+        matches!(self, Pattern::RandRead | Pattern::RandWrite)
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::RandRead => "randread",
+            Pattern::RandWrite => "randwrite",
+            Pattern::Read => "read",
+            Pattern::Write => "write",
+        }
+    }
+}
+
+impl fmt::Display for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Pattern {
+    type Err = ParamError;
+    fn from_str(s: &str) -> Result<Pattern, ParamError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "randread" => Ok(Pattern::RandRead),
+            "randwrite" => Ok(Pattern::RandWrite),
+            "read" => Ok(Pattern::Read),
+            "write" => Ok(Pattern::Write),
+            _ => Err(ParamError::new(
+                "--pattern",
+                s,
+                "use randread, randwrite, read or write",
+            )),
+        }
+    }
+}
+
+/// Which VFIO interface to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// iommufd where /dev/iommu and the device's VFIO cdev exist, else the legacy container.
+    #[default]
+    Auto,
+    /// The legacy container/group interface with the type1 IOMMU.
+    Legacy,
+    /// iommufd with the VFIO device cdev.
+    Iommufd,
+}
+
+impl FromStr for Backend {
+    type Err = ParamError;
+    fn from_str(s: &str) -> Result<Backend, ParamError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Backend::Auto),
+            "legacy" | "type1" | "container" => Ok(Backend::Legacy),
+            "iommufd" => Ok(Backend::Iommufd),
+            _ => Err(ParamError::new(
+                "--backend",
+                s,
+                "use auto, legacy or iommufd",
+            )),
+        }
+    }
+}
+
+/// When a run ends.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// After this long (seconds in JSON).
+    Duration(#[serde(with = "secs_f64")] Duration),
+    /// After this many I/Os in total, split evenly over the threads.
+    Ios(u64),
+}
+
+mod secs_f64 {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let secs = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The device and what the tool may change on the host to use it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    /// PCI address (`0000:01:00.0`), controller (`nvme0`) or namespace (`/dev/nvme0n1`).
+    /// `None`: the only NVMe controller there is (reads only).
+    pub device: Option<String>,
+    /// Rebind the controller from its driver to vfio-pci for the run, and back after.
+    pub bind: bool,
+    /// Raise nr_hugepages as needed for the run, and put it back after.
+    pub reserve_hugepages: bool,
+    pub backend: Backend,
+    /// The namespace to do I/O on.
+    pub nsid: u32,
+}
+
+impl Default for Target {
+    fn default() -> Target {
+        Target {
+            device: None,
+            bind: false,
+            reserve_hugepages: false,
+            backend: Backend::Auto,
+            nsid: 1,
+        }
+    }
+}
+
+/// One run of I/O.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Params {
+    pub target: Target,
+    pub pattern: Pattern,
+    /// Bytes per I/O: a multiple of the namespace's LBA size.
+    pub block_size: u32,
+    /// Commands in flight per thread.
+    pub queue_depth: u16,
+    /// Threads, each with its own I/O queue pair.
+    pub threads: u16,
+    pub stop: Stop,
+    /// Distinct buffer pages each thread cycles through (`None`: as few as the queue depth needs).
+    pub pages: Option<u64>,
+    pub page_size: PageSize,
+    /// Writes overwrite the device: they need this and a device named in `target.device`.
+    pub allow_write: bool,
+    /// Writes fill each block with a pattern derived from its LBA and `seed`; reads check it.
+    pub verify: bool,
+    /// Seeds the random LBAs and the verify pattern (same seed, same LBAs).
+    pub seed: u64,
+}
+
+impl Default for Params {
+    fn default() -> Params {
+        Params {
+            target: Target::default(),
+            pattern: Pattern::RandRead,
+            block_size: 4096,
+            queue_depth: 1,
+            threads: 1,
+            stop: Stop::Duration(Duration::from_secs(10)),
+            pages: None,
+            page_size: PageSize::Size4K,
+            allow_write: false,
+            verify: false,
+            seed: 1,
+        }
+    }
+}
+
+/// Bytes a buffer slot takes: the block size rounded up to 4 KiB, so slots stay page aligned.
+pub fn slot_bytes(block_size: u32) -> u64 {
+    u64::from(block_size).div_ceil(4096) * 4096
+}
+
+impl Params {
+    /// Distinct buffer pages each thread uses: as given, or the fewest that hold `qd` buffers.
+    pub fn pages_per_thread(&self) -> u64 {
+        self.pages.unwrap_or_else(|| {
+            let need = slot_bytes(self.block_size) * u64::from(self.queue_depth);
+            need.div_ceil(self.page_size.bytes()).max(1)
+        })
+    }
+
+    /// Bytes of data buffer per thread.
+    pub fn buffer_bytes_per_thread(&self) -> u64 {
+        self.pages_per_thread() * self.page_size.bytes()
+    }
+
+    /// Checks everything that can be checked without the device.
+    pub fn validate(&self) -> Result<(), ParamError> {
+        validate_target(&self.target)?;
+        let bs = self.block_size;
+        if !(512..=MAX_BLOCK_SIZE).contains(&bs) || !bs.is_multiple_of(512) {
+            return Err(ParamError::new(
+                "--bs",
+                bs.to_string(),
+                format!(
+                    "give a multiple of 512 bytes up to {} KiB (4k, 64k)",
+                    MAX_BLOCK_SIZE >> 10
+                ),
+            ));
+        }
+        if self.queue_depth == 0 || self.queue_depth > MAX_QUEUE_DEPTH {
+            return Err(ParamError::new(
+                "--qd",
+                self.queue_depth.to_string(),
+                format!("give 1 to {MAX_QUEUE_DEPTH}"),
+            ));
+        }
+        if self.threads == 0 || self.threads > MAX_THREADS {
+            return Err(ParamError::new(
+                "--threads",
+                self.threads.to_string(),
+                format!("give 1 to {MAX_THREADS}"),
+            ));
+        }
+        match self.stop {
+            Stop::Duration(d) if d.is_zero() => {
+                return Err(ParamError::new(
+                    "--duration",
+                    "0",
+                    "give a positive time (10s, 500ms)",
+                ))
+            }
+            Stop::Ios(0) => return Err(ParamError::new("--ios", "0", "give at least 1")),
+            Stop::Ios(n) if n < u64::from(self.threads) => {
+                return Err(ParamError::new(
+                    "--ios",
+                    n.to_string(),
+                    format!("give at least one I/O per thread ({})", self.threads),
+                ))
+            }
+            _ => {}
+        }
+        let pages = self.pages_per_thread();
+        if pages == 0 || pages > MAX_PAGES {
+            return Err(ParamError::new(
+                "--pages",
+                pages.to_string(),
+                format!("give 1 to {MAX_PAGES}"),
+            ));
+        }
+        let slots = buffer_slot_count(pages, self.page_size.bytes(), slot_bytes(bs));
+        if slots < u64::from(self.queue_depth) {
+            return Err(ParamError::new(
+                "--pages",
+                pages.to_string(),
+                format!(
+                    "{pages} x {} pages hold {slots} buffers of {bs} bytes, fewer than --qd {}: give --pages {} or more",
+                    self.page_size,
+                    self.queue_depth,
+                    min_pages_for(self.queue_depth, self.page_size.bytes(), slot_bytes(bs))
+                ),
+            ));
+        }
+        if self.pattern.is_write() {
+            check_write_allowed(self.pattern.name(), self.allow_write, &self.target)?;
+        }
+        Ok(())
+    }
+
+    /// Sets one option from strings, as a command line gives them (`"--qd"`, `"32"`).
+    /// Flags (`--allow-write`) take `None`.
+    pub fn set(&mut self, option: &str, value: Option<&str>) -> Result<(), ParamError> {
+        if set_target(&mut self.target, option, value)? {
+            return Ok(());
+        }
+        let v = || value.ok_or_else(|| ParamError::new(option, "", "this option needs a value"));
+        match option {
+            "--pattern" => self.pattern = v()?.parse()?,
+            "--bs" => {
+                let bytes = parse_bytes(option, v()?)?;
+                self.block_size = u32::try_from(bytes).map_err(|_| {
+                    ParamError::new(
+                        option,
+                        v().unwrap_or_default(),
+                        "too large: give at most 2m",
+                    )
+                })?;
+            }
+            "--qd" => self.queue_depth = parse_number(option, v()?)?,
+            "--threads" => self.threads = parse_number(option, v()?)?,
+            "--duration" => self.stop = Stop::Duration(parse_duration(v()?)?),
+            "--ios" => self.stop = Stop::Ios(parse_number(option, v()?)?),
+            "--pages" => self.pages = Some(parse_number(option, v()?)?),
+            "--page-size" => self.page_size = v()?.parse()?,
+            "--allow-write" => self.allow_write = flag(option, value)?,
+            "--verify" => self.verify = flag(option, value)?,
+            "--seed" => self.seed = parse_number(option, v()?)?,
+            _ => return Err(unknown(option)),
+        }
+        Ok(())
+    }
+}
+
+/// The IOTLB sweep: QD1 reads over 1, 2, 4 … N distinct pages, per page size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepParams {
+    pub target: Target,
+    pub page_sizes: Vec<PageSize>,
+    /// The largest page count for every page size (`None`: [`default_sweep_pages`]).
+    pub max_pages: Option<u64>,
+    /// The largest page count for particular page sizes (`--pages 4k=8192,2m=128`), before
+    /// `max_pages`.
+    pub max_pages_per_size: Vec<(PageSize, u64)>,
+    /// Measured I/Os per step (after a warm-up pass over the step's pages).
+    pub ios_per_step: u64,
+    pub block_size: u32,
+    pub seed: u64,
+}
+
+impl Default for SweepParams {
+    fn default() -> SweepParams {
+        SweepParams {
+            target: Target::default(),
+            page_sizes: vec![PageSize::Size4K],
+            max_pages: None,
+            max_pages_per_size: Vec::new(),
+            ios_per_step: 1000,
+            block_size: 4096,
+            seed: 1,
+        }
+    }
+}
+
+/// The largest page count swept by default: 4,096 × 4 KiB (16 MiB); 256 × 2 MiB (512 MiB);
+/// 2 × 1 GiB.
+pub fn default_sweep_pages(size: PageSize) -> u64 {
+    match size {
+        PageSize::Size4K => 4096,
+        PageSize::Size2M => 256,
+        PageSize::Size1G => 2,
+    }
+}
+
+/// The page counts of a sweep: powers of two up to `max`, and `max` itself.
+pub fn sweep_steps(max: u64) -> Vec<u64> {
+    let mut steps = Vec::new();
+    let mut n = 1u64;
+    while n < max {
+        steps.push(n);
+        n = n.saturating_mul(2);
+    }
+    steps.push(max.max(1));
+    steps
+}
+
+impl SweepParams {
+    pub fn max_pages_for(&self, size: PageSize) -> u64 {
+        self.max_pages_per_size
+            .iter()
+            .find(|(s, _)| *s == size)
+            .map(|&(_, n)| n)
+            .or(self.max_pages)
+            .unwrap_or_else(|| default_sweep_pages(size))
+    }
+
+    pub fn validate(&self) -> Result<(), ParamError> {
+        validate_target(&self.target)?;
+        if self.page_sizes.is_empty() {
+            return Err(ParamError::new(
+                "--page-size",
+                "",
+                "give at least one of 4k, 2m, 1g",
+            ));
+        }
+        if self.ios_per_step == 0 {
+            return Err(ParamError::new(
+                "--ios",
+                "0",
+                "give the I/Os per step, at least 1",
+            ));
+        }
+        let bs = self.block_size;
+        if !(512..=4096).contains(&bs) || !bs.is_multiple_of(512) {
+            return Err(ParamError::new(
+                "--bs",
+                bs.to_string(),
+                "the sweep does one buffer per page: give 512 to 4096 bytes",
+            ));
+        }
+        let limits = self
+            .max_pages
+            .into_iter()
+            .chain(self.max_pages_per_size.iter().map(|&(_, n)| n));
+        for max in limits {
+            if max == 0 || max > MAX_PAGES {
+                return Err(ParamError::new(
+                    "--pages",
+                    max.to_string(),
+                    format!("give 1 to {MAX_PAGES}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets one option from strings; the sweep reads `--page-size` as a list (`4k,2m`).
+    pub fn set(&mut self, option: &str, value: Option<&str>) -> Result<(), ParamError> {
+        if set_target(&mut self.target, option, value)? {
+            return Ok(());
+        }
+        let v = || value.ok_or_else(|| ParamError::new(option, "", "this option needs a value"));
+        match option {
+            "--page-size" => self.page_sizes = parse_page_sizes(v()?)?,
+            "--pages" if v()?.contains('=') => {
+                let fix = "give a count for all page sizes (4096) or per size (4k=4096,2m=128)";
+                for part in v()?.split(',') {
+                    let (size, n) = part
+                        .split_once('=')
+                        .ok_or_else(|| ParamError::new(option, v().unwrap_or_default(), fix))?;
+                    let size: PageSize = size
+                        .parse()
+                        .map_err(|_| ParamError::new(option, v().unwrap_or_default(), fix))?;
+                    let n: u64 = parse_number(option, n)?;
+                    self.max_pages_per_size.retain(|(s, _)| *s != size);
+                    self.max_pages_per_size.push((size, n));
+                }
+            }
+            "--pages" => self.max_pages = Some(parse_number(option, v()?)?),
+            "--ios" => self.ios_per_step = parse_number(option, v()?)?,
+            "--bs" => {
+                let bytes = parse_bytes(option, v()?)?;
+                self.block_size = u32::try_from(bytes).map_err(|_| {
+                    ParamError::new(option, v().unwrap_or_default(), "give at most 4k")
+                })?;
+            }
+            "--seed" => self.seed = parse_number(option, v()?)?,
+            "--pattern" => {
+                let p: Pattern = v()?.parse()?;
+                if p.is_write() {
+                    return Err(ParamError::new(
+                        option,
+                        p.name(),
+                        "the sweep only reads: use randread",
+                    ));
+                }
+            }
+            "--qd" | "--threads" => {
+                if v()? != "1" {
+                    return Err(ParamError::new(
+                        option,
+                        v()?,
+                        "the sweep runs at QD1 on one thread",
+                    ));
+                }
+            }
+            _ => return Err(unknown(option)),
+        }
+        Ok(())
+    }
+}
+
+fn validate_target(target: &Target) -> Result<(), ParamError> {
+    if target.nsid == 0 || target.nsid == u32::MAX {
+        return Err(ParamError::new(
+            "--nsid",
+            target.nsid.to_string(),
+            "give an active namespace ID (1 for most drives)",
+        ));
+    }
+    if let Some(device) = &target.device {
+        if device.trim().is_empty() {
+            return Err(ParamError::new(
+                "--device",
+                device.clone(),
+                "give a PCI address (0000:01:00.0), nvme0 or /dev/nvme0n1",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_write_allowed(
+    pattern: &str,
+    allow_write: bool,
+    target: &Target,
+) -> Result<(), ParamError> {
+    if !allow_write {
+        return Err(ParamError::new(
+            "--pattern",
+            pattern,
+            "writes overwrite the device's data: add --allow-write to mean it",
+        ));
+    }
+    if target.device.is_none() {
+        return Err(ParamError::new(
+            "--pattern",
+            pattern,
+            "writes go only to a device named explicitly: add --device (0000:01:00.0, nvme0 or /dev/nvme0n1)",
+        ));
+    }
+    Ok(())
+}
+
+/// Options shared by runs and sweeps; `Ok(false)` if `option` is not one of them.
+fn set_target(target: &mut Target, option: &str, value: Option<&str>) -> Result<bool, ParamError> {
+    let v = || value.ok_or_else(|| ParamError::new(option, "", "this option needs a value"));
+    match option {
+        "--device" => target.device = Some(v()?.to_string()),
+        "--bind" => target.bind = flag(option, value)?,
+        "--reserve-hugepages" => target.reserve_hugepages = flag(option, value)?,
+        "--backend" => target.backend = v()?.parse()?,
+        "--nsid" => target.nsid = parse_number(option, v()?)?,
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+fn unknown(option: &str) -> ParamError {
+    ParamError::new(option, "", "unknown option (see --help)")
+}
+
+fn flag(option: &str, value: Option<&str>) -> Result<bool, ParamError> {
+    match value {
+        None => Ok(true),
+        Some("true" | "1" | "yes") => Ok(true),
+        Some("false" | "0" | "no") => Ok(false),
+        Some(other) => Err(ParamError::new(
+            option,
+            other,
+            "a flag takes no value (or true/false)",
+        )),
+    }
+}
+
+/// Parses an unsigned number (decimal, or hex with 0x).
+pub fn parse_number<T: TryFrom<u64>>(option: &str, s: &str) -> Result<T, ParamError> {
+    let t = s.trim().replace('_', "");
+    let n = match t.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => t.parse::<u64>(),
+    }
+    .map_err(|_| ParamError::new(option, s, "give a whole number"))?;
+    T::try_from(n).map_err(|_| ParamError::new(option, s, "out of range"))
+}
+
+/// Parses a byte count: `4096`, `4k`, `128K`, `1m`, `1MiB`, `1g` (binary units).
+pub fn parse_bytes(option: &str, s: &str) -> Result<u64, ParamError> {
+    let fix = "give bytes with an optional k, m or g suffix (512, 4k, 128k, 1m)";
+    let t = s.trim().to_ascii_lowercase();
+    let t = t
+        .strip_suffix("ib")
+        .or_else(|| t.strip_suffix('b'))
+        .unwrap_or(&t);
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, 'k')) => (&t[..i], 10),
+        Some((i, 'm')) => (&t[..i], 20),
+        Some((i, 'g')) => (&t[..i], 30),
+        _ => (t, 0),
+    };
+    let n: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| ParamError::new(option, s, fix))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| ParamError::new(option, s, fix))
+}
+
+/// Parses a duration: `10` (seconds), `2.5s`, `500ms`, `2m`, `1h`.
+pub fn parse_duration(s: &str) -> Result<Duration, ParamError> {
+    let fix = "give seconds (10, 2.5) or a number with ms, s, m or h (500ms, 10s, 2m)";
+    let t = s.trim().to_ascii_lowercase();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (t.as_str(), 1.0)
+    };
+    let value: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| ParamError::new("--duration", s, fix))?;
+    if !value.is_finite() || value <= 0.0 {
+        return Err(ParamError::new("--duration", s, fix));
+    }
+    Duration::try_from_secs_f64(value * scale).map_err(|_| ParamError::new("--duration", s, fix))
+}
+
+/// How many buffer slots of `slot` bytes fit in `pages` pages of `page` bytes (see
+/// [`buffer_slots`]).
+pub fn buffer_slot_count(pages: u64, page: u64, slot: u64) -> u64 {
+    if slot == 0 || page == 0 {
+        return 0;
+    }
+    if slot <= page {
+        pages * (page / slot)
+    } else {
+        (pages * page) / slot
+    }
+}
+
+fn min_pages_for(qd: u16, page: u64, slot: u64) -> u64 {
+    (1..=MAX_PAGES)
+        .find(|&p| buffer_slot_count(p, page, slot) >= u64::from(qd))
+        .unwrap_or(MAX_PAGES)
+}
+
+/// Byte offsets of the buffer slots in `pages` pages of `page` bytes, in the order they are
+/// handed out: page-major (one slot in every page, then the second slot in every page, …), so
+/// that consecutive I/Os touch different pages and the pages touched cycle through all of them.
+/// A slot larger than a page spans consecutive pages. At most `limit` slots are returned.
+pub fn buffer_slots(pages: u64, page: u64, slot: u64, limit: usize) -> Vec<u64> {
+    let mut offsets = Vec::new();
+    if slot == 0 || page == 0 || pages == 0 {
+        return offsets;
+    }
+    if slot <= page {
+        let per_page = page / slot;
+        'outer: for s in 0..per_page {
+            for p in 0..pages {
+                if offsets.len() >= limit {
+                    break 'outer;
+                }
+                offsets.push(p * page + s * slot);
+            }
+        }
+    } else {
+        let count = (pages * page) / slot;
+        offsets.extend((0..count).take(limit).map(|i| i * slot));
+    }
+    offsets
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_sizes_parse_and_name_the_fix() {
+        assert_eq!("4k".parse::<PageSize>(), Ok(PageSize::Size4K));
+        assert_eq!("2M".parse::<PageSize>(), Ok(PageSize::Size2M));
+        assert_eq!("1GiB".parse::<PageSize>(), Ok(PageSize::Size1G));
+        let e = "8k".parse::<PageSize>().unwrap_err();
+        assert_eq!(e.to_string(), "--page-size `8k`: use 4k, 2m or 1g");
+        assert_eq!(
+            parse_page_sizes("4k,2m,4k").unwrap(),
+            vec![PageSize::Size4K, PageSize::Size2M]
+        );
+        assert!(parse_page_sizes(",").is_err());
+    }
+
+    #[test]
+    fn patterns_parse() {
+        assert_eq!("randread".parse::<Pattern>(), Ok(Pattern::RandRead));
+        assert_eq!("WRITE".parse::<Pattern>(), Ok(Pattern::Write));
+        let e = "randrw".parse::<Pattern>().unwrap_err().to_string();
+        assert!(
+            e.contains("`randrw`") && e.contains("randread, randwrite, read or write"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn sizes_and_durations_parse() {
+        assert_eq!(parse_bytes("--bs", "4k").unwrap(), 4096);
+        assert_eq!(parse_bytes("--bs", "128KiB").unwrap(), 128 << 10);
+        assert_eq!(parse_bytes("--bs", "1m").unwrap(), 1 << 20);
+        assert_eq!(parse_bytes("--bs", "512").unwrap(), 512);
+        assert!(parse_bytes("--bs", "four")
+            .unwrap_err()
+            .to_string()
+            .contains("`four`"));
+        assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("2.5s").unwrap(), Duration::from_millis(2500));
+        assert!(parse_duration("-1").is_err());
+        assert!(parse_duration("soon")
+            .unwrap_err()
+            .to_string()
+            .contains("500ms"));
+        assert_eq!(parse_number::<u16>("--qd", "0x20").unwrap(), 32);
+        assert!(parse_number::<u16>("--qd", "70000")
+            .unwrap_err()
+            .to_string()
+            .contains("out of range"));
+    }
+
+    #[test]
+    fn writes_need_allow_write_and_a_named_device() {
+        let mut p = Params::default();
+        p.set("--pattern", Some("randwrite")).unwrap();
+        let e = p.validate().unwrap_err().to_string();
+        assert!(e.contains("--allow-write"), "{e}");
+        p.set("--allow-write", None).unwrap();
+        let e = p.validate().unwrap_err().to_string();
+        assert!(e.contains("--device"), "{e}");
+        p.set("--device", Some("0000:00:04.0")).unwrap();
+        p.validate().unwrap();
+    }
+
+    #[test]
+    fn options_set_fields() {
+        let mut p = Params::default();
+        for (k, v) in [
+            ("--bs", Some("8k")),
+            ("--qd", Some("32")),
+            ("--threads", Some("2")),
+            ("--ios", Some("10000")),
+            ("--page-size", Some("2m")),
+            ("--verify", None),
+            ("--bind", None),
+            ("--reserve-hugepages", None),
+            ("--nsid", Some("1")),
+        ] {
+            p.set(k, v).unwrap();
+        }
+        assert_eq!(p.block_size, 8192);
+        assert_eq!(p.queue_depth, 32);
+        assert_eq!(p.threads, 2);
+        assert_eq!(p.stop, Stop::Ios(10000));
+        assert_eq!(p.page_size, PageSize::Size2M);
+        assert!(p.verify && p.target.bind && p.target.reserve_hugepages);
+        assert_eq!(p.pages_per_thread(), 1, "32 x 8 KiB fit one 2 MiB page");
+        p.validate().unwrap();
+        assert!(p
+            .set("--frobnicate", None)
+            .unwrap_err()
+            .to_string()
+            .contains("unknown option"));
+        assert!(p
+            .set("--qd", None)
+            .unwrap_err()
+            .to_string()
+            .contains("needs a value"));
+    }
+
+    #[test]
+    fn too_few_pages_for_the_queue_depth_says_how_many() {
+        let p = Params {
+            queue_depth: 32,
+            pages: Some(4),
+            ..Params::default()
+        };
+        let e = p.validate().unwrap_err().to_string();
+        assert!(e.contains("--pages 32 or more"), "{e}");
+        let p = Params {
+            queue_depth: 32,
+            ..Params::default()
+        };
+        assert_eq!(p.pages_per_thread(), 32);
+        p.validate().unwrap();
+    }
+
+    #[test]
+    fn bad_numbers_are_refused() {
+        for (k, v) in [
+            ("--qd", "0"),
+            ("--qd", "2000"),
+            ("--threads", "0"),
+            ("--bs", "100"),
+            ("--ios", "0"),
+        ] {
+            let mut p = Params::default();
+            p.set(k, Some(v)).unwrap();
+            assert!(p.validate().is_err(), "{k} {v}");
+        }
+    }
+
+    #[test]
+    fn slots_are_page_major() {
+        // Two 8 KiB pages with 4 KiB slots: page 0, page 1, then the second slot of each.
+        assert_eq!(
+            buffer_slots(2, 8192, 4096, usize::MAX),
+            vec![0, 8192, 4096, 12288]
+        );
+        // 2 MiB pages: the first N slots touch N different pages.
+        let s = buffer_slots(4, 2 << 20, 4096, 4);
+        assert_eq!(s, vec![0, 2 << 20, 4 << 20, 6 << 20]);
+        // A slot bigger than a page spans pages.
+        assert_eq!(buffer_slots(4, 4096, 8192, usize::MAX), vec![0, 8192]);
+        assert_eq!(buffer_slot_count(4, 4096, 8192), 2);
+        assert_eq!(buffer_slot_count(3, 2 << 20, 4096), 3 * 512);
+        assert_eq!(slot_bytes(512), 4096);
+        assert_eq!(slot_bytes(12288), 12288);
+    }
+
+    #[test]
+    fn sweep_steps_double_up_to_max() {
+        assert_eq!(sweep_steps(1), vec![1]);
+        assert_eq!(sweep_steps(8), vec![1, 2, 4, 8]);
+        assert_eq!(sweep_steps(12), vec![1, 2, 4, 8, 12]);
+    }
+
+    #[test]
+    fn sweep_options() {
+        let mut s = SweepParams::default();
+        s.set("--page-size", Some("4k,2m")).unwrap();
+        s.set("--pages", Some("64")).unwrap();
+        s.set("--qd", Some("1")).unwrap();
+        assert!(s.set("--qd", Some("4")).is_err());
+        assert!(s.set("--pattern", Some("randwrite")).is_err());
+        assert_eq!(s.page_sizes.len(), 2);
+        assert_eq!(s.max_pages_for(PageSize::Size2M), 64);
+        s.set("--pages", Some("4k=8192,2m=16")).unwrap();
+        assert_eq!(s.max_pages_for(PageSize::Size4K), 8192);
+        assert_eq!(s.max_pages_for(PageSize::Size2M), 16);
+        assert_eq!(
+            s.max_pages_for(PageSize::Size1G),
+            64,
+            "the count for all sizes"
+        );
+        assert!(s.set("--pages", Some("8k=2")).is_err());
+        s.validate().unwrap();
+    }
+
+    #[test]
+    fn params_round_trip_through_json() {
+        let p = Params {
+            stop: Stop::Duration(Duration::from_millis(1500)),
+            ..Params::default()
+        };
+        let json = serde_json::to_string(&p).unwrap();
+        assert!(json.contains("\"duration\":1.5"), "{json}");
+        assert!(json.contains("\"page_size\":\"4k\""), "{json}");
+        assert_eq!(serde_json::from_str::<Params>(&json).unwrap(), p);
+    }
+}

@@ -1,0 +1,243 @@
+//! What a run measured: per thread and in total, with the latency histogram and its CCDF, the
+//! set-up cost (VFIO open, DMA map per buffer, controller enable) and what the tool changed on
+//! the host and put back. Everything serializes to JSON.
+
+use crate::hist::{CcdfPoint, Histogram, LatencySummary};
+use crate::host::HostChanges;
+use crate::params::{PageSize, Params};
+use crate::vfio::IommuInfo;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// The controller and namespace, as identified, and the IOMMU side of the VFIO set-up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    pub pci_address: String,
+    pub iommu_group: u32,
+    pub model: String,
+    pub serial: String,
+    pub firmware: String,
+    pub nvme_version: String,
+    pub nsid: u32,
+    pub lba_size: u32,
+    pub namespace_blocks: u64,
+    pub capacity_bytes: u64,
+    /// From MDTS (`None`: no limit).
+    pub max_transfer_bytes: Option<u64>,
+    pub max_queue_entries: u32,
+    pub iommu: IommuInfo,
+}
+
+/// One DMA mapping made at set-up, and what it cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MapCost {
+    /// `"queues"` (admin and I/O queues, PRP lists, identify page) or `"data"`.
+    pub what: String,
+    pub bytes: u64,
+    pub page_size: PageSize,
+    pub iova: u64,
+    /// The VFIO map ioctl (pinning plus IOMMU page-table writes).
+    pub map_ns: u64,
+    /// The unmap ioctl at teardown.
+    pub unmap_ns: Option<u64>,
+}
+
+/// Set-up and teardown costs, in ns.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SetupCost {
+    /// Container/group (or iommufd) open, IOMMU set, device fd.
+    pub vfio_open_ns: u64,
+    /// Controller reset and enable until CSTS.RDY.
+    pub controller_enable_ns: u64,
+    pub maps: Vec<MapCost>,
+    pub map_total_ns: u64,
+    pub unmap_total_ns: u64,
+}
+
+impl SetupCost {
+    pub(crate) fn add_map(&mut self, map: MapCost) {
+        self.map_total_ns += map.map_ns;
+        self.unmap_total_ns += map.unmap_ns.unwrap_or(0);
+        self.maps.push(map);
+    }
+}
+
+/// One thread's I/O on its queue pair.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadResult {
+    pub thread: u16,
+    pub qid: u16,
+    /// Distinct data pages this thread's buffers lie in.
+    pub pages: u64,
+    pub ios: u64,
+    pub bytes: u64,
+    pub elapsed_s: f64,
+    pub iops: f64,
+    /// 10^6 bytes per second.
+    pub mb_s: f64,
+    pub latency: Option<LatencySummary>,
+    pub ccdf: Vec<CcdfPoint>,
+    pub histogram: Histogram,
+}
+
+/// Data verification over the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifySummary {
+    /// Blocks written with the pattern.
+    pub blocks_written: u64,
+    /// Blocks read back and checked.
+    pub blocks_checked: u64,
+    pub blocks_mismatched: u64,
+}
+
+/// A whole run: totals over all threads, then each thread.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub params: Params,
+    pub device: DeviceInfo,
+    pub setup: SetupCost,
+    /// From the first submission to the last completion, the longest thread's.
+    pub elapsed_s: f64,
+    pub ios: u64,
+    pub bytes: u64,
+    pub iops: f64,
+    pub mb_s: f64,
+    pub latency: Option<LatencySummary>,
+    pub ccdf: Vec<CcdfPoint>,
+    pub histogram: Histogram,
+    pub threads: Vec<ThreadResult>,
+    pub verify: Option<VerifySummary>,
+    /// Stopped early by a signal or the caller's cancel flag; the numbers cover what ran.
+    pub interrupted: bool,
+    /// What the tool changed on the host for the run and whether it was put back.
+    pub host: HostChanges,
+}
+
+impl RunResult {
+    /// The CCDF as CSV: `thread,latency_ns,ccdf`, the total first (`thread` = `all`).
+    pub fn ccdf_csv(&self) -> String {
+        let mut out = String::from("thread,latency_ns,ccdf\n");
+        let mut rows = |label: &str, points: &[CcdfPoint]| {
+            for p in points {
+                let _ = writeln!(out, "{label},{},{:.9}", p.latency_ns, p.ccdf);
+            }
+        };
+        rows("all", &self.ccdf);
+        for t in &self.threads {
+            rows(&t.thread.to_string(), &t.ccdf);
+        }
+        out
+    }
+
+    /// A few lines for a terminal.
+    pub fn summary_text(&self) -> String {
+        let mut s = String::new();
+        let d = &self.device;
+        let _ = writeln!(
+            s,
+            "{} {} (ns {}, {} x {} B) via {}: {} bs={} qd={} threads={} pages={} x {}",
+            d.pci_address,
+            d.model,
+            d.nsid,
+            d.namespace_blocks,
+            d.lba_size,
+            d.iommu.backend,
+            self.params.pattern,
+            self.params.block_size,
+            self.params.queue_depth,
+            self.params.threads,
+            self.params.pages_per_thread(),
+            self.params.page_size,
+        );
+        let _ = writeln!(
+            s,
+            "{} I/Os in {:.2} s: {:.0} IOPS, {:.2} MB/s{}",
+            self.ios,
+            self.elapsed_s,
+            self.iops,
+            self.mb_s,
+            if self.interrupted {
+                " (interrupted)"
+            } else {
+                ""
+            }
+        );
+        let lat = |l: &Option<LatencySummary>| match l {
+            Some(l) => format!(
+                "p50 {:.1} us  p90 {:.1} us  p99 {:.1} us  p99.9 {:.1} us  max {:.1} us",
+                us(l.p50_ns),
+                us(l.p90_ns),
+                us(l.p99_ns),
+                us(l.p999_ns),
+                us(l.max_ns)
+            ),
+            None => "no completions".to_string(),
+        };
+        let _ = writeln!(s, "latency: {}", lat(&self.latency));
+        for t in &self.threads {
+            let _ = writeln!(
+                s,
+                "  thread {} (queue {}): {} I/Os, {:.0} IOPS, {}",
+                t.thread,
+                t.qid,
+                t.ios,
+                t.iops,
+                lat(&t.latency)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "set-up: VFIO open {:.1} ms, DMA map {:.1} ms ({}), controller enable {:.1} ms; unmap {:.1} ms",
+            ms(self.setup.vfio_open_ns),
+            ms(self.setup.map_total_ns),
+            self.setup
+                .maps
+                .iter()
+                .map(|m| format!("{} {} KiB in {} pages: {:.1} us", m.what, m.bytes >> 10, m.page_size, m.map_ns as f64 / 1e3))
+                .collect::<Vec<_>>()
+                .join(", "),
+            ms(self.setup.controller_enable_ns),
+            ms(self.setup.unmap_total_ns),
+        );
+        if let Some(v) = &self.verify {
+            let _ = writeln!(
+                s,
+                "verify: {} blocks written, {} checked, {} mismatched",
+                v.blocks_written, v.blocks_checked, v.blocks_mismatched
+            );
+        }
+        for note in self.host.notes() {
+            let _ = writeln!(s, "host: {note}");
+        }
+        s
+    }
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1e3
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// Rates from counts and seconds (0 when no time passed).
+pub(crate) fn rates(ios: u64, bytes: u64, secs: f64) -> (f64, f64) {
+    if secs <= 0.0 {
+        return (0.0, 0.0);
+    }
+    (ios as f64 / secs, bytes as f64 / 1e6 / secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_handle_zero_time() {
+        assert_eq!(rates(10, 40960, 0.0), (0.0, 0.0));
+        let (iops, mbs) = rates(2000, 2000 * 4096, 2.0);
+        assert_eq!(iops, 1000.0);
+        assert!((mbs - 4.096).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,482 @@
+//! The IOTLB sweep's results and their analysis: the median latency per working set of 1, 2,
+//! 4 … N pages, the knee where it steps up (the working set stopped fitting the IOTLB), a text
+//! table and an SVG plot. All pure.
+
+use crate::host::HostChanges;
+use crate::params::{PageSize, SweepParams};
+use crate::report::{DeviceInfo, MapCost, SetupCost};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// One working-set size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepStep {
+    /// Distinct pages the I/Os cycle through.
+    pub pages: u64,
+    /// Bytes those pages span.
+    pub bytes_covered: u64,
+    /// Measured I/Os (after a warm-up pass over the pages).
+    pub ios: u64,
+    pub median_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub mean_ns: f64,
+}
+
+/// Where the median latency steps up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Knee {
+    /// The largest working set before the step (its pages still fit).
+    pub pages_before: u64,
+    /// The smallest working set after it.
+    pub pages_after: u64,
+    /// The IOTLB-entries estimate: at least `pages_before`, fewer than `pages_after` (the
+    /// queue pages take a few entries too).
+    pub entries_estimate: u64,
+    /// Mean of the step medians below and above the knee, in ns.
+    pub below_ns: f64,
+    pub above_ns: f64,
+    /// (above − below) / below.
+    pub jump_ratio: f64,
+    /// Pooled standard deviation of the step medians around the two levels, in ns.
+    pub noise_ns: f64,
+}
+
+/// The sweep over one page size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepSeries {
+    pub page_size: PageSize,
+    /// The data buffer's mapping (made once for the whole series).
+    pub map: MapCost,
+    pub steps: Vec<SweepStep>,
+    pub knee: Option<Knee>,
+    /// One sentence: the knee and its evidence, or why there is none.
+    pub verdict: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepResult {
+    pub params: SweepParams,
+    pub device: DeviceInfo,
+    pub setup: SetupCost,
+    pub series: Vec<SweepSeries>,
+    pub interrupted: bool,
+    pub host: HostChanges,
+}
+
+/// The smallest relative step taken as a knee.
+pub const MIN_JUMP_RATIO: f64 = 0.03;
+/// The step must exceed the noise by this factor.
+pub const MIN_JUMP_OVER_NOISE: f64 = 3.0;
+/// The rise between the two steps at the knee must be this share of the whole jump (a step,
+/// not a ramp).
+pub const MIN_SHARPNESS: f64 = 0.4;
+
+/// Fits a two-level step to the medians (least squares over every split) and accepts it as a
+/// knee if the jump is large, above the noise, and sharp.
+pub fn find_knee(steps: &[SweepStep]) -> Result<Knee, String> {
+    if steps.len() < 3 {
+        return Err(format!(
+            "{} steps are too few to find a knee (need 3 or more: raise --pages)",
+            steps.len()
+        ));
+    }
+    let m: Vec<f64> = steps.iter().map(|s| s.median_ns as f64).collect();
+    let sse = |xs: &[f64]| {
+        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+        (mean, xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>())
+    };
+    let mut best: Option<(usize, f64, f64, f64)> = None;
+    for k in 1..m.len() {
+        let (lm, ls) = sse(&m[..k]);
+        let (rm, rs) = sse(&m[k..]);
+        let cost = ls + rs;
+        if best.is_none_or(|b| cost < b.3) {
+            best = Some((k, lm, rm, cost));
+        }
+    }
+    let Some((k, below, above, cost)) = best else {
+        return Err("no split".into());
+    };
+    let noise = (cost / (m.len() as f64 - 2.0).max(1.0)).sqrt();
+    let jump = above - below;
+    let ratio = if below > 0.0 { jump / below } else { 0.0 };
+    let sharp = m[k] - m[k - 1];
+    let evidence = format!(
+        "best split between {} and {} pages: {:.1} -> {:.1} us ({:+.1} %), noise {:.2} us",
+        steps[k - 1].pages,
+        steps[k].pages,
+        below / 1e3,
+        above / 1e3,
+        ratio * 100.0,
+        noise / 1e3
+    );
+    if jump <= 0.0 || ratio < MIN_JUMP_RATIO {
+        return Err(format!(
+            "no knee: latency stays flat within {:.0} % ({evidence})",
+            MIN_JUMP_RATIO * 100.0
+        ));
+    }
+    if jump < MIN_JUMP_OVER_NOISE * noise {
+        return Err(format!(
+            "no knee: the rise is within {MIN_JUMP_OVER_NOISE} x the noise ({evidence})"
+        ));
+    }
+    if sharp < MIN_SHARPNESS * jump {
+        return Err(format!(
+            "no knee: latency ramps up gradually rather than stepping ({evidence})"
+        ));
+    }
+    Ok(Knee {
+        pages_before: steps[k - 1].pages,
+        pages_after: steps[k].pages,
+        entries_estimate: steps[k - 1].pages,
+        below_ns: below,
+        above_ns: above,
+        jump_ratio: ratio,
+        noise_ns: noise,
+    })
+}
+
+/// The knee (if any) and a sentence saying what was found.
+pub fn analyse(page_size: PageSize, steps: &[SweepStep]) -> (Option<Knee>, String) {
+    match find_knee(steps) {
+        Ok(k) => {
+            let verdict = format!(
+                "knee between {} and {} pages of {page_size}: the IOTLB holds about {} entries (at least {}, fewer than {}); median {:.1} -> {:.1} us ({:+.1} %, noise {:.2} us)",
+                k.pages_before,
+                k.pages_after,
+                k.entries_estimate,
+                k.pages_before,
+                k.pages_after,
+                k.below_ns / 1e3,
+                k.above_ns / 1e3,
+                k.jump_ratio * 100.0,
+                k.noise_ns / 1e3
+            );
+            (Some(k), verdict)
+        }
+        Err(why) => (None, format!("{page_size}: {why}")),
+    }
+}
+
+fn human_bytes(b: u64) -> String {
+    match b {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{} GiB", b >> 30),
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b => format!("{} KiB", b >> 10),
+    }
+}
+
+impl SweepResult {
+    /// The evidence as a text table per page size, with the verdict under it.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        for series in &self.series {
+            let _ = writeln!(
+                s,
+                "page size {} (data buffer {} mapped once in {:.1} us)",
+                series.page_size,
+                human_bytes(series.map.bytes),
+                series.map.map_ns as f64 / 1e3
+            );
+            let _ = writeln!(
+                s,
+                "{:>8} {:>10} {:>7} {:>11} {:>11} {:>11} {:>8}",
+                "pages", "covers", "ios", "median_us", "p90_us", "p99_us", "vs_1st"
+            );
+            let first = series
+                .steps
+                .first()
+                .map(|f| f.median_ns as f64)
+                .unwrap_or(0.0);
+            for st in &series.steps {
+                let rel = if first > 0.0 {
+                    (st.median_ns as f64 / first - 1.0) * 100.0
+                } else {
+                    0.0
+                };
+                let _ = writeln!(
+                    s,
+                    "{:>8} {:>10} {:>7} {:>11.1} {:>11.1} {:>11.1} {:>+7.1}%",
+                    st.pages,
+                    human_bytes(st.bytes_covered),
+                    st.ios,
+                    st.median_ns as f64 / 1e3,
+                    st.p90_ns as f64 / 1e3,
+                    st.p99_ns as f64 / 1e3,
+                    rel
+                );
+            }
+            let _ = writeln!(s, "{}\n", series.verdict);
+        }
+        s
+    }
+
+    /// Median latency against pages touched (log2 axis), one line per page size, the knee
+    /// marked.
+    pub fn svg(&self) -> String {
+        svg_plot(&self.series)
+    }
+}
+
+fn esc(t: &str) -> String {
+    t.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The plot, as a standalone SVG document.
+pub fn svg_plot(series: &[SweepSeries]) -> String {
+    let (w, h) = (760.0f64, 440.0f64);
+    let (left, right, top, bottom) = (70.0, 170.0, 40.0, 50.0);
+    let pw = w - left - right;
+    let ph = h - top - bottom;
+    let all: Vec<&SweepStep> = series.iter().flat_map(|s| &s.steps).collect();
+    let max_pages = all.iter().map(|s| s.pages).max().unwrap_or(1).max(2);
+    let xmax = (max_pages as f64).log2();
+    let ymax_ns = all.iter().map(|s| s.median_ns).max().unwrap_or(1).max(1) as f64 * 1.1;
+    let ymin_ns = all.iter().map(|s| s.median_ns).min().unwrap_or(0) as f64 * 0.9;
+    let yspan = (ymax_ns - ymin_ns).max(1.0);
+    let x = |pages: u64| left + (pages.max(1) as f64).log2() / xmax * pw;
+    let y = |ns: f64| top + ph - (ns - ymin_ns) / yspan * ph;
+    let colors = ["#1f77b4", "#d62728", "#2ca02c"];
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="22" font-size="15" text-anchor="middle">Median QD1 read latency vs. distinct buffer pages (IOTLB sweep)</text>"#,
+        left + pw / 2.0
+    );
+    let _ = writeln!(
+        s,
+        r##"<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>"##
+    );
+    let mut p = 1u64;
+    while p <= max_pages {
+        let px = x(p);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{px:.1}" y1="{}" x2="{px:.1}" y2="{}" stroke="#ddd"/>"##,
+            top,
+            top + ph
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="{px:.1}" y="{}" text-anchor="middle">{p}</text>"#,
+            top + ph + 16.0
+        );
+        p *= 2;
+    }
+    for i in 0..=5 {
+        let ns = ymin_ns + yspan * f64::from(i) / 5.0;
+        let py = y(ns);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{left}" y1="{py:.1}" x2="{}" y2="{py:.1}" stroke="#eee"/>"##,
+            left + pw
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="{:.1}" text-anchor="end">{:.1}</text>"#,
+            left - 6.0,
+            py + 4.0,
+            ns / 1e3
+        );
+    }
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" text-anchor="middle">distinct pages touched (log2)</text>"#,
+        left + pw / 2.0,
+        h - 12.0
+    );
+    let _ = writeln!(
+        s,
+        r#"<text transform="translate(18,{}) rotate(-90)" text-anchor="middle">median latency (us)</text>"#,
+        top + ph / 2.0
+    );
+    for (i, ser) in series.iter().enumerate() {
+        let color = colors[i % colors.len()];
+        let pts: Vec<String> = ser
+            .steps
+            .iter()
+            .map(|st| format!("{:.1},{:.1}", x(st.pages), y(st.median_ns as f64)))
+            .collect();
+        let _ = writeln!(
+            s,
+            r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
+            pts.join(" ")
+        );
+        for st in &ser.steps {
+            let _ = writeln!(
+                s,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/>"#,
+                x(st.pages),
+                y(st.median_ns as f64)
+            );
+        }
+        let ly = top + 16.0 + 18.0 * i as f64;
+        let _ = writeln!(
+            s,
+            r#"<line x1="{}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="2"/>"#,
+            left + pw + 12.0,
+            left + pw + 36.0
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="{}">{} pages</text>"#,
+            left + pw + 42.0,
+            ly + 4.0,
+            esc(ser.page_size.name())
+        );
+        if let Some(k) = &ser.knee {
+            let kx = (x(k.pages_before) + x(k.pages_after)) / 2.0;
+            let _ = writeln!(
+                s,
+                r#"<line x1="{kx:.1}" y1="{top}" x2="{kx:.1}" y2="{}" stroke="{color}" stroke-dasharray="5,4"/>"#,
+                top + ph
+            );
+            let _ = writeln!(
+                s,
+                r#"<text x="{:.1}" y="{}" fill="{color}">knee ({}): ~{} entries</text>"#,
+                kx + 4.0,
+                top + 14.0 + 16.0 * i as f64,
+                esc(ser.page_size.name()),
+                k.entries_estimate
+            );
+        }
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn steps(medians: &[(u64, u64)]) -> Vec<SweepStep> {
+        medians
+            .iter()
+            .map(|&(pages, median_ns)| SweepStep {
+                pages,
+                bytes_covered: pages * 4096,
+                ios: 1000,
+                median_ns,
+                p90_ns: median_ns + 1000,
+                p99_ns: median_ns + 5000,
+                mean_ns: median_ns as f64,
+            })
+            .collect()
+    }
+
+    /// A clean step at 1024 pages, like QEMU's 1024-entry VT-d IOTLB.
+    fn stepped() -> Vec<SweepStep> {
+        let mut v = Vec::new();
+        let mut p = 1;
+        while p <= 4096 {
+            let base = if p < 1024 { 100_000 } else { 112_000 };
+            v.push((p, base + (p % 7) * 150));
+            p *= 2;
+        }
+        steps(&v)
+    }
+
+    #[test]
+    fn a_step_is_found_where_it_is() {
+        let k = find_knee(&stepped()).unwrap();
+        assert_eq!(
+            (k.pages_before, k.pages_after, k.entries_estimate),
+            (512, 1024, 512)
+        );
+        assert!(
+            k.jump_ratio > 0.1 && k.jump_ratio < 0.13,
+            "{}",
+            k.jump_ratio
+        );
+        let (knee, verdict) = analyse(PageSize::Size4K, &stepped());
+        assert!(knee.is_some());
+        assert!(verdict.contains("between 512 and 1024 pages"), "{verdict}");
+    }
+
+    #[test]
+    fn flat_noise_and_ramps_are_not_knees() {
+        let flat = steps(&[
+            (1, 100_000),
+            (2, 100_400),
+            (4, 99_800),
+            (8, 100_200),
+            (16, 100_100),
+        ]);
+        assert!(find_knee(&flat).unwrap_err().contains("flat"));
+        let ramp: Vec<(u64, u64)> = (0..12).map(|i| (1u64 << i, 100_000 + i * 3_000)).collect();
+        let e = find_knee(&steps(&ramp)).unwrap_err();
+        assert!(e.contains("gradually") || e.contains("noise"), "{e}");
+        let noisy = steps(&[
+            (1, 100_000),
+            (2, 130_000),
+            (4, 95_000),
+            (8, 128_000),
+            (16, 97_000),
+            (32, 131_000),
+        ]);
+        assert!(find_knee(&noisy).is_err());
+        assert!(find_knee(&steps(&[(1, 1), (2, 2)]))
+            .unwrap_err()
+            .contains("too few"));
+    }
+
+    #[test]
+    fn a_knee_spread_over_two_steps_is_still_found() {
+        let s = steps(&[
+            (128, 100_000),
+            (256, 100_100),
+            (512, 100_050),
+            (1024, 106_000),
+            (2048, 112_000),
+            (4096, 112_100),
+            (8192, 111_900),
+        ]);
+        let k = find_knee(&s).unwrap();
+        assert!(k.pages_before == 512 || k.pages_before == 1024, "{k:?}");
+    }
+
+    #[test]
+    fn the_plot_has_one_line_per_page_size_and_marks_the_knee() {
+        let map = MapCost {
+            what: "data".into(),
+            bytes: 16 << 20,
+            page_size: PageSize::Size4K,
+            iova: 0x10000,
+            map_ns: 1_000_000,
+            unmap_ns: None,
+        };
+        let st = stepped();
+        let (knee, verdict) = analyse(PageSize::Size4K, &st);
+        let series = vec![
+            SweepSeries {
+                page_size: PageSize::Size4K,
+                map: map.clone(),
+                steps: st.clone(),
+                knee,
+                verdict,
+            },
+            SweepSeries {
+                page_size: PageSize::Size2M,
+                map,
+                steps: st[..5].to_vec(),
+                knee: None,
+                verdict: "2m: no knee".into(),
+            },
+        ];
+        let svg = svg_plot(&series);
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert_eq!(svg.matches("<circle").count(), st.len() + 5);
+        assert!(svg.contains("knee (4k): ~512 entries"));
+        assert!(svg.contains("stroke-dasharray"));
+    }
+}
