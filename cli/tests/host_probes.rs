@@ -365,3 +365,34 @@ fn a_killed_recording_leaves_no_probe_behind() {
     assert_eq!(programs_left_after_exit(), 0);
     assert!(!json.exists(), "no report pretends to be complete");
 }
+
+#[test]
+fn json_dash_streams_one_object_per_interval_then_the_report() {
+    let _bpf = require_root();
+    let output = iommutop()
+        .args([
+            "record",
+            "--duration",
+            "2.5",
+            "--interval",
+            "1",
+            "--json",
+            "-",
+        ])
+        .output()
+        .expect("runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is one JSON object"))
+        .collect();
+    let intervals = lines.iter().filter(|l| l["type"] == "interval").count();
+    assert_eq!(intervals, 2, "one object per whole interval: {lines:#?}");
+    let last = lines.last().expect("a report line");
+    assert_eq!(last["type"], "report");
+    assert_eq!(last["schema_version"], 1);
+}
