@@ -24,6 +24,8 @@ pub enum Command {
     Record(RecordArgs),
     /// Run a workload under the probes and explain what translation costs, where, and what to try.
     Diagnose(DiagnoseArgs),
+    /// Line up two reports and explain the difference; --fail-if gates CI.
+    Compare(CompareArgs),
 }
 
 #[derive(Debug, Args)]
@@ -67,6 +69,21 @@ pub struct DiagnoseArgs {
     /// The workload to diagnose (default: 2000 direct 4 KiB reads of the first NVMe namespace).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The baseline report.
+    pub a: PathBuf,
+    /// The report compared with it.
+    pub b: PathBuf,
+    /// Also write the comparison as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Exit with code 4 when this holds, e.g. `workload.transactions_per_s < -2%` or
+    /// `device[nvme0n1].translation_ns_per_io > 800` (repeatable).
+    #[arg(long = "fail-if", value_name = "EXPR")]
+    pub fail_if: Vec<String>,
 }
 
 fn parse_seconds(text: &str) -> Result<f64, String> {

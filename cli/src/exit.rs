@@ -13,7 +13,6 @@ pub enum Code {
     /// The system lacks what is needed: root, BTF, a kernel feature.
     Environment = 3,
     /// A threshold given with --fail-if was crossed.
-    #[allow(dead_code)] // compare --fail-if, landing next
     Threshold = 4,
 }
 

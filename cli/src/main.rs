@@ -19,6 +19,7 @@ fn main() -> ExitCode {
         cli::Command::Probes(args) => commands::probes::run(&args),
         cli::Command::Record(args) => commands::record::run(&args),
         cli::Command::Diagnose(args) => commands::diagnose::run(&args),
+        cli::Command::Compare(args) => commands::compare::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -2,6 +2,7 @@
 //! arithmetic on both (histograms, deltas, rates, percentiles). Nothing here touches the kernel,
 //! BPF or a terminal, so everything is unit-tested without root.
 
+pub mod compare;
 pub mod derive;
 pub mod explain;
 pub mod facts;

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod compare;
 pub mod diagnose;
 pub mod probes;
 pub mod record;
