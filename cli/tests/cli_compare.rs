@@ -26,7 +26,12 @@ fn valid_report() -> PathBuf {
 }
 
 fn compare(args: &[&std::ffi::OsStr]) -> std::process::Output {
-    Command::cargo_bin("iommutop").expect("built").arg("compare").args(args).output().expect("runs")
+    Command::cargo_bin("iommutop")
+        .expect("built")
+        .arg("compare")
+        .args(args)
+        .output()
+        .expect("runs")
 }
 
 fn assert_one_line(output: &std::process::Output, code: i32, needles: &[&str]) {
@@ -43,9 +48,21 @@ fn corrupt_truncated_foreign_and_missing_reports_are_named() {
     let good = valid_report();
     let cases = [
         ("corrupt.json", "{\"schema_version\": 1, nope}", "not JSON"),
-        ("truncated.json", "{\"schema_version\": 1, \"tool\": {\"name\": \"iommutop\"", "truncated"),
-        ("foreign.json", "{\"name\": \"fio\", \"jobs\": []}", "not an iommutop report"),
-        ("future.json", "{\"schema_version\": 9, \"tool\": {\"name\": \"iommutop\", \"version\": \"9\"}}", "unsupported schema_version 9"),
+        (
+            "truncated.json",
+            "{\"schema_version\": 1, \"tool\": {\"name\": \"iommutop\"",
+            "truncated",
+        ),
+        (
+            "foreign.json",
+            "{\"name\": \"fio\", \"jobs\": []}",
+            "not an iommutop report",
+        ),
+        (
+            "future.json",
+            "{\"schema_version\": 9, \"tool\": {\"name\": \"iommutop\", \"version\": \"9\"}}",
+            "unsupported schema_version 9",
+        ),
     ];
     for (name, text, needle) in cases {
         let bad = write(name, text);
@@ -53,21 +70,49 @@ fn corrupt_truncated_foreign_and_missing_reports_are_named() {
         assert_one_line(&output, 2, &[name, needle]);
     }
     let missing = dir().join("missing.json");
-    assert_one_line(&compare(&[missing.as_os_str(), good.as_os_str()]), 2, &["missing.json", "cannot read"]);
+    assert_one_line(
+        &compare(&[missing.as_os_str(), good.as_os_str()]),
+        2,
+        &["missing.json", "cannot read"],
+    );
 }
 
 #[test]
 fn a_bad_threshold_is_a_usage_error() {
     let good = valid_report();
-    let output = compare(&[good.as_os_str(), good.as_os_str(), "--fail-if".as_ref(), "workload.x".as_ref()]);
+    let output = compare(&[
+        good.as_os_str(),
+        good.as_os_str(),
+        "--fail-if".as_ref(),
+        "workload.x".as_ref(),
+    ]);
     assert_one_line(&output, 2, &["--fail-if", "is not PATH OP VALUE"]);
 }
 
 #[test]
 fn a_crossed_threshold_exits_4_and_an_uncrossed_one_0() {
     let good = valid_report();
-    let crossed = compare(&[good.as_os_str(), good.as_os_str(), "--fail-if".as_ref(), "workload.completions_per_s >= 0".as_ref()]);
-    assert_one_line(&crossed, 4, &["threshold crossed: workload.completions_per_s >= 0"]);
-    let fine = compare(&[good.as_os_str(), good.as_os_str(), "--fail-if".as_ref(), "workload.completions_per_s < -2%".as_ref()]);
-    assert_eq!(fine.status.code(), Some(0), "{}", String::from_utf8_lossy(&fine.stderr));
+    let crossed = compare(&[
+        good.as_os_str(),
+        good.as_os_str(),
+        "--fail-if".as_ref(),
+        "workload.completions_per_s >= 0".as_ref(),
+    ]);
+    assert_one_line(
+        &crossed,
+        4,
+        &["threshold crossed: workload.completions_per_s >= 0"],
+    );
+    let fine = compare(&[
+        good.as_os_str(),
+        good.as_os_str(),
+        "--fail-if".as_ref(),
+        "workload.completions_per_s < -2%".as_ref(),
+    ]);
+    assert_eq!(
+        fine.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&fine.stderr)
+    );
 }
