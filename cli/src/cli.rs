@@ -66,6 +66,10 @@ pub struct DiagnoseArgs {
     /// Stop the workload after this many seconds.
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
     pub duration: Option<f64>,
+    /// Run the workload again with --device's IOMMU group in `identity`, restore the group, and
+    /// report the measured difference.
+    #[arg(long)]
+    pub ab: bool,
     /// The workload to diagnose (default: 2000 direct 4 KiB reads of the first NVMe namespace).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,

@@ -2,6 +2,7 @@
 
 mod cli;
 mod commands;
+mod domain;
 mod exit;
 mod output;
 mod privileges;

@@ -91,3 +91,54 @@ fn lab_compare_names_translation_on_the_nics_and_stays_honest_across_kernels() {
         .expect("completions line");
     assert!(throughput.contains("noise"), "{throughput}");
 }
+
+#[test]
+fn lab_diagnose_ab_measures_identity_and_restores_the_group_even_when_interrupted() {
+    if lab_skipped("lab diagnose --ab") {
+        return;
+    }
+    let out = lab_out_dir("diagnose-ab");
+    let script = project_root().join("cli/tests/lab/ab-checks.sh");
+    let output = lab_run(
+        &["--kernel", "6.12", "--iommu", "intel"],
+        &[
+            "sh",
+            &script.to_string_lossy(),
+            &iommutop_bin(),
+            &out.to_string_lossy(),
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let ab = read(&out.join("ab.txt"));
+    assert_eq!(read(&out.join("ab.rc")).trim(), "0", "{ab}");
+    assert!(
+        ab.contains("A/B on 0000:00:05.0: A = translated (DMA-FQ), B = identity"),
+        "{ab}"
+    );
+    assert!(
+        ab.contains("IOMMU page-table maps per I/O:") && ab.contains("→ 0.00"),
+        "{ab}"
+    );
+    assert!(ab.contains("completions_per_s:"), "both modes' rates: {ab}");
+    assert_eq!(read(&out.join("type-after")).trim(), "DMA-FQ");
+    assert_eq!(read(&out.join("driver-after")).trim(), "e1000e");
+    let interrupted = read(&out.join("ab-int.txt"));
+    assert!(
+        interrupted.contains("group restored to DMA-FQ"),
+        "{interrupted}"
+    );
+    assert_eq!(
+        read(&out.join("type-after-int")).trim(),
+        "DMA-FQ",
+        "{interrupted}"
+    );
+    assert_eq!(
+        read(&out.join("driver-after-int")).trim(),
+        "e1000e",
+        "{interrupted}"
+    );
+}

@@ -4,12 +4,14 @@
 
 use crate::cli::DiagnoseArgs;
 use crate::commands::record::{command_outcome, record_while, require_runnable};
+use crate::domain::DomainSwitch;
 use crate::exit::{Failure, Outcome};
 use crate::output::{JsonTarget, ReportSink};
 use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use crate::sysinfo;
 use anyhow::{anyhow, Context};
+use iommutop_model::compare::compare;
 use iommutop_model::explain::{system_facts, verdict};
 use iommutop_model::facts::HostFacts;
 use iommutop_model::report::{Report, ReportInputs, Run};
@@ -21,7 +23,6 @@ use std::time::{Duration, SystemTime};
 const DEFAULT_READS: u32 = 2000;
 
 pub fn run(args: &DiagnoseArgs) -> Outcome<ExitCode> {
-    let interval = Duration::from_secs(1);
     let facts = sysinfo::collect(Path::new("/")).context("reading system facts")?;
     let mut sink = match &args.json {
         Some(path) => ReportSink::open(Some(JsonTarget::File(path.clone())))?,
@@ -39,21 +40,89 @@ pub fn run(args: &DiagnoseArgs) -> Outcome<ExitCode> {
         args.command.clone()
     };
     require_runnable(&command[0])?;
-    eprintln!("iommutop: diagnosing with `{}`", command.join(" "));
+    if args.ab && args.device.is_none() {
+        return Err(Failure::usage(anyhow!(
+            "--ab needs --device ADDR: the device whose IOMMU group runs once translated and once in identity"
+        )));
+    }
     let stop = StopSignal::install()?;
+    eprintln!("iommutop: diagnosing with `{}`", command.join(" "));
+    let (report, exit_status) = measure(&command, args.duration, &stop, &mut sink)?;
+    print!("{}", verdict(&report, args.device.as_deref()));
+    sink.report(&report)?;
+    if let (true, Some(device)) = (args.ab, args.device.as_deref()) {
+        ab_experiment(&report, device, &command, args.duration, &stop)?;
+    }
+    command_outcome(&command, exit_status)
+}
+
+/// One run of the workload under freshly attached probes.
+fn measure(
+    command: &[String],
+    duration: Option<f64>,
+    stop: &StopSignal,
+    sink: &mut ReportSink,
+) -> Outcome<(Report, Option<i32>)> {
+    let interval = Duration::from_secs(1);
     let mut session = Session::start()?;
-    let duration = args.duration.map(Duration::from_secs_f64);
-    let exit_status = record_while(&mut session, &command, interval, duration, &stop, &mut sink)?;
+    let duration = duration.map(Duration::from_secs_f64);
+    let exit_status = record_while(&mut session, command, interval, duration, stop, sink)?;
     let report = session.finish(RunDescription {
         profile: Some("diagnose".into()),
-        command: command.clone(),
+        command: command.to_vec(),
         exit_status,
         interval,
         ..RunDescription::default()
     })?;
-    print!("{}", verdict(&report, args.device.as_deref()));
-    sink.report(&report)?;
-    command_outcome(&command, exit_status)
+    Ok((report, exit_status))
+}
+
+/// `--ab`: the same workload again with the device's group in `identity`, then the original type
+/// and bindings back, and the difference measured.
+fn ab_experiment(
+    translated: &Report,
+    device: &str,
+    command: &[String],
+    duration: Option<f64>,
+    stop: &StopSignal,
+) -> Outcome {
+    let address = translated
+        .devices
+        .iter()
+        .find(|d| d.key == device || d.names.iter().any(|n| n == device))
+        .and_then(|d| d.pci_address.clone())
+        .unwrap_or_else(|| device.to_string());
+    let mut switch = DomainSwitch::apply(Path::new("/"), &address, "identity")
+        .map_err(|e| Failure::environment(e.context(format!("switching {address} to identity"))))?;
+    eprintln!(
+        "iommutop: A/B: {address}'s IOMMU group is now identity (was {}); running the workload again",
+        switch.original_type()
+    );
+    let outcome = if stop.requested() {
+        None
+    } else {
+        Some(measure(command, duration, stop, &mut ReportSink::Silent))
+    };
+    switch.restore()?;
+    eprintln!(
+        "iommutop: A/B: {address}'s IOMMU group restored to {}",
+        switch.original_type()
+    );
+    let (identity, _) = match outcome {
+        Some(result) => result?,
+        None => {
+            return Err(
+                anyhow!("interrupted before the identity run; the group was restored").into(),
+            )
+        }
+    };
+    println!(
+        "
+A/B on {address}: A = translated ({}), B = identity",
+        switch.original_type()
+    );
+    print!("{}", compare(translated, &identity).render());
+    Ok(())
 }
 
 /// NVMe reads when a namespace is there; otherwise the user names the workload.
