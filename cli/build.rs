@@ -55,6 +55,8 @@ fn main() {
                     "-Wall",
                     "-Werror",
                     "-D__TARGET_ARCH_x86",
+                    // v3: 32-bit atomics with fetch (the in-flight stack takes slots atomically)
+                    "-mcpu=v3",
                 ])
                 .arg("-I")
                 .arg(ebpf.join("include"))

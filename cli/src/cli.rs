@@ -66,6 +66,12 @@ pub struct DiagnoseArgs {
     /// Stop the workload after this many seconds.
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
     pub duration: Option<f64>,
+    /// Write the sampled call paths as folded stacks (for flame-graph tools) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
+    /// Write a flame graph (SVG) of the sampled call paths to FILE.
+    #[arg(long, value_name = "FILE.svg")]
+    pub flamegraph: Option<PathBuf>,
     /// Run the workload again with --device's IOMMU group in `identity`, restore the group, and
     /// report the measured difference.
     #[arg(long)]

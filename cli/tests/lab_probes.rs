@@ -170,6 +170,22 @@ fn assert_diagnose_explains_tcp_rr(out: &Path) {
     }
 }
 
+/// `--folded` and `--flamegraph` carry the same sampled paths.
+fn assert_call_path_files(out: &Path) {
+    let folded = read(&out.join("rr.folded"));
+    assert!(
+        folded
+            .lines()
+            .any(|l| l.contains(";e1000_xmit_frame;dma_map_page_attrs ")),
+        "{folded}"
+    );
+    let svg = read(&out.join("rr.svg"));
+    assert!(
+        svg.starts_with("<?xml") && svg.contains("e1000_xmit_frame"),
+        "not a flame graph"
+    );
+}
+
 fn assert_identity_stops_translation(out: &Path) {
     assert_eq!(read(&out.join("identity-type")).trim(), "identity");
     assert_eq!(
@@ -228,6 +244,7 @@ fn full_check(kernel: &str) {
     assert_dd_attributed_to_nvme(&out);
     assert_tcp_rr_on_both_nics(&out);
     assert_diagnose_explains_tcp_rr(&out);
+    assert_call_path_files(&out);
     assert_identity_stops_translation(&out);
 }
 

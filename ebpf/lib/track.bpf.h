@@ -156,12 +156,17 @@ static __always_inline void iommutop_enter(void *ctx, __u32 op,
 
 	if (!inflight)
 		return;
-	depth = inflight->depth;
+	/* The inherited key is read before the slot is taken: an interrupt arriving in between
+	 * runs to completion and leaves the stack as it found it. */
+	key = own_key ? *own_key : iommutop_current_key(inflight);
+	/* Take the slot atomically: an interrupt that probes a call while this program is still
+	 * filling its frame must get the next slot, not this one. */
+	depth = __sync_fetch_and_add(&inflight->depth, 1);
 	if (depth >= IOMMUTOP_MAX_NESTING) {
+		__sync_fetch_and_sub(&inflight->depth, 1);
 		iommutop_health_inc(IOMMUTOP_HEALTH_NESTING_OVERFLOW);
 		return;
 	}
-	key = own_key ? *own_key : iommutop_current_key(inflight);
 	frame = &inflight->frames[depth & IOMMUTOP_FRAME_MASK];
 	frame->key = key;
 	frame->op = op;
@@ -183,7 +188,6 @@ static __always_inline void iommutop_enter(void *ctx, __u32 op,
 			iommutop_health_inc(IOMMUTOP_HEALTH_STACK_LOST);
 		now = bpf_ktime_get_ns(); /* the unwinding is not the call's latency */
 	}
-	inflight->depth = depth + 1;
 	frame->start_ns = now;
 }
 
@@ -196,7 +200,7 @@ static __always_inline void iommutop_exit(__u32 op, int failed)
 	__u64 now = bpf_ktime_get_ns();
 	struct iommutop_inflight *inflight = iommutop_inflight_get();
 	struct iommutop_op_stats *stats;
-	struct iommutop_frame *frame;
+	struct iommutop_frame *frame, done;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	__u32 depth, i, index;
 
@@ -212,23 +216,25 @@ static __always_inline void iommutop_exit(__u32 op, int failed)
 		frame = &inflight->frames[index];
 		if (frame->op != op || frame->tid != tid)
 			continue;
+		/* Copy the frame out before giving its slot back: an interrupt may reuse it. */
+		done = *frame;
 		inflight->depth = index;
 		if (i > 0)
 			iommutop_health_inc(IOMMUTOP_HEALTH_EXIT_WITHOUT_ENTRY);
-		if (frame->duplicate)
+		if (done.duplicate)
 			return;
 		/* The stats are created here, at the one lookup a call pays; a device key's id is
 		 * the struct device itself, which names it on first sight. */
-		stats = iommutop_op_stats(&frame->key, op, iommutop_key_object(&frame->key));
+		stats = iommutop_op_stats(&done.key, op, iommutop_key_object(&done.key));
 		if (!stats)
 			return;
 		stats->count += 1;
-		stats->bytes += frame->bytes;
+		stats->bytes += done.bytes;
 		if (failed)
 			stats->failures += 1;
-		iommutop_record_latency(stats, now - frame->start_ns);
-		if (frame->stack_id >= 0)
-			iommutop_record_stack(frame, now - frame->start_ns);
+		iommutop_record_latency(stats, now - done.start_ns);
+		if (done.stack_id >= 0)
+			iommutop_record_stack(&done, now - done.start_ns);
 		return;
 	}
 	iommutop_health_inc(IOMMUTOP_HEALTH_EXIT_WITHOUT_ENTRY);

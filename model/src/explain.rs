@@ -232,6 +232,20 @@ fn heaviest_paths(report: &Report, device: &str) -> Vec<(String, String, u64)> {
     merged
 }
 
+/// The sampled call paths in the folded format of flame-graph tools, one line per path:
+/// `DEVICE;OP;outermost;...;innermost SAMPLES`.
+pub fn folded_stacks(report: &Report) -> Vec<String> {
+    report
+        .stacks
+        .iter()
+        .map(|s| {
+            let mut frames: Vec<&str> = vec![s.device.as_str(), s.op.as_str()];
+            frames.extend(s.frames.iter().rev().map(String::as_str));
+            format!("{} {}", frames.join(";"), s.samples)
+        })
+        .collect()
+}
+
 /// What to try for a translated device, from its domain type and mapping pattern.
 fn advice(d: &Device) -> Vec<String> {
     let mut tips = Vec::new();
@@ -314,6 +328,22 @@ mod tests {
                     3
                 ),
             ]
+        );
+    }
+
+    #[test]
+    fn folded_stacks_put_the_device_and_op_first_and_the_callee_last() {
+        let mut report = full_report();
+        report.stacks = vec![crate::report::StackSample {
+            device: "0000:00:05.0".into(),
+            op: "dma_map".into(),
+            samples: 7,
+            total_ns: 0,
+            frames: vec!["dma_map_page_attrs".into(), "e1000_xmit_frame".into()],
+        }];
+        assert_eq!(
+            folded_stacks(&report),
+            ["0000:00:05.0;dma_map;e1000_xmit_frame;dma_map_page_attrs 7"]
         );
     }
 

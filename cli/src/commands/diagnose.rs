@@ -12,7 +12,7 @@ use crate::stop::StopSignal;
 use crate::sysinfo;
 use anyhow::{anyhow, Context};
 use iommutop_model::compare::compare;
-use iommutop_model::explain::{system_facts, verdict};
+use iommutop_model::explain::{folded_stacks, system_facts, verdict};
 use iommutop_model::facts::HostFacts;
 use iommutop_model::report::{Report, ReportInputs, Run};
 use std::path::Path;
@@ -50,10 +50,40 @@ pub fn run(args: &DiagnoseArgs) -> Outcome<ExitCode> {
     let (report, exit_status) = measure(&command, args.duration, &stop, &mut sink)?;
     print!("{}", verdict(&report, args.device.as_deref()));
     sink.report(&report)?;
+    write_call_paths(&report, args)?;
     if let (true, Some(device)) = (args.ab, args.device.as_deref()) {
         ab_experiment(&report, device, &command, args.duration, &stop)?;
     }
     command_outcome(&command, exit_status)
+}
+
+/// `--folded` and `--flamegraph`: the sampled call paths for flame-graph readers.
+fn write_call_paths(report: &Report, args: &DiagnoseArgs) -> Outcome {
+    let folded = folded_stacks(report);
+    if let Some(path) = &args.folded {
+        let mut text = folded.join("\n");
+        text.push('\n');
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("iommutop: folded call paths written to {}", path.display());
+    }
+    if let Some(path) = &args.flamegraph {
+        if folded.is_empty() {
+            return Err(anyhow!("no call path was sampled (stack sampling needs the fentry or kprobe tier): no flame graph written").into());
+        }
+        let file =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let mut options = inferno::flamegraph::Options::default();
+        options.title = "iommutop: call paths of DMA API calls (sampled)".into();
+        options.count_name = "samples".into();
+        inferno::flamegraph::from_lines(
+            &mut options,
+            folded.iter().map(String::as_str),
+            std::io::BufWriter::new(file),
+        )
+        .map_err(|e| anyhow!("rendering the flame graph: {e}"))?;
+        eprintln!("iommutop: flame graph written to {}", path.display());
+    }
+    Ok(())
 }
 
 /// One run of the workload under freshly attached probes.

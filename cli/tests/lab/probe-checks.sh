@@ -40,7 +40,8 @@ ip -n lab-b addr add 10.77.0.2/24 dev eth1 && ip -n lab-b link set eth1 up && ip
 ip netns exec lab-b netserver -D -4 -L 10.77.0.2 >"$out/netserver.log" 2>&1 &
 netserver_pid=$!
 sleep 3
-"$iommutop" diagnose --json "$out/rr.json" -- ip netns exec lab-a \
+"$iommutop" diagnose --json "$out/rr.json" --folded "$out/rr.folded" --flamegraph "$out/rr.svg" -- \
+	ip netns exec lab-a \
 	netperf -H 10.77.0.2 -L 10.77.0.1 -t TCP_RR -l 3 -P 0 -- -r 1024,1024 -o THROUGHPUT \
 	>"$out/rr.out" 2>"$out/rr.err"
 echo $? >"$out/rr.rc"
