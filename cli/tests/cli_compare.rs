@@ -1,8 +1,11 @@
 //! `iommutop compare` on the host: bad input gives one line naming the file and the problem, and
 //! --fail-if sets exit code 4. Needs no root: it only reads reports.
 
+mod support;
+
 use assert_cmd::Command;
 use std::path::PathBuf;
+use support::assert_one_line_error;
 
 fn dir() -> PathBuf {
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-compare");
@@ -34,15 +37,6 @@ fn compare(args: &[&std::ffi::OsStr]) -> std::process::Output {
         .expect("runs")
 }
 
-fn assert_one_line(output: &std::process::Output, code: i32, needles: &[&str]) {
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(code), "{stderr}");
-    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
-    for needle in needles {
-        assert!(stderr.contains(needle), "`{stderr}` lacks `{needle}`");
-    }
-}
-
 #[test]
 fn corrupt_truncated_foreign_and_missing_reports_are_named() {
     let good = valid_report();
@@ -67,10 +61,10 @@ fn corrupt_truncated_foreign_and_missing_reports_are_named() {
     for (name, text, needle) in cases {
         let bad = write(name, text);
         let output = compare(&[good.as_os_str(), bad.as_os_str()]);
-        assert_one_line(&output, 2, &[name, needle]);
+        assert_one_line_error(&output, 2, &[name, needle]);
     }
     let missing = dir().join("missing.json");
-    assert_one_line(
+    assert_one_line_error(
         &compare(&[missing.as_os_str(), good.as_os_str()]),
         2,
         &["missing.json", "cannot read"],
@@ -86,7 +80,7 @@ fn a_bad_threshold_is_a_usage_error() {
         "--fail-if".as_ref(),
         "workload.x".as_ref(),
     ]);
-    assert_one_line(&output, 2, &["--fail-if", "is not PATH OP VALUE"]);
+    assert_one_line_error(&output, 2, &["--fail-if", "is not PATH OP VALUE"]);
 }
 
 #[test]
@@ -98,7 +92,7 @@ fn a_crossed_threshold_exits_4_and_an_uncrossed_one_0() {
         "--fail-if".as_ref(),
         "workload.completions_per_s >= 0".as_ref(),
     ]);
-    assert_one_line(
+    assert_one_line_error(
         &crossed,
         4,
         &["threshold crossed: workload.completions_per_s >= 0"],

@@ -2,9 +2,12 @@
 //! tracepoint tier, refusal reasons, the verifier's verdict on every embedded program, a real
 //! recording of block completions, and the one-line errors of bad input. They need root.
 
+mod support;
+
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::PathBuf;
+use support::{assert_one_line_error, assert_valid_report};
 
 /// Tests that attach probes run one at a time: "nothing left attached" is checked by counting
 /// our programs in the kernel, which another test's run would disturb.
@@ -141,16 +144,7 @@ fn record_counts_block_completions_of_direct_reads_and_writes_a_valid_report() {
         .success();
     let text = std::fs::read_to_string(&report_path).expect("report written");
     let report: Value = serde_json::from_str(&text).expect("report is JSON");
-    let schema: Value = serde_json::from_str(iommutop_schema()).expect("schema");
-    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
-    let errors: Vec<String> = validator
-        .iter_errors(&report)
-        .map(|e| e.to_string())
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "report invalid against docs/report.schema.json: {errors:#?}"
-    );
+    assert_valid_report(&report);
 
     let completions: u64 = report["devices"]
         .as_array()
@@ -176,19 +170,6 @@ fn record_counts_block_completions_of_direct_reads_and_writes_a_valid_report() {
     assert!(report["self_overhead"]["programs"]
         .as_array()
         .is_some_and(|p| !p.is_empty()));
-}
-
-fn iommutop_schema() -> &'static str {
-    include_str!("../../docs/report.schema.json")
-}
-
-fn assert_one_line_error(output: &std::process::Output, code: i32, needle: &str) {
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(code), "stderr: {stderr}");
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "expected one line, got: {stderr}");
-    assert!(lines[0].contains(needle), "`{}` lacks `{needle}`", lines[0]);
-    assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
 /// Our programs still loaded, once the kernel has finished releasing those of exited processes
@@ -223,7 +204,7 @@ fn a_command_that_does_not_exist_is_a_usage_error_and_leaves_nothing_attached() 
         .args(["record", "--", "/nonexistent/command"])
         .output()
         .expect("runs");
-    assert_one_line_error(&output, 2, "cannot run `/nonexistent/command`");
+    assert_one_line_error(&output, 2, &["cannot run `/nonexistent/command`"]);
     assert_eq!(programs_left_after_exit(), 0);
 }
 
@@ -243,7 +224,7 @@ fn an_unwritable_json_path_fails_before_attaching() {
     assert_one_line_error(
         &output,
         2,
-        "cannot write the report to /nonexistent-dir/r.json",
+        &["cannot write the report to /nonexistent-dir/r.json"],
     );
 }
 
@@ -258,7 +239,7 @@ fn a_kernel_without_btf_is_an_environment_error() {
     assert_one_line_error(
         &output,
         3,
-        "kernel BTF not readable at /nonexistent/vmlinux",
+        &["kernel BTF not readable at /nonexistent/vmlinux"],
     );
     assert_eq!(attached_iommutop_programs(), 0);
 }
@@ -286,7 +267,7 @@ fn without_root_the_error_says_how_to_get_the_privileges() {
         .args(["probes"])
         .output()
         .expect("setpriv runs (util-linux)");
-    assert_one_line_error(&output, 3, "needs root, or CAP_BPF and CAP_PERFMON");
+    assert_one_line_error(&output, 3, &["needs root, or CAP_BPF and CAP_PERFMON"]);
 }
 
 fn bpf_stats_sysctl() -> String {

@@ -71,6 +71,19 @@ pub fn assert_valid_report(report: &serde_json::Value) {
     );
 }
 
+/// A failure that says one thing: the exit code, one non-empty line on stderr holding every
+/// needle, and no panic.
+pub fn assert_one_line_error(output: &Output, code: i32, needles: &[&str]) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(code), "stderr: {stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got: {stderr}");
+    for needle in needles {
+        assert!(lines[0].contains(needle), "`{}` lacks `{needle}`", lines[0]);
+    }
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 /// The iommutop binary under test, by a path the guest sees too (the host root is shared).
 pub fn iommutop_bin() -> String {
     env!("CARGO_BIN_EXE_iommutop").to_string()
