@@ -12,8 +12,9 @@ use std::path::PathBuf;
 sync/flush and completion paths, and shows per PCI device what address translation costs."
 )]
 pub struct Cli {
+    /// Without one: `top` on a terminal, this help otherwise.
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -26,6 +27,16 @@ pub enum Command {
     Diagnose(DiagnoseArgs),
     /// Line up two reports and explain the difference; --fail-if gates CI.
     Compare(CompareArgs),
+    /// Run a profile (a known investigation) under the probes: the workload's numbers and the
+    /// probes' in one report.
+    Run(RunArgs),
+    /// Run one workload alone, without probes, and print its numbers.
+    Workload(WorkloadArgs),
+    /// List the profiles `iommutop run` knows.
+    Profiles(ProfilesArgs),
+    /// The live view: per device, what translation costs, every interval (what `iommutop`
+    /// alone runs on a terminal).
+    Top(TopArgs),
 }
 
 #[derive(Debug, Args)]
@@ -50,6 +61,14 @@ pub struct RecordArgs {
     /// Write the report as JSON to FILE, or `-` to stream one JSON object per interval to stdout.
     #[arg(long, value_name = "FILE|-")]
     pub json: Option<PathBuf>,
+    /// Record with --device's IOMMU group switched to this domain type (unbound, switched and
+    /// bound again before the probes attach; restored after, also on Ctrl-C).
+    #[arg(long, value_name = "TYPE", requires = "device",
+          value_parser = clap::builder::PossibleValuesParser::new(crate::domain::TYPES))]
+    pub domain: Option<String>,
+    /// The PCI device (or its NIC or disk) whose group --domain switches.
+    #[arg(long, value_name = "ADDR", requires = "domain")]
+    pub device: Option<String>,
     /// The command to run under the probes.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -57,13 +76,22 @@ pub struct RecordArgs {
 
 #[derive(Debug, Args)]
 pub struct DiagnoseArgs {
-    /// Explain only this device (PCI address, netdev or disk name).
+    /// The workload: a profile (`iommutop profiles`); default: picked from the devices present
+    /// (a NIC gets tcp-rr-1k with a second free NIC, an NVMe fio-randread-4k-qd32x4).
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
+    /// Override one of the profile's parameters (repeatable), e.g. `--set host=192.0.2.10`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// The device to diagnose (PCI address, netdev or disk name); also picks the default
+    /// workload and the device of --ab.
     #[arg(long, value_name = "ADDR")]
     pub device: Option<String>,
-    /// Also write the run's report as JSON to FILE.
+    /// Also write the run's report as JSON to FILE (with --ab, the other mode's beside it:
+    /// FILE-identity.json).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Stop the workload after this many seconds.
+    /// Run the workload this long (the profile's duration_s; a command is stopped after it).
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
     pub duration: Option<f64>,
     /// Write the sampled call paths as folded stacks (for flame-graph tools) to FILE.
@@ -72,11 +100,12 @@ pub struct DiagnoseArgs {
     /// Write a flame graph (SVG) of the sampled call paths to FILE.
     #[arg(long, value_name = "FILE.svg")]
     pub flamegraph: Option<PathBuf>,
-    /// Run the workload again with --device's IOMMU group in `identity`, restore the group, and
-    /// report the measured difference.
+    /// Run the workload again with the device's IOMMU group in `identity` (or, if it is in
+    /// identity, translated), restore the group and bindings, and report the measured
+    /// difference in the workload's own numbers.
     #[arg(long)]
     pub ab: bool,
-    /// The workload to diagnose (default: 2000 direct 4 KiB reads of the first NVMe namespace).
+    /// A command to diagnose instead of a profile.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }
@@ -94,6 +123,81 @@ pub struct CompareArgs {
     /// `device[nvme0n1].translation_ns_per_io > 800` (repeatable).
     #[arg(long = "fail-if", value_name = "EXPR")]
     pub fail_if: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A profile name (`iommutop profiles` lists them) or a path to a .toml file.
+    #[arg(value_name = "PROFILE")]
+    pub profile: String,
+    /// Write the report as JSON to FILE, or `-` to stream one JSON object per interval to stdout.
+    #[arg(long, value_name = "FILE|-")]
+    pub json: Option<PathBuf>,
+    /// Run the workload this long (its `duration_s`; for dma-contention, each step's).
+    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    pub duration: Option<f64>,
+    /// Override one of the profile's workload parameters (repeatable), e.g.
+    /// `--set filename=/dev/nvme0n1` or `--set nics=eth2,eth3`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Sampling interval in seconds.
+    #[arg(long, value_name = "S", default_value = "1", value_parser = parse_seconds)]
+    pub interval: f64,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    disable_help_flag = true,
+    after_help = "Workloads: netperf, fio, dma-contention, tlb (vfio-nvme: not yet).\n\
+`iommutop workload NAME --help` lists a workload's parameters."
+)]
+pub struct WorkloadArgs {
+    /// The workload: netperf, fio, dma-contention, tlb.
+    #[arg(value_name = "NAME", required_unless_present = "help")]
+    pub name: Option<String>,
+    /// Parameters as KEY=VALUE or --KEY VALUE (e.g. `max_size=64m`, `--rw randread`).
+    #[arg(
+        value_name = "ARGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub args: Vec<String>,
+    /// Write the parameters, results and warnings as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Run the workload this long (its `duration_s`).
+    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    pub duration: Option<f64>,
+    /// Print help (with NAME: the workload's parameters).
+    #[arg(short, long)]
+    pub help: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ProfilesArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Refresh (sampling) interval in seconds; + and - change it while running.
+    #[arg(long, value_name = "S", default_value = "1", value_parser = parse_seconds)]
+    pub interval: f64,
+    /// Run this profile's workload beside the view (`iommutop profiles` lists them).
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
+    /// Override one of the profile's parameters (repeatable), e.g. `--set nics=eth2,eth3`.
+    #[arg(long = "set", value_name = "KEY=VALUE", requires = "profile")]
+    pub set: Vec<String>,
+    /// Run the profile's workload this long.
+    #[arg(long, value_name = "S", value_parser = parse_seconds, requires = "profile")]
+    pub duration: Option<f64>,
+    /// Write the run's report as JSON to FILE when the view ends (with a profile: when the
+    /// workload ends).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 fn parse_seconds(text: &str) -> Result<f64, String> {
@@ -129,11 +233,76 @@ mod tests {
             "if=/dev/zero",
         ])
         .expect("parses");
-        let Command::Record(args) = cli.command else {
+        let Some(Command::Record(args)) = cli.command else {
             panic!("not record")
         };
         assert_eq!(args.command, ["dd", "if=/dev/zero"]);
         assert_eq!(args.json.as_deref(), Some(std::path::Path::new("r.json")));
+    }
+
+    #[test]
+    fn workload_takes_its_parameters_after_the_name() {
+        let cli = Cli::try_parse_from([
+            "iommutop",
+            "workload",
+            "--json",
+            "t.json",
+            "tlb",
+            "max_size=1m",
+            "--pattern",
+            "lines",
+        ])
+        .expect("parses");
+        let Some(Command::Workload(args)) = cli.command else {
+            panic!("not workload")
+        };
+        assert_eq!(args.name.as_deref(), Some("tlb"));
+        assert_eq!(args.args, ["max_size=1m", "--pattern", "lines"]);
+        assert_eq!(args.json.as_deref(), Some(std::path::Path::new("t.json")));
+    }
+
+    #[test]
+    fn run_takes_repeated_sets() {
+        let cli = Cli::try_parse_from([
+            "iommutop",
+            "run",
+            "fio-randwrite-4k-qd32x4",
+            "--set",
+            "filename=/dev/nvme0n1",
+            "--set",
+            "numjobs=2",
+            "--duration",
+            "3",
+        ])
+        .expect("parses");
+        let Some(Command::Run(args)) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(args.set, ["filename=/dev/nvme0n1", "numjobs=2"]);
+        assert_eq!(args.duration, Some(3.0));
+    }
+
+    #[test]
+    fn top_is_optional_and_takes_a_profile() {
+        let cli = Cli::try_parse_from(["iommutop"]).expect("parses");
+        assert!(cli.command.is_none());
+        let cli = Cli::try_parse_from([
+            "iommutop",
+            "top",
+            "--interval",
+            "0.5",
+            "--profile",
+            "tcp-rr-1k",
+            "--json",
+            "r.json",
+        ])
+        .expect("parses");
+        let Some(Command::Top(args)) = cli.command else {
+            panic!("not top")
+        };
+        assert_eq!(args.interval, 0.5);
+        assert_eq!(args.profile.as_deref(), Some("tcp-rr-1k"));
+        assert!(Cli::try_parse_from(["iommutop", "top", "--set", "a=b"]).is_err());
     }
 
     #[test]

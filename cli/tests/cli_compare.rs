@@ -13,9 +13,12 @@ fn dir() -> PathBuf {
     d
 }
 
+/// Written whole under a unique name, then renamed: tests running in parallel share the names.
 fn write(name: &str, text: &str) -> PathBuf {
     let path = dir().join(name);
-    std::fs::write(&path, text).expect("write fixture");
+    let partial = dir().join(format!("{name}.{:?}", std::thread::current().id()));
+    std::fs::write(&partial, text).expect("write fixture");
+    std::fs::rename(&partial, &path).expect("rename fixture");
     path
 }
 
@@ -55,7 +58,29 @@ fn corrupt_truncated_foreign_and_missing_reports_are_named() {
         (
             "future.json",
             "{\"schema_version\": 9, \"tool\": {\"name\": \"iommutop\", \"version\": \"9\"}}",
-            "unsupported schema_version 9",
+            "unsupported schema_version 9 (this build reads 1)",
+        ),
+        ("empty.json", "", "truncated at line 1"),
+        ("array.json", "[1, 2]", "not an iommutop report: the top level is an array"),
+        (
+            "other-tool.json",
+            "{\"schema_version\": 1, \"tool\": {\"name\": \"bpftop\"}}",
+            "not an iommutop report: tool.name is \"bpftop\"",
+        ),
+        (
+            "text-version.json",
+            "{\"schema_version\": \"one\"}",
+            "schema_version is \"one\", not a whole number",
+        ),
+        (
+            "unversioned.json",
+            "{\"tool\": {\"name\": \"iommutop\"}}",
+            "it has no schema_version field",
+        ),
+        (
+            "wrong-field.json",
+            "{\"schema_version\": 1, \"tool\": {\"name\": \"iommutop\", \"version\": \"0.1\"}, \"host\": 5}",
+            "invalid iommutop report: invalid type: integer `5`",
         ),
     ];
     for (name, text, needle) in cases {
@@ -74,13 +99,41 @@ fn corrupt_truncated_foreign_and_missing_reports_are_named() {
 #[test]
 fn a_bad_threshold_is_a_usage_error() {
     let good = valid_report();
+    for (expression, needle) in [
+        ("workload.x", "is not PATH OP VALUE"),
+        ("run.duration_s > 1", "unknown path"),
+        ("device[eth0].speed > 1", "unknown device field `speed`"),
+        ("host.kernel_release < 6", "is text: only == and != apply"),
+        // Well formed, but the reports lack it.
+        (
+            "workload.transactions_per_s < -2%",
+            "workload result `transactions_per_s` not found in B",
+        ),
+        (
+            "device[eth0].cpu_share > 0.1",
+            "device `eth0` not found in B",
+        ),
+    ] {
+        let output = compare(&[
+            good.as_os_str(),
+            good.as_os_str(),
+            "--fail-if".as_ref(),
+            expression.as_ref(),
+        ]);
+        assert_one_line_error(&output, 2, &["--fail-if", expression, needle]);
+    }
+}
+
+#[test]
+fn a_threshold_is_checked_before_the_reports_are_read() {
+    let missing = dir().join("never-read.json");
     let output = compare(&[
-        good.as_os_str(),
-        good.as_os_str(),
+        missing.as_os_str(),
+        missing.as_os_str(),
         "--fail-if".as_ref(),
-        "workload.x".as_ref(),
+        "nonsense".as_ref(),
     ]);
-    assert_one_line_error(&output, 2, &["--fail-if", "is not PATH OP VALUE"]);
+    assert_one_line_error(&output, 2, &["--fail-if `nonsense` is not PATH OP VALUE"]);
 }
 
 #[test]
@@ -102,11 +155,105 @@ fn a_crossed_threshold_exits_4_and_an_uncrossed_one_0() {
         good.as_os_str(),
         "--fail-if".as_ref(),
         "workload.completions_per_s < -2%".as_ref(),
+        "--fail-if".as_ref(),
+        "host.iommu.present == no".as_ref(),
     ]);
     assert_eq!(
         fine.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&fine.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&fine.stdout);
+    assert!(
+        stdout.contains(
+            "thresholds:\n  threshold held: workload.completions_per_s < -2% (observed +0.00%"
+        ),
+        "{stdout}"
+    );
+}
+
+/// A report the lab wrote: TCP_RR between the two e1000e under `diagnose` (see
+/// `lab_diagnose.rs`), on 6.12 with `iommu.passthrough=1`, on 6.12 translated, on 6.1 translated.
+fn lab_report(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/tcp-rr-{name}.json"))
+}
+
+fn stdout_of(output: &std::process::Output) -> String {
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn lab_reports_passthrough_against_translated_name_the_nics_and_the_command_line() {
+    let (a, b) = (lab_report("pt-6.12"), lab_report("intel-6.12"));
+    let json = dir().join("pt-vs-intel.json");
+    let text = stdout_of(&compare(&[
+        a.as_os_str(),
+        b.as_os_str(),
+        "--json".as_ref(),
+        json.as_os_str(),
+    ]));
+    assert!(
+        text.contains(
+            "\n1. [100% of the translation-time gap] IOMMU translation on the NICs 0000:00:05.0 \
+             (eth0, e1000e) and 0000:00:06.0 (eth1, e1000e) is the difference: B translates their \
+             DMA, A does not.\n     cause: command line iommu.passthrough: 1 in A, (not set) in B"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("0000:00:05.0 (eth0, e1000e) per transaction, A → B: DMA maps 3.08 → 3.09, IOMMU page-table maps 0.00 → 3.09, IOTLB syncs 0.00 → 3.09"),
+        "{text}"
+    );
+    assert!(text.starts_with("A: "), "{text}");
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json written")).expect("json");
+    assert_eq!(value["comparison"]["findings"][1]["kind"], "translation");
+    assert_eq!(value["comparison"]["unit"], "transaction");
+    assert_eq!(value["comparison"]["devices"][0]["transition"], "only_b");
+}
+
+#[test]
+fn lab_reports_of_two_kernels_with_the_same_translation_claim_no_cause() {
+    let (a, b) = (lab_report("intel-6.1"), lab_report("intel-6.12"));
+    let text = stdout_of(&compare(&[a.as_os_str(), b.as_os_str()]));
+    assert!(
+        text.contains("kernel: 6.1.0-56-amd64 → 6.12.95+deb12-amd64"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n1. translation is the same in both runs"),
+        "{text}"
+    );
+    assert!(!text.contains("cause:"), "{text}");
+    assert!(!text.contains("of the translation-time gap"), "{text}");
+}
+
+#[test]
+fn thresholds_on_lab_reports_gate_ci() {
+    let (a, b) = (lab_report("pt-6.12"), lab_report("intel-6.12"));
+    let output = compare(&[
+        a.as_os_str(),
+        b.as_os_str(),
+        "--fail-if".as_ref(),
+        "device[eth0].per_unit.iommu_maps > 1".as_ref(),
+        "--fail-if".as_ref(),
+        "host.cmdline.iommu.passthrough == 1".as_ref(),
+    ]);
+    assert_one_line_error(
+        &output,
+        4,
+        &["threshold crossed: device[eth0].per_unit.iommu_maps > 1 (observed 3.09)"],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("threshold held: host.cmdline.iommu.passthrough == 1 (observed (not set))"),
+        "{stdout}"
     );
 }

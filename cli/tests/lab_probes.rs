@@ -158,7 +158,8 @@ fn assert_diagnose_explains_tcp_rr(out: &Path) {
     for needle in [
         "IOMMU: intel (dmar0), default domain DMA-FQ",
         "command line: intel_iommu=on",
-        "e1000e, domain DMA-FQ",
+        "(e1000e), IOMMU group",
+        "translated, lazy",
         "translation costs",
         "dma_map_page_attrs ← e1000_xmit_frame",
         "identity domain",

@@ -4,7 +4,7 @@
 
 pub mod compare;
 pub mod derive;
-pub mod explain;
+pub mod diagnose;
 pub mod facts;
 pub mod hist;
 mod ops_map;

@@ -1,1 +1,17 @@
-//! iommutop TUI.
+//! iommutop's live view: a [`State`], the [`Action`]s that change it through [`update`], and
+//! [`render`], which draws a state into a ratatui frame. Depends on the data model and ratatui
+//! only (no terminal, no threads, no BPF), so that every screen is tested with ratatui's
+//! `TestBackend`; the `iommutop top` command owns the terminal and the sampler and feeds this.
+
+pub mod columns;
+pub mod format;
+pub mod history;
+pub mod state;
+mod view;
+
+pub use columns::Column;
+pub use state::{
+    update, Action, Effect, HostSummary, Input, Key, OpProbe, State, WorkloadEvent, WorkloadView,
+    INTERVALS,
+};
+pub use view::render;

@@ -1,4 +1,5 @@
-//! `iommutop compare A.json B.json [--json FILE] [--fail-if EXPR]...`
+//! `iommutop compare A.json B.json [--json FILE] [--fail-if EXPR]...`: lines up two reports and
+//! explains the difference (see `iommutop_model::compare`); thresholds set exit code 4 for CI.
 
 use crate::cli::CompareArgs;
 use crate::exit::{Code, Failure, Outcome};
@@ -8,6 +9,7 @@ use iommutop_model::report::Report;
 use std::process::ExitCode;
 
 pub fn run(args: &CompareArgs) -> Outcome<ExitCode> {
+    // Expressions first: a typo fails before any file is read.
     let thresholds = args
         .fail_if
         .iter()
@@ -16,17 +18,36 @@ pub fn run(args: &CompareArgs) -> Outcome<ExitCode> {
     let a = Report::read(&args.a).map_err(Failure::usage)?;
     let b = Report::read(&args.b).map_err(Failure::usage)?;
     let comparison = compare(&a, &b);
-    print!("{}", comparison.render());
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&comparison)?;
-        std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
-    }
-    let mut crossed = Vec::new();
-    for threshold in &thresholds {
-        if let Some(sentence) = threshold.crossed(&a, &b).map_err(Failure::usage)? {
-            crossed.push(sentence);
+    let names = (args.a.display().to_string(), args.b.display().to_string());
+    print!("{}", comparison.render((&names.0, &names.1)));
+    let evaluations = thresholds
+        .iter()
+        .map(|t| {
+            t.evaluate(&a, &b)
+                .map_err(|e| Failure::usage(anyhow!("--fail-if {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if !evaluations.is_empty() {
+        println!("\nthresholds:");
+        for evaluation in &evaluations {
+            println!("  {}", evaluation.sentence());
         }
     }
+    if let Some(path) = &args.json {
+        let value = serde_json::json!({
+            "a": names.0,
+            "b": names.1,
+            "comparison": comparison,
+            "thresholds": evaluations,
+        });
+        let text = serde_json::to_string_pretty(&value)?;
+        std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    let crossed: Vec<String> = evaluations
+        .iter()
+        .filter(|e| e.crossed)
+        .map(|e| e.sentence())
+        .collect();
     if crossed.is_empty() {
         return Ok(ExitCode::SUCCESS);
     }

@@ -3,4 +3,8 @@
 pub mod compare;
 pub mod diagnose;
 pub mod probes;
+pub mod profiles;
 pub mod record;
+pub mod run;
+pub mod top;
+pub mod workload;

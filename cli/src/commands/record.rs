@@ -1,6 +1,8 @@
-//! `iommutop record [--duration S] [--interval S] [--json FILE|-] [-- COMMAND ARGS...]`
+//! `iommutop record [--duration S] [--interval S] [--json FILE|-] [--domain TYPE --device ADDR]
+//! [-- COMMAND ARGS...]`
 
 use crate::cli::RecordArgs;
+use crate::domain::{DomainError, DomainSwitch, Host};
 use crate::exit::{Failure, Outcome};
 use crate::output::{JsonTarget, ReportSink};
 use crate::session::{RunDescription, Session};
@@ -18,6 +20,12 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
         require_runnable(program)?;
     }
     let stop = StopSignal::install()?;
+    // With --domain, the group is switched before the probes attach and restored after the
+    // report is built (so that the report shows the type recorded under).
+    let mut switch = match (&args.domain, &args.device) {
+        (Some(domain_type), Some(device)) => Some(switch_domain(device, domain_type)?),
+        _ => None,
+    };
     let mut session = Session::start()?;
     let recorded = record_while(
         &mut session,
@@ -33,8 +41,44 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
         interval,
         ..RunDescription::default()
     })?;
+    if let Some(switch) = switch.as_mut() {
+        switch.restore().map_err(domain_failure)?;
+        eprintln!(
+            "iommutop: IOMMU group {} restored to {}",
+            switch.group(),
+            switch.original_type()
+        );
+    }
     sink.report(&report)?;
     command_outcome(&args.command, recorded)
+}
+
+/// `--domain TYPE --device ADDR`: the device's group switched, after putting back what a killed
+/// run left switched.
+fn switch_domain(device: &str, domain_type: &str) -> Outcome<DomainSwitch> {
+    let host = Host::system();
+    for line in crate::domain::restore_leftovers(&host) {
+        eprintln!("iommutop: {line}");
+    }
+    let address = crate::domain::pci_address_of(&host, device).map_err(domain_failure)?;
+    let switch = DomainSwitch::apply(&host, &address, domain_type).map_err(domain_failure)?;
+    eprintln!(
+        "iommutop: IOMMU group {} of {address} is now {domain_type} (was {})",
+        switch.group(),
+        switch.original_type()
+    );
+    Ok(switch)
+}
+
+/// A domain switch error with the exit code it calls for.
+pub fn domain_failure(error: DomainError) -> Failure {
+    if error.is_usage() {
+        Failure::usage(error)
+    } else if error.is_environment() {
+        Failure::environment(error)
+    } else {
+        Failure::from(error)
+    }
 }
 
 /// Runs COMMAND (or waits for the duration or Ctrl-C) under the attached probes, sampling every

@@ -1,25 +1,61 @@
-//! `--fail-if` thresholds: `PATH OP VALUE[%]`, evaluated on B (absolute) or on the change from A
-//! to B (with `%`). Paths: `workload.<metric>` (a workload result, or `completions_per_s`) and
-//! `device[<PCI address, netdev or disk>].<field>` with the fields of a device's derived overhead
-//! (`translation_ns_per_io`, `cpu_share`, `maps_per_io`, `iommu_maps_per_io`,
-//! `iotlb_flushes_per_io`).
+//! `--fail-if` thresholds: `PATH OP VALUE[%]`, read from B, or with `%` the relative change from
+//! A to B (`workload.transactions_per_s < -2%`: B did 2% fewer transactions per second than A).
+//!
+//! Paths:
+//! - `workload.<metric>`: a number among the workload's results, or `completions_per_s`.
+//! - `device[<selector>].<field>`: the selector is a row key or PCI address, a netdev or disk
+//!   name, an NVMe controller (`nvme0` for `nvme0n1`), or a driver name that only one device
+//!   with DMA has. Fields: the derived overhead (`translation_ns_per_io`, `translation_ns`,
+//!   `cpu_share`, `maps_per_io`, `iommu_maps_per_io`, `iotlb_flushes_per_io`), `completions`,
+//!   `domain_type` (text), an operation's `<op>.count`, `<op>.rate_per_s`, `<op>.mean_ns`,
+//!   `<op>.p99_ns` (`dma_map.mean_ns`), and the work per unit of the workload
+//!   (`per_unit.dma_maps`, `per_unit.iommu_maps`, `per_unit.iotlb_syncs`,
+//!   `per_unit.iotlb_flushes`, `per_unit.dma_ns`, `per_unit.iommu_ns`).
+//! - `host.<field>`: `kernel_release`, `lab`, `iommu.present`, `iommu.vendor`, `iommu.units`
+//!   (how many), `iommu.default_domain_type`, `iommu.dma_mode`, `cmdline.<parameter>`
+//!   (`cmdline.intel_iommu`; `(not set)` when absent), `kernel_config.<OPTION>` without `CONFIG_`.
+//!
+//! Operators: `<`, `<=`, `>`, `>=`, `==`, `!=`. Text and yes/no fields take only `==` and `!=`.
 
+use super::work::{work_units, DeviceWork, COMPLETIONS_PER_S};
+use crate::facts::{cmdline_params, is_pci_address};
+use crate::ops_map::op_named;
 use crate::report::Report;
 use crate::snapshot::Device;
 
+/// A `--fail-if` expression that cannot be used, or cannot be evaluated on the reports given.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ThresholdError {
     #[error("`{0}` is not PATH OP VALUE[%] (e.g. `workload.transactions_per_s < -2%`)")]
     Syntax(String),
-    #[error("`{0}`: unknown path (use workload.<metric> or device[<name>].<field>)")]
+    #[error("`{0}`: unknown path (use workload.<metric>, device[<name>].<field> or host.<field>)")]
     Path(String),
-    #[error("`{0}`: unknown device field (translation_ns_per_io, cpu_share, maps_per_io, iommu_maps_per_io, iotlb_flushes_per_io)")]
-    Field(String),
+    #[error("`{expr}`: unknown {what} `{name}` (one of: {known})")]
+    Field {
+        expr: String,
+        what: &'static str,
+        name: String,
+        known: String,
+    },
+    #[error("`{expr}`: {path} is {kind}: only == and != apply{percent}")]
+    Operator {
+        expr: String,
+        path: String,
+        kind: &'static str,
+        percent: &'static str,
+    },
     #[error("`{expr}`: {what} not found in {side}")]
     Missing {
         expr: String,
         what: String,
         side: &'static str,
+    },
+    #[error("`{expr}`: `{name}` is ambiguous in {side}: it matches {matches}")]
+    Ambiguous {
+        expr: String,
+        name: String,
+        side: &'static str,
+        matches: String,
     },
 }
 
@@ -33,19 +69,92 @@ enum Cmp {
     Ne,
 }
 
+impl Cmp {
+    fn ordered(self) -> bool {
+        !matches!(self, Cmp::Eq | Cmp::Ne)
+    }
+
+    fn holds<T: PartialOrd>(self, left: &T, right: &T) -> bool {
+        match self {
+            Cmp::Lt => left < right,
+            Cmp::Le => left <= right,
+            Cmp::Gt => left > right,
+            Cmp::Ge => left >= right,
+            Cmp::Eq => left == right,
+            Cmp::Ne => left != right,
+        }
+    }
+}
+
+/// What a path reads, which decides the operators it takes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    Number,
+    Text,
+    YesNo,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum DeviceField {
+    Derived(&'static str),
+    Completions,
+    DomainType,
+    Op {
+        op: crate::sample::Op,
+        stat: &'static str,
+    },
+    PerUnit(&'static str),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum HostField {
+    KernelRelease,
+    Lab,
+    IommuPresent,
+    IommuVendor,
+    IommuUnits,
+    DefaultDomainType,
+    DmaMode,
+    Cmdline(String),
+    KernelConfig(String),
+}
+
 #[derive(Debug, Clone, PartialEq)]
 enum Path {
     Workload(String),
-    Device { name: String, field: String },
+    Device {
+        selector: String,
+        field: DeviceField,
+    },
+    Host(HostField),
 }
 
-const FIELDS: [&str; 5] = [
+const DERIVED: [&str; 6] = [
     "translation_ns_per_io",
+    "translation_ns",
     "cpu_share",
     "maps_per_io",
     "iommu_maps_per_io",
     "iotlb_flushes_per_io",
 ];
+const OP_STATS: [&str; 4] = ["count", "rate_per_s", "mean_ns", "p99_ns"];
+const PER_UNIT: [&str; 6] = [
+    "dma_maps",
+    "iommu_maps",
+    "iotlb_syncs",
+    "iotlb_flushes",
+    "dma_ns",
+    "iommu_ns",
+];
+const HOST_FIELDS: &str = "kernel_release, lab, iommu.present, iommu.vendor, iommu.units, \
+iommu.default_domain_type, iommu.dma_mode, cmdline.<parameter>, kernel_config.<OPTION>";
+
+/// The value side of an expression.
+#[derive(Debug, Clone, PartialEq)]
+enum Expected {
+    Number { value: f64, relative: bool },
+    Text(String),
+}
 
 /// One parsed `--fail-if` expression.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,72 +162,165 @@ pub struct Threshold {
     text: String,
     path: Path,
     cmp: Cmp,
-    value: f64,
-    relative: bool,
+    expected: Expected,
+}
+
+/// A threshold's outcome on two reports.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Evaluation {
+    pub expression: String,
+    /// What was compared: B's value, or the change from A to B (`-3.10%`).
+    pub observed: String,
+    pub crossed: bool,
+}
+
+impl Evaluation {
+    /// `threshold crossed: EXPR (observed X)` or `threshold held: ...`.
+    pub fn sentence(&self) -> String {
+        let state = if self.crossed { "crossed" } else { "held" };
+        format!(
+            "threshold {state}: {} (observed {})",
+            self.expression, self.observed
+        )
+    }
+}
+
+/// A value read from a report.
+#[derive(Debug, Clone, PartialEq)]
+enum Observed {
+    Number(f64),
+    Text(String),
 }
 
 impl Threshold {
     pub fn parse(text: &str) -> Result<Threshold, ThresholdError> {
+        let text = text.trim();
         let syntax = || ThresholdError::Syntax(text.to_string());
-        let (path, rest) = text
-            .trim()
-            .split_once(char::is_whitespace)
-            .ok_or_else(syntax)?;
-        let rest = rest.trim();
-        let (cmp, value) = [
+        let operators = [
             ("<=", Cmp::Le),
             (">=", Cmp::Ge),
             ("==", Cmp::Eq),
             ("!=", Cmp::Ne),
             ("<", Cmp::Lt),
             (">", Cmp::Gt),
-        ]
-        .iter()
-        .find_map(|(sym, cmp)| rest.strip_prefix(sym).map(|v| (*cmp, v.trim())))
-        .ok_or_else(syntax)?;
-        let (number, relative) = match value.strip_suffix('%') {
-            Some(n) => (n.trim(), true),
-            None => (value, false),
-        };
-        let mut value: f64 = number.parse().map_err(|_| syntax())?;
-        if relative {
-            value /= 100.0;
+        ];
+        // The path ends where the first operator starts (paths hold no operator characters).
+        let (at, symbol, cmp) = operators
+            .iter()
+            .filter_map(|(symbol, cmp)| text.find(symbol).map(|at| (at, *symbol, *cmp)))
+            .min_by_key(|(at, symbol, _)| (*at, std::cmp::Reverse(symbol.len())))
+            .ok_or_else(syntax)?;
+        let path_text = text[..at].trim();
+        let value_text = text[at + symbol.len()..].trim();
+        if path_text.is_empty() || value_text.is_empty() || path_text.contains(char::is_whitespace)
+        {
+            return Err(syntax());
         }
-        let path = if let Some(metric) = path.strip_prefix("workload.") {
-            Path::Workload(metric.to_string())
-        } else if let Some(rest) = path.strip_prefix("device[") {
-            let (name, field) = rest
-                .split_once("].")
-                .ok_or_else(|| ThresholdError::Path(text.to_string()))?;
-            if !FIELDS.contains(&field) {
-                return Err(ThresholdError::Field(text.to_string()));
+        let path = parse_path(text, path_text)?;
+        let kind = path.kind();
+        let expected = match kind {
+            Kind::Number => {
+                let (number, relative) = match value_text.strip_suffix('%') {
+                    Some(n) => (n.trim(), true),
+                    None => (value_text, false),
+                };
+                let value: f64 = number.parse().map_err(|_| syntax())?;
+                if !value.is_finite() {
+                    return Err(syntax());
+                }
+                Expected::Number {
+                    value: if relative { value / 100.0 } else { value },
+                    relative,
+                }
             }
-            Path::Device {
-                name: name.to_string(),
-                field: field.to_string(),
+            Kind::Text | Kind::YesNo => {
+                let operator_error = |percent: &'static str| ThresholdError::Operator {
+                    expr: text.to_string(),
+                    path: path_text.to_string(),
+                    kind: if kind == Kind::Text { "text" } else { "yes/no" },
+                    percent,
+                };
+                if cmp.ordered() {
+                    return Err(operator_error(""));
+                }
+                if value_text.ends_with('%') {
+                    return Err(operator_error(", without %"));
+                }
+                let value = value_text.trim_matches('"').to_string();
+                if kind == Kind::YesNo {
+                    Expected::Text(yes_no(&value).ok_or_else(syntax)?.to_string())
+                } else {
+                    Expected::Text(value)
+                }
             }
-        } else {
-            return Err(ThresholdError::Path(text.to_string()));
         };
         Ok(Threshold {
-            text: text.trim().to_string(),
+            text: text.to_string(),
             path,
             cmp,
-            value,
-            relative,
+            expected,
         })
     }
 
-    fn read(&self, report: &Report, side: &'static str) -> Result<f64, ThresholdError> {
-        let missing = |what: String| ThresholdError::Missing {
-            expr: self.text.clone(),
-            what,
-            side,
+    /// Evaluates the threshold on A (the baseline) and B.
+    pub fn evaluate(&self, a: &Report, b: &Report) -> Result<Evaluation, ThresholdError> {
+        let in_b = self.read(b, "B")?;
+        let (crossed, observed) = match (&self.expected, in_b) {
+            (Expected::Number { value, relative }, Observed::Number(in_b)) => {
+                if *relative {
+                    let in_a = match self.read(a, "A")? {
+                        Observed::Number(n) => n,
+                        Observed::Text(_) => return Err(self.missing("a number", "A")),
+                    };
+                    let change = if in_a == 0.0 {
+                        if in_b == 0.0 {
+                            0.0
+                        } else {
+                            f64::INFINITY.copysign(in_b)
+                        }
+                    } else {
+                        (in_b - in_a) / in_a.abs()
+                    };
+                    (
+                        self.cmp.holds(&change, value),
+                        format!(
+                            "{:+.2}%: {} in A, {} in B",
+                            change * 100.0,
+                            show(in_a),
+                            show(in_b)
+                        ),
+                    )
+                } else {
+                    (self.cmp.holds(&in_b, value), show(in_b))
+                }
+            }
+            (Expected::Text(value), Observed::Text(in_b)) => {
+                (self.cmp.holds(&in_b.as_str(), &value.as_str()), in_b)
+            }
+            _ => return Err(self.missing("a value of the right kind", "B")),
         };
+        Ok(Evaluation {
+            expression: self.text.clone(),
+            observed,
+            crossed,
+        })
+    }
+
+    fn missing(&self, what: &str, side: &'static str) -> ThresholdError {
+        ThresholdError::Missing {
+            expr: self.text.clone(),
+            what: what.to_string(),
+            side,
+        }
+    }
+
+    fn read(&self, report: &Report, side: &'static str) -> Result<Observed, ThresholdError> {
         match &self.path {
-            Path::Workload(metric) if metric == "completions_per_s" => {
+            Path::Workload(metric) if metric == COMPLETIONS_PER_S => {
                 let total: u64 = report.devices.iter().map(|d| d.completions).sum();
-                Ok(total as f64 / report.run.duration_s.max(f64::MIN_POSITIVE))
+                Ok(Observed::Number(
+                    total as f64 / report.run.duration_s.max(f64::MIN_POSITIVE),
+                ))
             }
             Path::Workload(metric) => report
                 .run
@@ -126,57 +328,262 @@ impl Threshold {
                 .as_ref()
                 .and_then(|w| w.results.get(metric))
                 .and_then(|v| v.as_f64())
-                .ok_or_else(|| missing(format!("workload result `{metric}`"))),
-            Path::Device { name, field } => {
-                let device = report
-                    .devices
-                    .iter()
-                    .find(|d| d.key == *name || d.names.iter().any(|n| n == name))
-                    .ok_or_else(|| missing(format!("device `{name}`")))?;
-                derived_field(device, field)
-                    .ok_or_else(|| missing(format!("`{field}` of `{name}`")))
+                .map(Observed::Number)
+                .ok_or_else(|| self.missing(&format!("workload result `{metric}`"), side)),
+            Path::Device { selector, field } => {
+                let device = self.select(report, selector, side)?;
+                read_device(report, device, field)
+                    .ok_or_else(|| self.missing(&format!("a value for `{selector}`"), side))
             }
+            Path::Host(field) => Ok(read_host(report, field)),
         }
     }
 
-    /// Whether the threshold is crossed, with the sentence that says so.
-    pub fn crossed(&self, a: &Report, b: &Report) -> Result<Option<String>, ThresholdError> {
-        let in_b = self.read(b, "B")?;
-        let observed = if self.relative {
-            let in_a = self.read(a, "A")?;
-            if in_a == 0.0 {
-                0.0
-            } else {
-                (in_b - in_a) / in_a
+    /// The one device `selector` names in a report.
+    fn select<'a>(
+        &self,
+        report: &'a Report,
+        selector: &str,
+        side: &'static str,
+    ) -> Result<&'a Device, ThresholdError> {
+        let exact = report.devices.iter().find(|d| {
+            d.key == selector
+                || d.pci_address.as_deref() == Some(selector)
+                || d.names.iter().any(|n| n == selector)
+        });
+        if let Some(device) = exact {
+            return Ok(device);
+        }
+        let by_driver: Vec<&Device> = report
+            .devices
+            .iter()
+            .filter(|d| d.driver.as_deref() == Some(selector))
+            .collect();
+        let by_controller: Vec<&Device> = report
+            .devices
+            .iter()
+            .filter(|d| d.names.iter().any(|n| is_namespace_of(n, selector)))
+            .collect();
+        let candidates = if by_driver.is_empty() {
+            by_controller
+        } else {
+            by_driver
+        };
+        match candidates.as_slice() {
+            [one] => Ok(one),
+            [] => Err(self.missing(&format!("device `{selector}`"), side)),
+            many => {
+                let busy: Vec<&&Device> = many
+                    .iter()
+                    .filter(|d| d.op(crate::sample::Op::DmaMap).count > 0)
+                    .collect();
+                match busy.as_slice() {
+                    [one] => Ok(one),
+                    _ => Err(ThresholdError::Ambiguous {
+                        expr: self.text.clone(),
+                        name: selector.to_string(),
+                        side,
+                        matches: many
+                            .iter()
+                            .map(|d| d.key.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    }),
+                }
             }
-        } else {
-            in_b
-        };
-        let hit = match self.cmp {
-            Cmp::Lt => observed < self.value,
-            Cmp::Le => observed <= self.value,
-            Cmp::Gt => observed > self.value,
-            Cmp::Ge => observed >= self.value,
-            Cmp::Eq => observed == self.value,
-            Cmp::Ne => observed != self.value,
-        };
-        let shown = if self.relative {
-            format!("{:+.2}%", observed * 100.0)
-        } else {
-            format!("{observed:.2}")
-        };
-        Ok(hit.then(|| format!("threshold crossed: {} (observed {shown})", self.text)))
+        }
     }
 }
 
-fn derived_field(d: &Device, field: &str) -> Option<f64> {
-    match field {
-        "translation_ns_per_io" => d.derived.translation_ns_per_io,
-        "cpu_share" => d.derived.cpu_share,
-        "maps_per_io" => d.derived.maps_per_io,
-        "iommu_maps_per_io" => d.derived.iommu_maps_per_io,
-        "iotlb_flushes_per_io" => d.derived.iotlb_flushes_per_io,
+impl Path {
+    fn kind(&self) -> Kind {
+        match self {
+            Path::Workload(_) => Kind::Number,
+            Path::Device { field, .. } => match field {
+                DeviceField::DomainType => Kind::Text,
+                _ => Kind::Number,
+            },
+            Path::Host(field) => match field {
+                HostField::IommuUnits => Kind::Number,
+                HostField::Lab | HostField::IommuPresent => Kind::YesNo,
+                _ => Kind::Text,
+            },
+        }
+    }
+}
+
+fn parse_path(expr: &str, path: &str) -> Result<Path, ThresholdError> {
+    let unknown = |what: &'static str, name: &str, known: String| ThresholdError::Field {
+        expr: expr.to_string(),
+        what,
+        name: name.to_string(),
+        known,
+    };
+    if let Some(metric) = path.strip_prefix("workload.") {
+        if metric.is_empty() {
+            return Err(ThresholdError::Path(expr.to_string()));
+        }
+        return Ok(Path::Workload(metric.to_string()));
+    }
+    if let Some(rest) = path.strip_prefix("device[") {
+        let (selector, field) = rest
+            .split_once("].")
+            .filter(|(selector, _)| !selector.is_empty())
+            .ok_or_else(|| ThresholdError::Path(expr.to_string()))?;
+        let known_fields = || {
+            let mut known: Vec<String> = DERIVED.iter().map(|s| s.to_string()).collect();
+            known.extend(["completions".into(), "domain_type".into()]);
+            known.push(format!("<op>.{{{}}}", OP_STATS.join(",")));
+            known.push(format!("per_unit.{{{}}}", PER_UNIT.join(",")));
+            known.join(", ")
+        };
+        let field = if let Some(name) = DERIVED.iter().find(|f| **f == field) {
+            DeviceField::Derived(name)
+        } else if field == "completions" {
+            DeviceField::Completions
+        } else if field == "domain_type" {
+            DeviceField::DomainType
+        } else if let Some(name) = field.strip_prefix("per_unit.") {
+            let name = PER_UNIT
+                .iter()
+                .find(|f| **f == name)
+                .ok_or_else(|| unknown("device field", field, known_fields()))?;
+            DeviceField::PerUnit(name)
+        } else if let Some((op, stat)) = field.split_once('.') {
+            let op = op_named(op).ok_or_else(|| {
+                let ops: Vec<&str> = crate::sample::Op::ALL.iter().map(|o| o.name()).collect();
+                unknown("operation", op, ops.join(", "))
+            })?;
+            let stat = OP_STATS
+                .iter()
+                .find(|s| **s == stat)
+                .ok_or_else(|| unknown("operation statistic", stat, OP_STATS.join(", ")))?;
+            DeviceField::Op { op, stat }
+        } else {
+            return Err(unknown("device field", field, known_fields()));
+        };
+        return Ok(Path::Device {
+            selector: selector.to_string(),
+            field,
+        });
+    }
+    if let Some(field) = path.strip_prefix("host.") {
+        let field = match field {
+            "kernel_release" => HostField::KernelRelease,
+            "lab" => HostField::Lab,
+            "iommu.present" => HostField::IommuPresent,
+            "iommu.vendor" => HostField::IommuVendor,
+            "iommu.units" => HostField::IommuUnits,
+            "iommu.default_domain_type" => HostField::DefaultDomainType,
+            "iommu.dma_mode" => HostField::DmaMode,
+            other => match (
+                other.strip_prefix("cmdline."),
+                other.strip_prefix("kernel_config."),
+            ) {
+                (Some(param), _) if !param.is_empty() => HostField::Cmdline(param.to_string()),
+                (_, Some(option)) if !option.is_empty() => HostField::KernelConfig(
+                    option.strip_prefix("CONFIG_").unwrap_or(option).to_string(),
+                ),
+                _ => return Err(unknown("host field", other, HOST_FIELDS.to_string())),
+            },
+        };
+        return Ok(Path::Host(field));
+    }
+    Err(ThresholdError::Path(expr.to_string()))
+}
+
+/// `nvme0n1` and `nvme0c0n1` are namespaces of the controller `nvme0`.
+fn is_namespace_of(name: &str, controller: &str) -> bool {
+    if is_pci_address(controller) {
+        return false;
+    }
+    name.strip_prefix(controller).is_some_and(|rest| {
+        let mut chars = rest.chars();
+        matches!(chars.next(), Some('n' | 'c')) && chars.next().is_some_and(|c| c.is_ascii_digit())
+    })
+}
+
+fn yes_no(value: &str) -> Option<&'static str> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "yes" | "y" | "1" | "on" => Some("yes"),
+        "false" | "no" | "n" | "0" | "off" => Some("no"),
         _ => None,
+    }
+}
+
+fn show(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.2}")
+    }
+}
+
+fn read_device(report: &Report, d: &Device, field: &DeviceField) -> Option<Observed> {
+    let number = match field {
+        DeviceField::Derived(name) => match *name {
+            "translation_ns_per_io" => d.derived.translation_ns_per_io,
+            "translation_ns" => d.derived.translation_ns.map(|ns| ns as f64),
+            "cpu_share" => d.derived.cpu_share,
+            "maps_per_io" => d.derived.maps_per_io,
+            "iommu_maps_per_io" => d.derived.iommu_maps_per_io,
+            "iotlb_flushes_per_io" => d.derived.iotlb_flushes_per_io,
+            _ => None,
+        },
+        DeviceField::Completions => Some(d.completions as f64),
+        DeviceField::DomainType => {
+            return Some(Observed::Text(
+                d.domain_type.clone().unwrap_or_else(|| "(none)".into()),
+            ))
+        }
+        DeviceField::Op { op, stat } => {
+            let stats = d.op(*op);
+            match *stat {
+                "count" => Some(stats.count as f64),
+                "rate_per_s" => Some(stats.rate_per_s),
+                "mean_ns" => stats.latency.as_ref().map(|l| l.mean_ns),
+                "p99_ns" => stats.latency.as_ref().map(|l| l.p99_ns as f64),
+                _ => None,
+            }
+        }
+        DeviceField::PerUnit(name) => {
+            let work = DeviceWork::of(d, work_units(report).count);
+            match *name {
+                "dma_maps" => work.dma_maps,
+                "iommu_maps" => work.iommu_maps,
+                "iotlb_syncs" => work.iotlb_syncs,
+                "iotlb_flushes" => work.iotlb_flushes,
+                "dma_ns" => work.dma_ns,
+                "iommu_ns" => work.iommu_ns,
+                _ => None,
+            }
+        }
+    };
+    number.map(Observed::Number)
+}
+
+fn read_host(report: &Report, field: &HostField) -> Observed {
+    let host = &report.host;
+    let text = |value: Option<&str>| Observed::Text(value.unwrap_or("(unknown)").to_string());
+    let yes = |flag: bool| Observed::Text(if flag { "yes" } else { "no" }.to_string());
+    match field {
+        HostField::KernelRelease => text(host.kernel_release.as_deref()),
+        HostField::Lab => yes(host.lab),
+        HostField::IommuPresent => yes(host.iommu.present),
+        HostField::IommuVendor => {
+            Observed::Text(host.iommu.vendor.map_or("(none)", |v| v.name()).to_string())
+        }
+        HostField::IommuUnits => Observed::Number(host.iommu.units.len() as f64),
+        HostField::DefaultDomainType => text(host.iommu.default_domain_type.as_deref()),
+        HostField::DmaMode => text(host.iommu.dma_mode.map(|m| m.name())),
+        HostField::Cmdline(param) => Observed::Text(
+            cmdline_params(host.cmdline.as_deref().unwrap_or(""))
+                .into_iter()
+                .rev()
+                .find(|(key, _)| key == param)
+                .map_or_else(|| "(not set)".to_string(), |(_, value)| value.to_string()),
+        ),
+        HostField::KernelConfig(option) => text(host.kernel_config.get(option).map(String::as_str)),
     }
 }
 
@@ -185,30 +592,69 @@ mod tests {
     use super::*;
     use crate::report::fixtures::full_report;
 
+    fn eval(expr: &str, a: &Report, b: &Report) -> Evaluation {
+        Threshold::parse(expr)
+            .unwrap_or_else(|e| panic!("{expr}: {e}"))
+            .evaluate(a, b)
+            .unwrap_or_else(|e| panic!("{expr}: {e}"))
+    }
+
     #[test]
     fn parses_relative_and_absolute_thresholds() {
         let t = Threshold::parse("workload.transactions_per_s < -2%").expect("parses");
         assert_eq!(t.cmp, Cmp::Lt);
-        assert!(t.relative);
-        assert!((t.value + 0.02).abs() < 1e-12);
-        let t = Threshold::parse("device[nvme0n1].translation_ns_per_io > 800").expect("parses");
+        assert_eq!(
+            t.expected,
+            Expected::Number {
+                value: -0.02,
+                relative: true
+            }
+        );
+        let t = Threshold::parse("device[nvme0n1].translation_ns_per_io>800").expect("parses");
         assert_eq!(
             t.path,
             Path::Device {
-                name: "nvme0n1".into(),
-                field: "translation_ns_per_io".into()
+                selector: "nvme0n1".into(),
+                field: DeviceField::Derived("translation_ns_per_io")
             }
         );
-        assert!(!t.relative);
+        assert_eq!(t.cmp, Cmp::Gt);
+        let t = Threshold::parse("host.cmdline.intel_iommu != on").expect("parses");
+        assert_eq!(t.expected, Expected::Text("on".into()));
+        let t = Threshold::parse("device[eth0].dma_map.mean_ns <= 2e3").expect("parses");
+        assert_eq!(t.cmp, Cmp::Le);
     }
 
     #[test]
     fn bad_expressions_say_what_is_expected() {
         for (text, needle) in [
             ("workload.x", "is not PATH OP VALUE"),
-            ("host.kernel > 1", "unknown path"),
-            ("device[x].speed > 1", "unknown device field"),
             ("workload.x < fast", "is not PATH OP VALUE"),
+            ("workload.x <", "is not PATH OP VALUE"),
+            ("< 3", "is not PATH OP VALUE"),
+            ("workload.x < inf", "is not PATH OP VALUE"),
+            ("run.duration_s > 1", "unknown path"),
+            ("device[].cpu_share > 1", "unknown path"),
+            ("device[x].speed > 1", "unknown device field `speed`"),
+            (
+                "device[x].dma_flip.count > 1",
+                "unknown operation `dma_flip`",
+            ),
+            (
+                "device[x].dma_map.median > 1",
+                "unknown operation statistic `median`",
+            ),
+            (
+                "device[x].per_unit.bogus > 1",
+                "unknown device field `per_unit.bogus`",
+            ),
+            ("host.colour == red", "unknown host field `colour`"),
+            ("host.kernel_release > 6", "is text: only == and != apply"),
+            ("host.iommu.present == maybe", "is not PATH OP VALUE"),
+            (
+                "device[x].domain_type == 5%",
+                "only == and != apply, without %",
+            ),
         ] {
             let error = Threshold::parse(text).expect_err(text).to_string();
             assert!(error.contains(needle), "{text}: {error}");
@@ -216,26 +662,74 @@ mod tests {
     }
 
     #[test]
-    fn evaluates_a_device_field_on_b() {
+    fn devices_are_found_by_address_name_controller_or_driver() {
         let r = full_report();
-        let key = r
-            .devices
-            .iter()
-            .find(|d| d.derived.translation_ns_per_io.is_some())
-            .expect("timed device")
-            .key
-            .clone();
-        let above =
-            Threshold::parse(&format!("device[{key}].translation_ns_per_io > 0")).expect("parses");
-        assert!(above.crossed(&r, &r).expect("evaluates").is_some());
-        let unchanged =
-            Threshold::parse(&format!("device[{key}].translation_ns_per_io > 1%")).expect("parses");
-        assert!(unchanged.crossed(&r, &r).expect("evaluates").is_none());
-        let missing = Threshold::parse("device[nope].cpu_share > 0").expect("parses");
-        assert!(missing
-            .crossed(&r, &r)
+        for selector in ["0000:00:02.0", "nvme0n1", "nvme0", "nvme"] {
+            let e = eval(&format!("device[{selector}].completions == 4000"), &r, &r);
+            assert!(e.crossed, "{selector}: {e:?}");
+        }
+        let error = Threshold::parse("device[nope].cpu_share > 0")
+            .expect("parses")
+            .evaluate(&r, &r)
             .expect_err("no such device")
-            .to_string()
-            .contains("device `nope` not found in B"));
+            .to_string();
+        assert!(error.contains("device `nope` not found in B"), "{error}");
+        assert!(!is_namespace_of("nvme10n1", "nvme1"));
+        assert!(is_namespace_of("nvme1c0n1", "nvme1"));
+    }
+
+    #[test]
+    fn a_driver_shared_by_two_busy_devices_is_ambiguous() {
+        let mut r = full_report();
+        let mut twin = r.devices[0].clone();
+        twin.key = "0000:00:03.0".into();
+        twin.names = vec!["nvme1n1".into()];
+        r.devices.push(twin);
+        let error = Threshold::parse("device[nvme].completions > 0")
+            .expect("parses")
+            .evaluate(&r, &r)
+            .expect_err("two nvme devices")
+            .to_string();
+        assert!(error.contains("is ambiguous in B"), "{error}");
+    }
+
+    #[test]
+    fn relative_thresholds_compare_b_with_a() {
+        let a = full_report();
+        let mut b = a.clone();
+        b.devices[0].derived.translation_ns_per_io =
+            a.devices[0].derived.translation_ns_per_io.map(|v| v * 1.5);
+        let e = eval("device[nvme0n1].translation_ns_per_io > 20%", &a, &b);
+        assert!(e.crossed, "{e:?}");
+        assert!(e.observed.starts_with("+50.00%"), "{}", e.observed);
+        assert!(!eval("device[nvme0n1].translation_ns_per_io > 60%", &a, &b).crossed);
+        assert!(!eval("device[nvme0n1].translation_ns_per_io > 1%", &a, &a).crossed);
+        assert!(eval("device[nvme0n1].translation_ns_per_io > 0", &a, &a).crossed);
+    }
+
+    #[test]
+    fn workload_host_and_per_unit_paths_read_the_report() {
+        let r = full_report();
+        assert!(eval("workload.read_iops == 2000", &r, &r).crossed);
+        assert!(eval("workload.completions_per_s >= 1999", &r, &r).crossed);
+        assert!(eval("host.cmdline.intel_iommu == on", &r, &r).crossed);
+        assert!(eval("host.cmdline.iommu.passthrough == \"(not set)\"", &r, &r).crossed);
+        assert!(eval("host.kernel_config.CONFIG_INTEL_IOMMU == y", &r, &r).crossed);
+        assert!(eval("host.iommu.present == true", &r, &r).crossed);
+        assert!(eval("host.iommu.units == 1", &r, &r).crossed);
+        assert!(eval("host.iommu.dma_mode != strict", &r, &r).crossed);
+        assert!(eval("device[nvme0n1].domain_type == DMA-FQ", &r, &r).crossed);
+        // read_iops 2000 over the 2 s run: 4000 reads, one IOTLB sync each.
+        assert!(eval("device[nvme0n1].per_unit.iotlb_syncs == 1", &r, &r).crossed);
+        assert!(eval("device[nvme0n1].dma_map.count == 4000", &r, &r).crossed);
+        let missing = Threshold::parse("workload.transactions_per_s < -2%")
+            .expect("parses")
+            .evaluate(&r, &r)
+            .expect_err("no such result")
+            .to_string();
+        assert!(
+            missing.contains("workload result `transactions_per_s` not found in B"),
+            "{missing}"
+        );
     }
 }

@@ -19,8 +19,13 @@ pub enum ReportError {
     Truncated { line: usize, column: usize },
     #[error("not an iommutop report: {0}")]
     NotAReport(String),
-    #[error("unsupported schema_version {found} (this build reads {SCHEMA_VERSION})")]
+    #[error(
+        "unsupported schema_version {found} (this build reads {})",
+        readable_versions()
+    )]
     UnsupportedVersion { found: u64 },
+    #[error("invalid iommutop report of schema_version {version}: {message}")]
+    Upgraded { version: u64, message: String },
     #[error("invalid iommutop report: {message} at line {line}, column {column}")]
     Invalid {
         message: String,
@@ -34,13 +39,13 @@ pub enum ReportError {
 /// A report file that could not be read: names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadReportError {
-    #[error("{}: cannot read: {source}", path.display())]
+    #[error("{}: cannot read: {error}", path.display())]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
-    #[error("{}: {source}", path.display())]
-    Report { path: PathBuf, source: ReportError },
+    #[error("{}: {problem}", path.display())]
+    Report { path: PathBuf, problem: ReportError },
 }
 
 impl Report {
@@ -53,42 +58,91 @@ impl Report {
     }
 
     /// Reads a report, telling apart broken JSON, truncated files, other JSON documents, other
-    /// versions and version-1 reports with wrong fields.
+    /// versions and reports with wrong fields. Reports of an older (or newer) schema version are
+    /// read through their entry in [`READERS`].
     pub fn from_json(text: &str) -> Result<Report, ReportError> {
-        let value: Value = serde_json::from_str(text).map_err(|e| match e.classify() {
-            Category::Eof => ReportError::Truncated {
-                line: e.line(),
-                column: e.column(),
-            },
-            _ => ReportError::NotJson {
-                message: bare_message(&e),
-                line: e.line(),
-                column: e.column(),
-            },
-        })?;
-        check_identity(&value)?;
-        serde_json::from_str(text).map_err(|e| ReportError::Invalid {
-            message: bare_message(&e),
-            line: e.line(),
-            column: e.column(),
-        })
+        read_with(text, READERS)
     }
 
     /// Reads a report file; errors name the file.
     pub fn read(path: &Path) -> Result<Report, ReadReportError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ReadReportError::Io {
+        let text = std::fs::read_to_string(path).map_err(|error| ReadReportError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
-        Report::from_json(&text).map_err(|source| ReadReportError::Report {
+        Report::from_json(&text).map_err(|problem| ReadReportError::Report {
             path: path.to_path_buf(),
-            source,
+            problem,
         })
     }
 }
 
-/// An object whose `tool.name` (if present) is iommutop and whose `schema_version` this build reads.
-fn check_identity(value: &Value) -> Result<(), ReportError> {
+/// [`Report::from_json`] with a given set of readers for other versions.
+fn read_with(text: &str, readers: &[(u64, Upgrade)]) -> Result<Report, ReportError> {
+    let value: Value = serde_json::from_str(text).map_err(|e| match e.classify() {
+        Category::Eof => ReportError::Truncated {
+            line: e.line(),
+            column: e.column(),
+        },
+        _ => ReportError::NotJson {
+            message: bare_message(&e),
+            line: e.line(),
+            column: e.column(),
+        },
+    })?;
+    let version = check_identity(&value, readers)?;
+    if version == u64::from(SCHEMA_VERSION) {
+        // Parsed from the text again so that errors carry a line and column.
+        return serde_json::from_str(text).map_err(|e| ReportError::Invalid {
+            message: bare_message(&e),
+            line: e.line(),
+            column: e.column(),
+        });
+    }
+    let upgrade =
+        reader_for(readers, version).ok_or(ReportError::UnsupportedVersion { found: version })?;
+    let mut current = upgrade(value)?;
+    if let Some(object) = current.as_object_mut() {
+        object.insert("schema_version".into(), SCHEMA_VERSION.into());
+    }
+    serde_json::from_value(current).map_err(|e| ReportError::Upgraded {
+        version,
+        message: e.to_string(),
+    })
+}
+
+/// Turns a parsed report of an older (or newer) schema version into the current version's JSON.
+pub type Upgrade = fn(Value) -> Result<Value, ReportError>;
+
+/// The schema versions this build reads besides [`SCHEMA_VERSION`], each with the one function
+/// that lifts it to the current version. Supporting v0 (or reading a v2 report with this build)
+/// is one entry here, e.g. `(0, v0::upgrade)` renaming the fields that changed; compare reads the
+/// last two versions (DESIGN.md). There is only version 1 today.
+pub const READERS: &[(u64, Upgrade)] = &[];
+
+/// The function that reads `version`, if this build reads it.
+fn reader_for(readers: &[(u64, Upgrade)], version: u64) -> Option<Upgrade> {
+    readers
+        .iter()
+        .find(|(v, _)| *v == version)
+        .map(|(_, upgrade)| *upgrade)
+}
+
+/// `1` or `0, 1` for error messages.
+fn readable_versions() -> String {
+    let mut versions: Vec<u64> = READERS.iter().map(|(v, _)| *v).collect();
+    versions.push(u64::from(SCHEMA_VERSION));
+    versions.sort_unstable();
+    versions
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// An object whose `tool.name` (if present) is iommutop and whose `schema_version` this build
+/// reads; returns that version.
+fn check_identity(value: &Value, readers: &[(u64, Upgrade)]) -> Result<u64, ReportError> {
     let Some(object) = value.as_object() else {
         return Err(ReportError::NotAReport(format!(
             "the top level is {}, not an object",
@@ -110,10 +164,10 @@ fn check_identity(value: &Value) -> Result<(), ReportError> {
             ReportError::NotAReport(format!("schema_version is {version}, not a whole number"))
         })?,
     };
-    if version != u64::from(SCHEMA_VERSION) {
+    if version != u64::from(SCHEMA_VERSION) && reader_for(readers, version).is_none() {
         return Err(ReportError::UnsupportedVersion { found: version });
     }
-    Ok(())
+    Ok(version)
 }
 
 fn json_kind(value: &Value) -> &'static str {
@@ -132,4 +186,65 @@ fn bare_message(error: &serde_json::Error) -> String {
     let text = error.to_string();
     let suffix = format!(" at line {} column {}", error.line(), error.column());
     text.strip_suffix(&suffix).unwrap_or(&text).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixtures::full_report;
+
+    /// What a version-0 reader looks like: v0 (hypothetically) called `devices` `rows`.
+    fn v0_upgrade(mut value: Value) -> Result<Value, ReportError> {
+        let object = value
+            .as_object_mut()
+            .ok_or_else(|| ReportError::NotAReport("not an object".into()))?;
+        let rows = object
+            .remove("rows")
+            .ok_or_else(|| ReportError::NotAReport("a v0 report without rows".into()))?;
+        object.insert("devices".into(), rows);
+        Ok(value)
+    }
+
+    fn full_text() -> String {
+        full_report().to_json().expect("encodes")
+    }
+
+    #[test]
+    fn a_v1_report_reads_as_it_was_written() {
+        let report = full_report();
+        assert_eq!(Report::from_json(&full_text()).expect("reads"), report);
+        assert_eq!(
+            read_with(&full_text(), &[(0, v0_upgrade)]).expect("reads"),
+            report
+        );
+    }
+
+    #[test]
+    fn another_version_is_read_through_its_one_upgrade_function() {
+        let mut v0: Value = serde_json::from_str(&full_text()).expect("json");
+        let object = v0.as_object_mut().expect("object");
+        let devices = object.remove("devices").expect("devices");
+        object.insert("rows".into(), devices);
+        object.insert("schema_version".into(), 0.into());
+        let text = v0.to_string();
+        let error = read_with(&text, READERS).expect_err("v0 has no reader here");
+        assert_eq!(
+            error.to_string(),
+            "unsupported schema_version 0 (this build reads 1)"
+        );
+        let report = read_with(&text, &[(0, v0_upgrade)]).expect("v0 reads");
+        assert_eq!(report, full_report());
+        assert_eq!(report.schema_version, SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn an_upgraded_report_with_wrong_fields_names_its_version() {
+        let text = r#"{"schema_version": 0, "tool": {"name": "iommutop"}, "rows": []}"#;
+        let error = read_with(text, &[(0, v0_upgrade)]).expect_err("incomplete");
+        let message = error.to_string();
+        assert!(
+            message.starts_with("invalid iommutop report of schema_version 0: missing field"),
+            "{message}"
+        );
+    }
 }

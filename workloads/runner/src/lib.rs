@@ -1,1 +1,85 @@
-//! iommutop workloads.
+//! Workloads iommutop runs under its probes, and the profiles that name them.
+//!
+//! Every workload is one type behind [`Workload`]: built from checked parameters
+//! ([`params::Params`], declared once per workload as [`params::ParamSpec`]s), it is
+//! [checked](Workload::check) before anything is attached or changed, [prepared](Workload::prepare)
+//! (network namespaces, huge pages, a netserver), [run](Workload::run) with a [`RunControl`]
+//! through which it reports live numbers and asks the session for probe numbers at step
+//! boundaries, and [restored](Workload::restore) — also when dropped, so that an error or Ctrl-C
+//! unwinds what it changed. What a killed run left behind is put back by the next one
+//! ([`restore_leftovers`]).
+//!
+//! The workloads launch the real tools (netperf and netserver, fio) and parse their output with
+//! pure functions tested on real output (`testdata/`), or run in-process (the TLB pointer chase).
+//!
+//! [`profile`] loads `profiles/*.toml`: a workload, its parameters, the probe groups, a duration
+//! and thresholds, with errors that name the file, line and key.
+
+pub mod block;
+pub mod control;
+pub mod dma_contention;
+pub mod error;
+pub mod fio;
+pub mod netns;
+pub mod netperf;
+pub mod params;
+pub mod process;
+pub mod profile;
+pub mod registry;
+pub mod state;
+pub mod tlb;
+pub mod vfio_nvme;
+pub mod window;
+
+pub use control::{BasicControl, RunControl};
+pub use error::{ErrorClass, WorkloadError};
+pub use params::{ParamSpec, Params};
+pub use profile::{Profile, ProfileError, ProfileSet};
+pub use registry::WorkloadKind;
+pub use window::{ProbeWindow, WindowAccumulator};
+
+use serde_json::{Map, Value};
+
+/// What a run produced: the workload's own numbers, and sentences about their limits.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorkloadOutput {
+    /// Numbers at the top level (`transactions_per_s`, `read_iops`) so that `iommutop compare`
+    /// and `--fail-if workload.<key>` find them; structure (curves, per-device tables) below.
+    pub results: Map<String, Value>,
+    pub warnings: Vec<String>,
+}
+
+/// One workload: prepare → run → restore.
+pub trait Workload: Send {
+    /// The workload's name (`netperf`, `fio`, `dma-contention`, `tlb`).
+    fn name(&self) -> &'static str;
+
+    /// Every parameter with the value used (defaults included), for the report.
+    fn params(&self) -> Map<String, Value>;
+
+    /// Checks what can be checked without changing anything: tools installed, targets present
+    /// and safe to use, privileges. Runs before the probes attach, so a mistake fails fast.
+    fn check(&self) -> Result<(), WorkloadError>;
+
+    /// Changes the system as the run needs (namespaces, huge pages, servers). Everything changed
+    /// is recorded first and undone by [`Workload::restore`] or on drop.
+    fn prepare(&mut self) -> Result<(), WorkloadError>;
+
+    /// Runs to completion, or until `ctl` says the run is cancelled (then returns the results
+    /// it has, marked `"interrupted": true`, or [`WorkloadError::Cancelled`]).
+    fn run(&mut self, ctl: &mut dyn RunControl) -> Result<WorkloadOutput, WorkloadError>;
+
+    /// Undoes what [`Workload::prepare`] changed; returns what could not be restored. Idempotent;
+    /// also done on drop.
+    fn restore(&mut self) -> Vec<String>;
+}
+
+/// Puts back what runs killed before they could restore left behind (NICs in namespaces, huge
+/// page reservations); returns one line per record found.
+pub fn restore_leftovers() -> Vec<String> {
+    let dir = std::path::Path::new(state::STATE_DIR);
+    let mut lines = netns::restore_leftovers(dir);
+    lines.extend(tlb::hugepages::restore_leftovers(dir));
+    lines.extend(vfio_nvme::restore_leftovers());
+    lines
+}

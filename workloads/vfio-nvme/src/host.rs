@@ -783,6 +783,29 @@ pub fn restore_leftovers(device: Option<&str>) -> Result<Option<String>, Error> 
     )
 }
 
+/// Restores what killed runs left, for every controller with a state file; a state file of a
+/// run still going is left alone. One line per device put back or failed.
+pub fn restore_all_leftovers() -> Vec<String> {
+    let host = Host::system();
+    let Ok(entries) = fs::read_dir(host.root.join("run/iommutop")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("vfio-nvme-") && n.ends_with(".json"))
+        })
+        .filter_map(|path| match recover_stale(&host, &path) {
+            Ok(note) => note,
+            Err(Error::Refused { .. }) => None,
+            Err(e) => Some(format!("vfio-nvme: {e}")),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

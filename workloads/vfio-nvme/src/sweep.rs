@@ -111,9 +111,14 @@ pub fn find_knee(steps: &[SweepStep]) -> Result<Knee, String> {
         ratio * 100.0,
         noise / 1e3
     );
-    if jump <= 0.0 || ratio < MIN_JUMP_RATIO {
+    if jump <= 0.0 {
         return Err(format!(
-            "no knee: latency stays flat within {:.0} % ({evidence})",
+            "no knee: latency does not rise with more pages ({evidence})"
+        ));
+    }
+    if ratio < MIN_JUMP_RATIO {
+        return Err(format!(
+            "no knee: latency rises by less than {:.0} % ({evidence})",
             MIN_JUMP_RATIO * 100.0
         ));
     }
@@ -411,7 +416,14 @@ mod tests {
             (8, 100_200),
             (16, 100_100),
         ]);
-        assert!(find_knee(&flat).unwrap_err().contains("flat"));
+        let e = find_knee(&flat).unwrap_err();
+        assert!(
+            e.contains("less than 3 %") || e.contains("does not rise"),
+            "{e}"
+        );
+        let falling = steps(&[(1, 120_000), (2, 121_000), (4, 90_000), (8, 91_000)]);
+        let e = find_knee(&falling).unwrap_err();
+        assert!(e.contains("does not rise"), "{e}");
         let ramp: Vec<(u64, u64)> = (0..12).map(|i| (1u64 << i, 100_000 + i * 3_000)).collect();
         let e = find_knee(&steps(&ramp)).unwrap_err();
         assert!(e.contains("gradually") || e.contains("noise"), "{e}");

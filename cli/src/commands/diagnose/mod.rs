@@ -1,0 +1,320 @@
+//! `iommutop diagnose [--profile P] [--device ADDR] [--ab] [--json FILE] [-- COMMAND...]`: the
+//! system facts that decide translation, then a workload under the probes, and a verdict per
+//! device: what translation costs per unit of work and in CPU share, where the time goes, which
+//! call paths pay it, and what to try — with `--ab`, the gain of identity measured on the same
+//! kernel (the group switched, the workload run again, the group restored).
+//!
+//! The verdict's words come from `iommutop_model::diagnose`; this module runs things.
+
+mod ab;
+mod plan;
+
+use crate::cli::DiagnoseArgs;
+use crate::commands::record::{command_outcome, record_while, require_runnable};
+use crate::commands::run::{run_under_session, Finished};
+use crate::commands::workload::{
+    checked_profile_workload, profile_workload, restore_leftovers, workload_failure,
+};
+use crate::domain::{self, Host};
+use crate::exit::{Failure, Outcome};
+use crate::output::{JsonTarget, ReportSink};
+use crate::session::{RunDescription, Session};
+use crate::stop::StopSignal;
+use crate::sysinfo;
+use anyhow::{anyhow, Context};
+use iommutop_model::diagnose::{folded_stacks, render_system, verdict};
+use iommutop_model::report::{Report, WorkloadReport};
+use plan::Plan;
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Sampling interval of a diagnosis: one second, so that `compare` can estimate noise.
+const INTERVAL: Duration = Duration::from_secs(1);
+
+pub fn run(args: &DiagnoseArgs) -> Outcome<ExitCode> {
+    let facts = sysinfo::collect(Path::new("/")).context("reading system facts")?;
+    if !facts.iommu_present() && args.command.is_empty() && args.profile.is_none() {
+        print!("{}", render_system(&facts));
+        println!(
+            "\nverdict: no IOMMU translates DMA on this machine, so translation costs nothing \
+             here. To measure it, boot with intel_iommu=on (or amd_iommu=on), or run \
+             `sudo scripts/demo` for the lab."
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let plan = plan::choose(args, &facts)?;
+    check(&plan)?;
+    let ab_device = if args.ab {
+        Some(ab::device_for(args, &plan, &facts)?)
+    } else {
+        None
+    };
+    print!("{}", render_system(&facts));
+    let mut sink = match &args.json {
+        Some(path) => ReportSink::open(Some(JsonTarget::File(path.clone())))?,
+        None => ReportSink::Silent,
+    };
+    let stop = StopSignal::install()?;
+    restore_leftovers();
+    for line in domain::restore_leftovers(&Host::system()) {
+        eprintln!("iommutop: {line}");
+    }
+    eprintln!("iommutop: diagnosing with {}", plan.describe());
+    let first = measure(&plan, args.duration, &stop, &mut sink)?;
+    sink.report(&first.report)?;
+    write_call_paths(&first.report, args)?;
+    let outcome = match (&ab_device, first.failure.is_none() && !stop.requested()) {
+        (Some(device), true) => Some(ab::experiment(
+            device,
+            &first.report,
+            &plan,
+            args.duration,
+            &stop,
+            args.json.as_deref(),
+        )),
+        _ => None,
+    };
+    let (ab, ab_failure) = match outcome {
+        Some(Ok(ab)) => (Some(ab), None),
+        Some(Err(failure)) => (None, Some(failure)),
+        None => (None, None),
+    };
+    println!();
+    print!(
+        "{}",
+        verdict(&first.report, args.device.as_deref(), ab.as_ref())
+    );
+    if let Some(ab) = &ab {
+        println!();
+        print!("{}", ab.render());
+    }
+    if let Some(failure) = first.failure {
+        return Err(failure);
+    }
+    if let Some(failure) = ab_failure {
+        return Err(failure);
+    }
+    if stop.requested() {
+        return Err(Failure::from(anyhow!(
+            "interrupted (the verdict covers the run up to then)"
+        )));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What can be checked before anything is attached or changed.
+fn check(plan: &Plan) -> Outcome {
+    match plan {
+        Plan::Command(argv) => require_runnable(&argv[0]),
+        Plan::Profile(profile) => checked_profile_workload(profile).map(drop),
+    }
+}
+
+/// One run under freshly attached probes: its report, and the failure to end with (a command
+/// that failed, a workload error, something not restored) after the report is out.
+pub struct Measured {
+    pub report: Report,
+    pub failure: Option<Failure>,
+}
+
+fn measure(
+    plan: &Plan,
+    duration: Option<f64>,
+    stop: &StopSignal,
+    sink: &mut ReportSink,
+) -> Outcome<Measured> {
+    let mut session = Session::start()?;
+    match plan {
+        Plan::Command(argv) => {
+            let duration = duration.map(Duration::from_secs_f64);
+            let exit_status = record_while(&mut session, argv, INTERVAL, duration, stop, sink)?;
+            let report = session.finish(RunDescription {
+                profile: Some("diagnose".into()),
+                command: argv.clone(),
+                exit_status,
+                interval: INTERVAL,
+                ..RunDescription::default()
+            })?;
+            Ok(Measured {
+                report,
+                failure: command_outcome(argv, exit_status).err(),
+            })
+        }
+        Plan::Profile(profile) => {
+            let workload = profile_workload(profile)?;
+            let (finished, sampling_failure) =
+                run_under_session(&mut session, workload, INTERVAL, stop, sink);
+            if let Some(failure) = sampling_failure {
+                return Err(failure);
+            }
+            let Finished {
+                result,
+                params,
+                not_restored,
+            } = finished;
+            let mut warnings: Vec<String> = not_restored
+                .iter()
+                .map(|l| format!("not restored: {l}"))
+                .collect();
+            let (results, failure) = match result {
+                Ok(output) => {
+                    warnings.extend(output.warnings);
+                    (output.results, None)
+                }
+                Err(e) => {
+                    warnings.push(format!("the workload failed: {e}"));
+                    let mut results = Map::new();
+                    results.insert("error".into(), e.to_string().into());
+                    (results, Some(workload_failure(e)))
+                }
+            };
+            let failure = failure.or_else(|| {
+                (!not_restored.is_empty()).then(|| {
+                    Failure::from(anyhow!(
+                        "could not restore everything: {}",
+                        not_restored.join("; ")
+                    ))
+                })
+            });
+            let interrupted = results.get("interrupted") == Some(&Value::Bool(true));
+            let report = session.finish(RunDescription {
+                profile: Some(profile.name.clone()),
+                command: Vec::new(),
+                exit_status: None,
+                workload: Some(WorkloadReport {
+                    name: profile.workload.name().to_string(),
+                    params,
+                    results,
+                }),
+                interval: INTERVAL,
+                warnings,
+            })?;
+            let failure = failure.or_else(|| {
+                interrupted.then(|| {
+                    Failure::from(anyhow!(
+                        "interrupted (the verdict covers the run up to then)"
+                    ))
+                })
+            });
+            Ok(Measured { report, failure })
+        }
+    }
+}
+
+/// `--folded` and `--flamegraph`: the sampled call paths for flame-graph readers.
+fn write_call_paths(report: &Report, args: &DiagnoseArgs) -> Outcome {
+    let folded = folded_stacks(report);
+    if let Some(path) = &args.folded {
+        let mut text = folded.join("\n");
+        text.push('\n');
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("iommutop: folded call paths written to {}", path.display());
+    }
+    if let Some(path) = &args.flamegraph {
+        if folded.is_empty() {
+            return Err(anyhow!(
+                "no call path was sampled (stack sampling needs the fentry or kprobe tier): no \
+                 flame graph written"
+            )
+            .into());
+        }
+        let file =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let mut options = inferno::flamegraph::Options::default();
+        options.title = "iommutop: call paths of DMA API calls (sampled)".into();
+        options.count_name = "samples".into();
+        inferno::flamegraph::from_lines(
+            &mut options,
+            folded.iter().map(String::as_str),
+            std::io::BufWriter::new(file),
+        )
+        .map_err(|e| anyhow!("rendering the flame graph: {e}"))?;
+        eprintln!("iommutop: flame graph written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// `run.json` → `run-identity.json`: where the other mode's report of `--ab` goes.
+pub fn sibling(path: &Path, mode: &str) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "report".into());
+    let extension = path
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    path.with_file_name(format!("{stem}-{mode}{extension}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> Result<Option<Command>, clap::Error> {
+        Cli::try_parse_from(args).map(|cli| cli.command)
+    }
+
+    #[test]
+    fn diagnose_takes_a_profile_sets_and_ab() {
+        let Ok(Some(Command::Diagnose(args))) = parse(&[
+            "iommutop",
+            "diagnose",
+            "--profile",
+            "tcp-rr-1k",
+            "--set",
+            "nics=eth0,eth1",
+            "--device",
+            "eth0",
+            "--ab",
+            "--duration",
+            "4",
+        ]) else {
+            panic!("not diagnose")
+        };
+        assert_eq!(args.profile.as_deref(), Some("tcp-rr-1k"));
+        assert_eq!(args.set, ["nics=eth0,eth1"]);
+        assert!(args.ab);
+        assert_eq!(args.duration, Some(4.0));
+    }
+
+    #[test]
+    fn record_switches_a_domain_only_with_a_device_and_a_known_type() {
+        let Ok(Some(Command::Record(args))) = parse(&[
+            "iommutop",
+            "record",
+            "--domain",
+            "identity",
+            "--device",
+            "0000:00:04.0",
+            "--",
+            "dd",
+        ]) else {
+            panic!("not record")
+        };
+        assert_eq!(args.domain.as_deref(), Some("identity"));
+        assert_eq!(args.device.as_deref(), Some("0000:00:04.0"));
+        assert!(parse(&["iommutop", "record", "--domain", "identity"]).is_err());
+        assert!(parse(&["iommutop", "record", "--device", "0000:00:04.0"]).is_err());
+        let error = parse(&["iommutop", "record", "--domain", "pt", "--device", "x"])
+            .expect_err("unknown type")
+            .to_string();
+        assert!(
+            error.contains("possible values: identity, DMA, DMA-FQ, auto"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_other_modes_report_sits_beside_the_first() {
+        assert_eq!(
+            sibling(Path::new("out/run.json"), "identity"),
+            Path::new("out/run-identity.json")
+        );
+        assert_eq!(sibling(Path::new("r"), "DMA-FQ"), Path::new("r-DMA-FQ"));
+    }
+}

@@ -1,0 +1,64 @@
+//! `iommutop profiles [--json]`: the profiles `iommutop run` knows, with a line each.
+
+use crate::cli::ProfilesArgs;
+use crate::exit::{Failure, Outcome};
+use anyhow::anyhow;
+use iommutop_workloads::ProfileSet;
+use serde_json::json;
+use std::process::ExitCode;
+
+pub fn run(args: &ProfilesArgs) -> Outcome<ExitCode> {
+    let set = ProfileSet::discover();
+    let listed = set.list();
+    let invalid: Vec<String> = listed
+        .iter()
+        .filter_map(|l| l.profile.as_ref().err().map(|e| e.to_string()))
+        .collect();
+    if args.json {
+        let items: Vec<_> = listed
+            .iter()
+            .map(|l| match &l.profile {
+                Ok(p) => json!({
+                    "name": p.name,
+                    "description": p.description,
+                    "workload": p.workload.name(),
+                    "duration_s": p.duration_s,
+                    "params": p.given,
+                    "probe_groups": p.probe_groups,
+                    "fail_if": p.fail_if,
+                    "source": l.source,
+                }),
+                Err(e) => json!({"name": l.name, "source": l.source, "error": e.to_string()}),
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&items)?);
+    } else {
+        let width = listed.iter().map(|l| l.name.len()).max().unwrap_or(0);
+        for l in &listed {
+            match &l.profile {
+                Ok(p) => println!(
+                    "{:<width$}  {:<14}  {}",
+                    l.name,
+                    p.workload.name(),
+                    p.description
+                ),
+                Err(_) => println!("{:<width$}  {:<14}  (invalid: see below)", l.name, "?"),
+            }
+        }
+        if !set.dirs.is_empty() {
+            let dirs: Vec<String> = set.dirs.iter().map(|d| d.display().to_string()).collect();
+            eprintln!(
+                "iommutop: profiles from {} and built in; `iommutop run NAME` runs one",
+                dirs.join(", ")
+            );
+        }
+    }
+    if invalid.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Err(Failure::usage(anyhow!(
+            "invalid profile: {}",
+            invalid.join("; ")
+        )))
+    }
+}

@@ -1,0 +1,200 @@
+//! `iommutop top` on the build machine: without a terminal it says so (exit 2); in a tmux pane
+//! it draws, and every way out — `q`, SIGTERM, a panic — leaves the terminal as it found it
+//! (cooked mode, main screen). The tmux tests attach probes, so they need root, like
+//! host_probes.rs; they use a tmux server of their own.
+
+mod support;
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use support::{assert_one_line_error, assert_valid_report, read, read_json};
+
+/// One view at a time: they attach probes.
+static VIEW: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn iommutop() -> Command {
+    Command::cargo_bin("iommutop").expect("binary built")
+}
+
+#[test]
+fn without_a_terminal_iommutop_alone_prints_help_and_exits_2() {
+    let output = iommutop().output().expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("Usage:"), "{stderr}");
+    assert!(stderr.contains("top"), "{stderr}");
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn top_without_a_terminal_is_a_usage_error() {
+    let output = iommutop().args(["top"]).output().expect("runs");
+    assert_one_line_error(&output, 2, &["draws on a terminal", "iommutop record"]);
+}
+
+#[test]
+fn top_refuses_to_stream_json_into_its_own_view() {
+    // The terminal check comes first when stdout is a pipe; both are usage errors.
+    let output = iommutop()
+        .args(["top", "--json", "-"])
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+}
+
+/// A tmux server of this test's own, with one pane running `command`.
+struct Pane {
+    socket: String,
+    dir: PathBuf,
+}
+
+impl Pane {
+    /// Starts `iommutop top ARGS` in a `width`×`height` pane; when it exits, its status, the
+    /// pane's terminal modes and whether the alternate screen is on are written to files.
+    fn start(name: &str, env: &str, args: &str, width: u16, height: u16) -> Pane {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("top-{name}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("test dir");
+        let bin = env!("CARGO_BIN_EXE_iommutop");
+        let d = dir.display();
+        let script = format!(
+            "{env} {bin} top {args} 2>{d}/stderr & echo $! >{d}/pid; wait $!; echo $? >{d}/rc; \
+             stty -a >{d}/stty; sleep 600"
+        );
+        let socket = format!("iommutop-test-{}-{name}", std::process::id());
+        let status = std::process::Command::new("tmux")
+            .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
+            .args(["-x", &width.to_string(), "-y", &height.to_string()])
+            .args(["sh", "-c", &script])
+            .status()
+            .expect("tmux runs (apt-get install tmux)");
+        assert!(status.success(), "tmux new-session failed");
+        Pane { socket, dir }
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let output = std::process::Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .expect("tmux runs");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p"])
+    }
+
+    /// Waits until the pane shows `needle`; the screen as last seen.
+    fn wait_for(&self, needle: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let screen = self.screen();
+            if screen.contains(needle) || Instant::now() > deadline {
+                return screen;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The exit status, once iommutop has exited.
+    fn exit_status(&self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(text) = std::fs::read_to_string(self.dir.join("rc")) {
+                if let Ok(code) = text.trim().parse() {
+                    // stty runs right after.
+                    std::thread::sleep(Duration::from_millis(300));
+                    return Some(code);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        None
+    }
+
+    /// The terminal is as before: cooked mode with echo, main screen.
+    fn assert_restored(&self) {
+        let stty = read(&self.dir.join("stty"));
+        let words: Vec<&str> = stty.split_whitespace().collect();
+        assert!(words.contains(&"icanon"), "raw mode left on: {stty}");
+        assert!(words.contains(&"echo"), "echo left off: {stty}");
+        assert_eq!(
+            self.tmux(&["display", "-p", "#{alternate_on}"]).trim(),
+            "0",
+            "still on the alternate screen"
+        );
+    }
+}
+
+impl Drop for Pane {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(self.dir.join("pid")) {
+            if let Ok(pid) = pid.trim().parse::<i32>() {
+                // SAFETY: kill only sends a signal; the pid is iommutop's, started by this test.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+        self.tmux(&["kill-server"]);
+    }
+}
+
+fn require_root() -> std::sync::MutexGuard<'static, ()> {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "the view attaches probes: run as root (scripts/test does)"
+    );
+    VIEW.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[test]
+fn q_quits_writes_the_report_and_restores_the_terminal() {
+    let _view = require_root();
+    let report = Path::new(env!("CARGO_TARGET_TMPDIR")).join("top-q.json");
+    let _ = std::fs::remove_file(&report);
+    let pane = Pane::start("q", "", &format!("--json {}", report.display()), 80, 24);
+    let screen = pane.wait_for("up 2s", Duration::from_secs(60));
+    assert!(screen.contains("iommutop"), "{screen}");
+    assert!(screen.contains("sort MAPS/s"), "{screen}");
+    assert!(
+        screen.contains("(+/-)") || screen.contains("+/-"),
+        "{screen}"
+    );
+    // Every line fits the 80 columns.
+    assert!(screen.lines().all(|l| l.chars().count() <= 80), "{screen}");
+    pane.tmux(&["send-keys", "?"]);
+    let help = pane.wait_for("iommutop help", Duration::from_secs(5));
+    assert!(help.contains("pause"), "{help}");
+    pane.tmux(&["send-keys", "Escape"]);
+    pane.tmux(&["send-keys", "q"]);
+    assert_eq!(pane.exit_status(Duration::from_secs(30)), Some(0));
+    pane.assert_restored();
+    assert_valid_report(&read_json(&report));
+    let stderr = read(&pane.dir.join("stderr"));
+    assert!(stderr.contains("report written to"), "{stderr}");
+}
+
+#[test]
+fn sigterm_ends_the_view_cleanly() {
+    let _view = require_root();
+    let pane = Pane::start("term", "", "", 100, 30);
+    pane.wait_for("up 1s", Duration::from_secs(60));
+    let pid: i32 = read(&pane.dir.join("pid")).trim().parse().expect("pid");
+    // SAFETY: kill only sends a signal, to the iommutop this test started.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert_eq!(pane.exit_status(Duration::from_secs(30)), Some(0));
+    pane.assert_restored();
+}
+
+#[test]
+fn a_panic_gives_the_terminal_back_before_the_message() {
+    let _view = require_root();
+    let pane = Pane::start("panic", "IOMMUTOP_TOP_TEST_PANIC=1", "", 80, 24);
+    assert_eq!(pane.exit_status(Duration::from_secs(60)), Some(101));
+    pane.assert_restored();
+    let stderr = read(&pane.dir.join("stderr"));
+    assert!(stderr.contains("IOMMUTOP_TOP_TEST_PANIC"), "{stderr}");
+}

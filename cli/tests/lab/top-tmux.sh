@@ -1,0 +1,56 @@
+#!/bin/sh
+# Runs inside a lab guest: `iommutop top` in a detached tmux pane (120x40) while dd reads the
+# NVMe with O_DIRECT; captures the pane once the NVMe row shows a non-zero map rate (or after
+# 90 s), sends q, and records how the view ended.
+# Usage: top-tmux.sh IOMMUTOP OUTDIR
+# Writes into OUTDIR: nvme-pci, pane-attached.txt, pane.txt, rc, stty, alternate, top.json,
+# top.err; the host-side test (cli/tests/lab_tui.rs) asserts on them.
+set -u
+iommutop=$1
+out=$2
+mkdir -p "$out"
+export LANG=C.UTF-8 TERM="${TERM:-xterm-256color}"
+tm() { tmux -u -L iommutop-lab -f /dev/null "$@"; }
+
+nvme_pci=$(basename "$(readlink -f /sys/class/nvme/nvme0/device)")
+echo "$nvme_pci" >"$out/nvme-pci"
+
+tm new-session -d -x 120 -y 40 \
+	"$iommutop top --json $out/top.json 2>$out/top.err; echo \$? >$out/rc; stty -a >$out/stty; sleep 600"
+
+# Probes take several seconds to attach under TCG: wait for the first frame.
+i=0
+while [ $i -lt 120 ]; do
+	tm capture-pane -p >"$out/pane-attached.txt"
+	grep -q "sort MAPS/s" "$out/pane-attached.txt" && break
+	sleep 1
+	i=$((i + 1))
+done
+
+dd if=/dev/nvme0n1 of=/dev/null bs=4k iflag=direct 2>"$out/dd.err" &
+dd_pid=$!
+
+# The NVMe's row with a map rate other than 0 (5th column: DEVICE DRIVER NAMES DOMAIN MAPS/s).
+i=0
+while [ $i -lt 90 ]; do
+	sleep 1
+	tm capture-pane -p >"$out/pane.txt"
+	grep "^│$nvme_pci " "$out/pane.txt" | awk '$5 != "0" { found = 1 } END { exit !found }' && break
+	i=$((i + 1))
+done
+# One more interval, so the capture holds a full interval of dd.
+sleep 2
+tm capture-pane -p >"$out/pane.txt"
+
+tm send-keys q
+i=0
+while [ ! -s "$out/rc" ] && [ $i -lt 120 ]; do
+	sleep 0.5
+	i=$((i + 1))
+done
+sleep 1
+tm display -p '#{alternate_on}' >"$out/alternate"
+kill "$dd_pid" 2>/dev/null
+wait "$dd_pid" 2>/dev/null
+tm kill-server
+exit 0

@@ -1,0 +1,584 @@
+//! What the differences between two reports mean, in sentences, ranked by their share of the
+//! translation-time gap — and the text `iommutop compare` prints.
+//!
+//! The rules keep to what the reports show:
+//! - A device translated in one run and not the other is the strongest finding; its cause is the
+//!   host difference that decides translation (command line, kernel config, IOMMU presence,
+//!   default domain type), else the device's own group type (changed at run time), else none is
+//!   named.
+//! - Strict against lazy invalidation is named with the host difference that decides it.
+//! - A change in a device's translation time per unit is reported only beyond its interval
+//!   noise; host differences that can change that cost are listed as candidates, not as the cause.
+//! - Counts per unit (maps, syncs, invalidations) repeat run to run, so a change in them is real.
+//! - The workload's change is judged against its noise. Within noise, no cause is claimed.
+//!   Beyond noise, translation is credited only with the share of the time per unit that its own
+//!   change accounts for.
+
+use super::{Comparison, DeviceChange, HostDifference, MetricChange, Role, Transition};
+use crate::units::human_ns;
+use serde::Serialize;
+use std::fmt::Write;
+
+/// What kind of difference a finding is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// Devices translated in one run only.
+    Translation,
+    /// Strict against lazy invalidation.
+    Invalidation,
+    /// Translation time per unit changed beyond noise.
+    Cost,
+    /// Maps, syncs or invalidations per unit changed.
+    Counts,
+    /// The workload's headline number.
+    Workload,
+    /// No translation difference at all.
+    Same,
+}
+
+/// One thing `compare` says, with the evidence under it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    pub kind: FindingKind,
+    /// Share of the translation-time gap of the devices it is about.
+    pub share_of_gap: Option<f64>,
+    pub headline: String,
+    pub details: Vec<String>,
+}
+
+/// Said under a time or throughput change between lab runs.
+const LAB_CAVEAT: &str = "the runs are emulated (iommutop lab): their times and rates follow the \
+build host's load at the time of each run, which no interval sample shows; counts do not";
+
+/// The findings of a comparison, most important first.
+pub fn findings(c: &Comparison) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (transition, on, off) in [(Transition::OnlyB, "B", "A"), (Transition::OnlyA, "A", "B")] {
+        let devices = by_key(
+            c.devices
+                .iter()
+                .filter(|d| d.transition == transition)
+                .collect(),
+        );
+        if !devices.is_empty() {
+            out.push(translation_finding(c, &devices, on, off));
+        }
+    }
+    out.extend(invalidation_findings(c));
+    out.extend(cost_findings(c));
+    out.extend(count_findings(c));
+    out.sort_by(|x, y| {
+        y.share_of_gap
+            .unwrap_or(0.0)
+            .total_cmp(&x.share_of_gap.unwrap_or(0.0))
+    });
+    if out.is_empty() {
+        out.push(same_finding(c));
+    }
+    if let Some(metric) = c.workload.iter().find(|m| m.headline) {
+        out.insert(0, workload_finding(c, metric));
+    }
+    out
+}
+
+/// The devices of one finding in address order (the findings themselves go by share of the gap).
+fn by_key(mut devices: Vec<&DeviceChange>) -> Vec<&DeviceChange> {
+    devices.sort_by(|a, b| a.key.cmp(&b.key));
+    devices
+}
+
+/// `the NICs 0000:00:05.0 (eth0, e1000e) and 0000:00:06.0 (eth1, e1000e)`.
+fn who(devices: &[&DeviceChange]) -> String {
+    let labels: Vec<&str> = devices.iter().map(|d| d.label.as_str()).collect();
+    let kind = match (devices.iter().all(|d| d.is_nic), devices.len()) {
+        (true, 1) => "the NIC ",
+        (true, _) => "the NICs ",
+        _ => "",
+    };
+    let list = match labels.as_slice() {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    };
+    format!("{kind}{list}")
+}
+
+fn host_causes(c: &Comparison, role: Role) -> Vec<&HostDifference> {
+    c.host.iter().filter(|h| h.role == role).collect()
+}
+
+/// `identity in A, DMA-FQ in B` for the devices' group types, if they differ.
+fn domain_change(devices: &[&DeviceChange]) -> Vec<String> {
+    devices
+        .iter()
+        .filter_map(|d| {
+            let ta =
+                d.a.as_ref()?
+                    .domain_type
+                    .clone()
+                    .unwrap_or_else(|| "no IOMMU group".into());
+            let tb =
+                d.b.as_ref()?
+                    .domain_type
+                    .clone()
+                    .unwrap_or_else(|| "no IOMMU group".into());
+            (ta != tb).then(|| format!("{}: group type {ta} in A, {tb} in B", d.key))
+        })
+        .collect()
+}
+
+fn f2(value: Option<f64>) -> String {
+    value.map_or("-".into(), |v| format!("{v:.2}"))
+}
+
+fn ns(value: Option<f64>) -> String {
+    value.map_or("-".into(), |v| human_ns(v.max(0.0).round() as u64))
+}
+
+/// `per transaction, A → B: IOMMU page-table maps 0.00 → 3.00, ...`
+fn work_line(c: &Comparison, d: &DeviceChange) -> String {
+    let pick = |f: fn(&super::DeviceWork) -> Option<f64>| {
+        (d.a.as_ref().and_then(f), d.b.as_ref().and_then(f))
+    };
+    let counts = [
+        ("DMA maps", pick(|w| w.dma_maps)),
+        ("IOMMU page-table maps", pick(|w| w.iommu_maps)),
+        ("IOTLB syncs", pick(|w| w.iotlb_syncs)),
+        ("IOTLB invalidations", pick(|w| w.iotlb_flushes)),
+    ];
+    let mut parts: Vec<String> = counts
+        .iter()
+        .map(|(what, (a, b))| format!("{what} {} → {}", f2(*a), f2(*b)))
+        .collect();
+    let (ia, ib) = pick(|w| w.iommu_ns);
+    if ia.is_some() || ib.is_some() {
+        parts.push(format!("IOMMU work {} → {}", ns(ia), ns(ib)));
+    }
+    let (ta, tb) = pick(|w| w.dma_ns);
+    if ta.is_some() || tb.is_some() {
+        parts.push(format!("time in DMA map+unmap {} → {}", ns(ta), ns(tb)));
+    }
+    format!("{} per {}, A → B: {}", d.label, c.unit, parts.join(", "))
+}
+
+fn share_sum(devices: &[&DeviceChange]) -> Option<f64> {
+    devices
+        .iter()
+        .map(|d| d.share_of_gap)
+        .try_fold(0.0, |sum, s| s.map(|s| sum + s))
+}
+
+fn translation_finding(c: &Comparison, devices: &[&DeviceChange], on: &str, off: &str) -> Finding {
+    let plural = devices.len() > 1;
+    let headline = format!(
+        "IOMMU translation on {} is the difference: {on} translates {} DMA, {off} does not",
+        who(devices),
+        if plural { "their" } else { "its" }
+    );
+    let mut details = Vec::new();
+    let causes = host_causes(c, Role::Translation);
+    let domains = domain_change(devices);
+    if !causes.is_empty() {
+        let list: Vec<String> = causes.iter().map(|h| h.sentence()).collect();
+        details.push(format!("cause: {}", list.join("; ")));
+    } else if !domains.is_empty() {
+        details.push(format!(
+            "cause: the IOMMU group's domain type ({}), set at run time through \
+             /sys/kernel/iommu_groups: no command-line or kernel-config difference",
+            domains.join("; ")
+        ));
+    } else {
+        details.push(
+            "no host or group difference in the reports explains it (different hardware or \
+             firmware?)"
+                .into(),
+        );
+    }
+    for d in devices {
+        details.push(work_line(c, d));
+    }
+    details.push(format!(
+        "the page-table maps, IOTLB syncs and invalidations above are work only the translated \
+         run ({on}) pays"
+    ));
+    Finding {
+        kind: FindingKind::Translation,
+        share_of_gap: share_sum(devices),
+        headline,
+        details,
+    }
+}
+
+fn invalidation_findings(c: &Comparison) -> Vec<Finding> {
+    let devices: Vec<&DeviceChange> = c
+        .devices
+        .iter()
+        .filter(|d| d.transition == Transition::Both)
+        .filter(|d| {
+            let t = |w: &Option<super::DeviceWork>| w.as_ref().and_then(|w| w.domain_type.clone());
+            t(&d.a) != t(&d.b)
+        })
+        .collect();
+    let devices = by_key(devices);
+    if devices.is_empty() {
+        return Vec::new();
+    }
+    let mut details = Vec::new();
+    let causes = host_causes(c, Role::Invalidation);
+    if causes.is_empty() {
+        details.push(format!(
+            "cause: the IOMMU group's domain type ({}), set at run time",
+            domain_change(&devices).join("; ")
+        ));
+    } else {
+        let list: Vec<String> = causes.iter().map(|h| h.sentence()).collect();
+        details.push(format!("cause: {}", list.join("; ")));
+    }
+    details.extend(devices.iter().map(|d| work_line(c, d)));
+    vec![Finding {
+        kind: FindingKind::Invalidation,
+        share_of_gap: share_sum(&devices),
+        headline: format!(
+            "IOTLB invalidation differs on {}: DMA is strict (an invalidation per unmap), \
+             DMA-FQ lazy (batched by the flush queue)",
+            who(&devices)
+        ),
+        details,
+    }]
+}
+
+fn cost_findings(c: &Comparison) -> Vec<Finding> {
+    let devices: Vec<&DeviceChange> = c
+        .devices
+        .iter()
+        .filter(|d| d.transition == Transition::Both)
+        .filter(|d| d.dma_time.is_some_and(|s| s.beyond_noise))
+        .collect();
+    let devices = by_key(devices);
+    if devices.is_empty() {
+        return Vec::new();
+    }
+    let mut details: Vec<String> = devices
+        .iter()
+        .map(|d| {
+            let s = d.dma_time.map(|s| {
+                format!(
+                    " ({:+.1}%, beyond its noise of ±{:.1}%)",
+                    s.change * 100.0,
+                    s.band * 100.0
+                )
+            });
+            format!("{}{}", work_line(c, d), s.unwrap_or_default())
+        })
+        .collect();
+    let candidates: Vec<String> = c
+        .host
+        .iter()
+        .filter(|h| h.role != Role::Context || h.what == "kernel")
+        .map(HostDifference::sentence)
+        .collect();
+    if c.lab {
+        details.push(LAB_CAVEAT.into());
+    }
+    if candidates.is_empty() {
+        details.push("no host difference in the reports: same kernel and IOMMU settings".into());
+    } else {
+        details.push(format!(
+            "host differences that can change this cost (candidates, not a measured cause): {}",
+            candidates.join("; ")
+        ));
+    }
+    vec![Finding {
+        kind: FindingKind::Cost,
+        share_of_gap: share_sum(&devices),
+        headline: format!(
+            "translation time per {} changed on {} beyond run-to-run noise",
+            c.unit,
+            who(&devices)
+        ),
+        details,
+    }]
+}
+
+fn count_findings(c: &Comparison) -> Vec<Finding> {
+    if c.unit == "second" {
+        return Vec::new();
+    }
+    let devices: Vec<&DeviceChange> = c
+        .devices
+        .iter()
+        .filter(|d| d.transition == Transition::Both)
+        .filter(|d| {
+            let (Some(a), Some(b)) = (&d.a, &d.b) else {
+                return false;
+            };
+            super::count_changed(a.dma_maps, b.dma_maps)
+                || super::count_changed(a.iommu_maps, b.iommu_maps)
+                || super::count_changed(a.iotlb_syncs, b.iotlb_syncs)
+                || super::count_changed(a.iotlb_flushes, b.iotlb_flushes)
+        })
+        .collect();
+    let devices = by_key(devices);
+    if devices.is_empty() {
+        return Vec::new();
+    }
+    let mut details: Vec<String> = devices.iter().map(|d| work_line(c, d)).collect();
+    details.push(
+        "counts per unit repeat run to run (unlike times), so this is a change in how the \
+         driver or the IOMMU code maps"
+            .into(),
+    );
+    vec![Finding {
+        kind: FindingKind::Counts,
+        share_of_gap: share_sum(&devices),
+        headline: format!(
+            "translation work per {} changed on {}",
+            c.unit,
+            who(&devices)
+        ),
+        details,
+    }]
+}
+
+fn same_finding(c: &Comparison) -> Finding {
+    let mut details = Vec::new();
+    let translated: Vec<&DeviceChange> = c
+        .devices
+        .iter()
+        .filter(|d| d.transition == Transition::Both)
+        .collect();
+    for d in &translated {
+        let noise = match d.dma_time {
+            Some(s) => format!(
+                " ({:+.1}%, within its noise of ±{:.1}%)",
+                s.change * 100.0,
+                s.band * 100.0
+            ),
+            None => " (noise not measurable)".into(),
+        };
+        details.push(format!("{}{noise}", work_line(c, d)));
+    }
+    if !c.host.is_empty() {
+        let list: Vec<String> = c.host.iter().map(HostDifference::sentence).collect();
+        details.push(format!(
+            "the hosts differ ({}), but the reports show no change in translation work that \
+             follows from it",
+            list.join("; ")
+        ));
+    }
+    Finding {
+        kind: FindingKind::Same,
+        share_of_gap: None,
+        headline: format!(
+            "translation is the same in both runs: no device gained or lost it, and each \
+             device's translation time per {} is the same within noise",
+            c.unit
+        ),
+        details,
+    }
+}
+
+fn workload_finding(c: &Comparison, m: &MetricChange) -> Finding {
+    let change = m
+        .change
+        .map(|x| format!(" ({:+.1}%)", x * 100.0))
+        .unwrap_or_default();
+    let mut headline = format!("{}: {:.1} in A, {:.1} in B{change}", m.metric, m.a, m.b);
+    let mut details = Vec::new();
+    match m.significance {
+        None => headline.push_str(
+            ": run-to-run noise not measurable (fewer than 3 steady interval samples in a \
+             report), so no cause is claimed for the change",
+        ),
+        Some(s) if !s.beyond_noise => {
+            let _ = write!(
+                headline,
+                ": within run-to-run noise (±{:.1}%, from {} and {} steady interval samples), \
+                 so no cause is claimed for it",
+                s.band * 100.0,
+                s.samples.0,
+                s.samples.1
+            );
+        }
+        Some(s) => {
+            let _ = write!(
+                headline,
+                ": beyond run-to-run noise (±{:.1}%, from {} and {} steady interval samples)",
+                s.band * 100.0,
+                s.samples.0,
+                s.samples.1
+            );
+            if let Some(line) = attribution(c, m) {
+                details.push(line);
+            }
+            if c.lab {
+                details.push(LAB_CAVEAT.into());
+            }
+        }
+    }
+    Finding {
+        kind: FindingKind::Workload,
+        share_of_gap: None,
+        headline,
+        details,
+    }
+}
+
+/// How much of a rate's change translation accounts for: the change in translation time per
+/// unit against the change in time per unit (1 / rate, one request at a time as in TCP_RR).
+fn attribution(c: &Comparison, m: &MetricChange) -> Option<String> {
+    let rate_metric = c.a.units.rate_metric.as_deref()?;
+    if m.metric != rate_metric || c.unit == "second" || m.a <= 0.0 || m.b <= 0.0 {
+        return None;
+    }
+    let time_gap = 1e9 / m.b - 1e9 / m.a;
+    let translation_gap: f64 = c.devices.iter().map(|d| d.gap_ns).sum();
+    if time_gap == 0.0 {
+        return None;
+    }
+    let ratio = translation_gap / time_gap;
+    let unit = &c.unit;
+    let signed = |ns: f64| {
+        let sign = if ns < 0.0 { "-" } else { "+" };
+        format!("{sign}{}", human_ns(ns.abs().round() as u64))
+    };
+    Some(if ratio >= 0.1 {
+        format!(
+            "time per {unit} (1 / rate) changed by {}, translation time per {unit} by {}: \
+             translation work in the kernel accounts for about {:.0}% of the change{}",
+            signed(time_gap),
+            signed(translation_gap),
+            ratio.min(1.0) * 100.0,
+            if ratio < 0.5 {
+                "; the rest lies outside the kernel's translation code (it may include the \
+                 device side of translation, IOTLB misses and page walks, which kernel probes \
+                 cannot see)"
+            } else {
+                ""
+            }
+        )
+    } else {
+        format!(
+            "time per {unit} (1 / rate) changed by {}, translation time per {unit} only by {}: \
+             the change is not in the kernel's translation work (iommutop does not measure what \
+             else changed, nor the device side of translation)",
+            signed(time_gap),
+            signed(translation_gap)
+        )
+    })
+}
+
+/// One figure of a device's work, as text.
+type ShowWork = fn(&super::DeviceWork) -> String;
+
+impl Comparison {
+    /// The text `iommutop compare` prints; `names` label A and B (file names).
+    pub fn render(&self, names: (&str, &str)) -> String {
+        let mut out = String::new();
+        for (tag, name, side) in [("A", names.0, &self.a), ("B", names.1, &self.b)] {
+            let mut parts = vec![format!(
+                "kernel {}",
+                side.kernel.as_deref().unwrap_or("unknown")
+            )];
+            parts.push(format!("IOMMU {}", side.iommu));
+            if !side.iommu_parameters.is_empty() {
+                parts.push(side.iommu_parameters.clone());
+            }
+            if let Some(workload) = &side.workload {
+                parts.push(format!("workload {workload}"));
+            }
+            parts.push(format!("{:.1} s from {}", side.duration_s, side.started_at));
+            let _ = writeln!(out, "{tag}: {name}: {}", parts.join("; "));
+        }
+        out.push('\n');
+        let mut rank = 0;
+        for finding in &self.findings {
+            let prefix = match (finding.kind, finding.share_of_gap) {
+                (FindingKind::Workload, _) => String::new(),
+                (_, Some(share)) => {
+                    rank += 1;
+                    format!(
+                        "{rank}. [{:.0}% of the translation-time gap] ",
+                        share * 100.0
+                    )
+                }
+                (_, None) => {
+                    rank += 1;
+                    format!("{rank}. ")
+                }
+            };
+            let _ = writeln!(out, "{prefix}{}.", finding.headline);
+            for detail in &finding.details {
+                let _ = writeln!(out, "     {detail}");
+            }
+        }
+        if !self.host.is_empty() {
+            let _ = writeln!(out, "\nhost (A → B):");
+            for h in &self.host {
+                let _ = writeln!(out, "  {:<22} {}: {} → {}", h.role.name(), h.what, h.a, h.b);
+            }
+        }
+        if !self.devices.is_empty() {
+            let _ = writeln!(out, "\ndevices, per {} (A → B):", self.unit);
+            for d in &self.devices {
+                let share = d
+                    .share_of_gap
+                    .map(|s| format!("  [{:.0}% of the gap]", s * 100.0))
+                    .unwrap_or_default();
+                let _ = writeln!(out, "  {}{share}", d.label);
+                let text = |w: &Option<super::DeviceWork>, f: fn(&super::DeviceWork) -> String| {
+                    w.as_ref().map_or("-".to_string(), f)
+                };
+                let rows: [(&str, ShowWork); 7] = [
+                    ("domain type", |w| {
+                        w.domain_type
+                            .clone()
+                            .unwrap_or_else(|| "no IOMMU group".into())
+                    }),
+                    ("DMA maps", |w| f2(w.dma_maps)),
+                    ("IOMMU page-table maps", |w| f2(w.iommu_maps)),
+                    ("IOTLB syncs", |w| f2(w.iotlb_syncs)),
+                    ("IOTLB invalidations", |w| f2(w.iotlb_flushes)),
+                    ("IOMMU work", |w| ns(w.iommu_ns)),
+                    ("DMA map+unmap time", |w| ns(w.dma_ns)),
+                ];
+                for (what, f) in rows {
+                    let _ = writeln!(out, "    {what:<22} {} → {}", text(&d.a, f), text(&d.b, f));
+                }
+                if let Some(s) = d.dma_time {
+                    let _ = writeln!(
+                        out,
+                        "    {:<22} ±{:.1}% ({})",
+                        "time noise",
+                        s.band * 100.0,
+                        if s.beyond_noise {
+                            "change beyond it"
+                        } else {
+                            "change within it"
+                        }
+                    );
+                }
+            }
+        }
+        if !self.workload.is_empty() {
+            let _ = writeln!(out, "\nworkload (A → B):");
+            for m in &self.workload {
+                let change = m
+                    .change
+                    .map_or("-".into(), |x| format!("{:+.1}%", x * 100.0));
+                let noise = match m.significance {
+                    Some(s) if s.beyond_noise => format!("beyond noise (±{:.1}%)", s.band * 100.0),
+                    Some(s) => format!("within noise (±{:.1}%)", s.band * 100.0),
+                    None => String::new(),
+                };
+                let _ = writeln!(
+                    out,
+                    "  {:<22} {:.1} → {:.1}  {change}  {noise}",
+                    m.metric, m.a, m.b
+                );
+            }
+        }
+        out
+    }
+}

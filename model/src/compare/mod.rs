@@ -1,0 +1,565 @@
+//! `iommutop compare A B`: lines up two reports (two kernels, two modes, two dates) and explains
+//! the difference.
+//!
+//! - **Host** ([`HostDifference`]): the kernel, the IOMMU, the default domain type, the IOMMU
+//!   parameters of the command line and the IOMMU kernel config, each with the [`Role`] it plays:
+//!   deciding whether DMA is translated at all, strict or lazy invalidation, translation cost, or
+//!   only context.
+//! - **Devices** ([`DeviceChange`]): per device, the work per unit of the workload (transaction,
+//!   read, else completed I/O) in A and B — DMA maps, IOMMU page-table maps, IOTLB syncs and
+//!   invalidations, time — and each device's share of the translation-time gap.
+//! - **Workload** ([`MetricChange`]): the workload's own numbers, judged against the run-to-run
+//!   noise measured in each report's interval samples ([`noise`]).
+//! - **Findings** ([`explain`]): the sentences, ranked by share of the gap, that name a cause only
+//!   where the reports show one.
+//!
+//! Thresholds for CI are in [`threshold`].
+
+pub mod explain;
+pub mod noise;
+pub mod threshold;
+pub mod work;
+
+pub use explain::{Finding, FindingKind};
+pub use noise::{Significance, Spread};
+pub use threshold::{Evaluation, Threshold, ThresholdError};
+pub use work::{work_units, DeviceWork, WorkUnits, COMPLETIONS_PER_S};
+
+use crate::facts::{IommuCmdline, IommuVendor};
+use crate::report::{IntervalDevice, Report};
+use crate::sample::Op;
+use crate::snapshot::Device;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use work::{label, same_device};
+
+/// What a host difference can do to translation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Decides whether DMA is translated at all (IOMMU on/off, passthrough).
+    Translation,
+    /// Decides strict or lazy (flush-queue) IOTLB invalidation.
+    Invalidation,
+    /// Changes what translation costs (scalable mode, debugging, bounce buffers).
+    Cost,
+    /// Context only (kernel release, IOMMU features this workload does not use).
+    Context,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Translation => "decides translation",
+            Role::Invalidation => "decides invalidation",
+            Role::Cost => "changes its cost",
+            Role::Context => "context",
+        }
+    }
+}
+
+/// One host fact that differs between A and B.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HostDifference {
+    /// `kernel`, `IOMMU`, `default domain type`, `command line iommu.passthrough`,
+    /// `CONFIG_INTEL_IOMMU_DEFAULT_ON`, ...
+    pub what: String,
+    pub a: String,
+    pub b: String,
+    pub role: Role,
+}
+
+impl HostDifference {
+    /// `command line iommu.passthrough: 1 in A, (not set) in B`.
+    pub fn sentence(&self) -> String {
+        format!("{}: {} in A, {} in B", self.what, self.a, self.b)
+    }
+}
+
+/// How a device's translation differs between the runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transition {
+    /// Translated in both runs.
+    Both,
+    /// Translated in neither.
+    Neither,
+    /// Translated only in B.
+    OnlyB,
+    /// Translated only in A.
+    OnlyA,
+}
+
+/// One device in both runs (or in one of them).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceChange {
+    pub key: String,
+    /// `0000:00:05.0 (eth0, e1000e)`
+    pub label: String,
+    pub is_nic: bool,
+    pub a: Option<DeviceWork>,
+    pub b: Option<DeviceWork>,
+    pub transition: Transition,
+    /// Translation differs beyond noise: translated in one run only, another domain type, more
+    /// or fewer maps, syncs or invalidations per unit, or time per unit beyond its noise.
+    pub changed: bool,
+    /// Change in translation time per unit (B - A), ns; per second when the units are unknown.
+    pub gap_ns: f64,
+    /// `|gap_ns|` over the sum over the devices that changed; `None` for the others.
+    pub share_of_gap: Option<f64>,
+    /// Time in DMA map and unmap per unit, A vs B, judged against its interval noise.
+    pub dma_time: Option<Significance>,
+}
+
+/// A workload number in A and B.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricChange {
+    pub metric: String,
+    pub a: f64,
+    pub b: f64,
+    /// `(b - a) / a`, when `a` is not zero.
+    pub change: Option<f64>,
+    pub significance: Option<Significance>,
+    /// The workload's headline rate (transactions per second, reads per second).
+    pub headline: bool,
+}
+
+/// One side of the comparison, in a line.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Side {
+    pub kernel: Option<String>,
+    /// `intel (dmar0), default domain DMA-FQ` or `none`.
+    pub iommu: String,
+    /// `intel_iommu=on iommu.passthrough=1`, the IOMMU parameters of the command line.
+    pub iommu_parameters: String,
+    /// `netperf`, `fio`, or the command.
+    pub workload: Option<String>,
+    pub started_at: String,
+    pub duration_s: f64,
+    pub units: WorkUnits,
+}
+
+/// Everything `compare` found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    pub a: Side,
+    pub b: Side,
+    pub host: Vec<HostDifference>,
+    /// Devices with DMA in either run, largest share of the gap first.
+    pub devices: Vec<DeviceChange>,
+    pub workload: Vec<MetricChange>,
+    /// What the differences mean, most important first.
+    pub findings: Vec<Finding>,
+    /// What the per-device figures are per: `transaction`, `read`, `completed I/O`, or `second`.
+    pub unit: String,
+    /// A report came from the iommutop lab (emulated: times vary with the build host's load).
+    pub lab: bool,
+}
+
+/// Compares A (the baseline) with B.
+pub fn compare(a: &Report, b: &Report) -> Comparison {
+    let units = (work_units(a), work_units(b));
+    let unit = common_unit(&units.0, &units.1);
+    let host = host_differences(a, b);
+    let devices = device_changes(a, b, &units, unit.as_deref());
+    let workload = workload_changes(a, b, &units.0, &units.1);
+    let mut comparison = Comparison {
+        a: side(a, units.0),
+        b: side(b, units.1),
+        host,
+        devices,
+        workload,
+        findings: Vec::new(),
+        unit: unit.unwrap_or_else(|| "second".into()),
+        lab: a.host.lab || b.host.lab,
+    };
+    comparison.findings = explain::findings(&comparison);
+    comparison
+}
+
+/// The unit both runs count in, if they count in the same one.
+fn common_unit(a: &WorkUnits, b: &WorkUnits) -> Option<String> {
+    match (a.count, b.count) {
+        (Some(_), Some(_)) if a.unit == b.unit => Some(a.unit.clone()),
+        (None, None) => Some(a.unit.clone()),
+        _ => None,
+    }
+}
+
+fn side(report: &Report, units: WorkUnits) -> Side {
+    let host = &report.host;
+    let iommu = if host.iommu.present {
+        format!(
+            "{} ({}), default domain {}",
+            host.iommu.vendor.map_or("unknown vendor", |v| v.name()),
+            host.iommu.units.join(", "),
+            host.iommu
+                .default_domain_type
+                .as_deref()
+                .unwrap_or("unknown")
+        )
+    } else {
+        "none".into()
+    };
+    let parameters: Vec<String> = iommu_params(report)
+        .into_iter()
+        .map(|(k, v)| if v.is_empty() { k } else { format!("{k}={v}") })
+        .collect();
+    Side {
+        kernel: host.kernel_release.clone(),
+        iommu,
+        iommu_parameters: parameters.join(" "),
+        workload: report
+            .run
+            .workload
+            .as_ref()
+            .map(|w| w.name.clone())
+            .or_else(|| (!report.run.command.is_empty()).then(|| report.run.command.join(" "))),
+        started_at: report.run.started_at.clone(),
+        duration_s: report.run.duration_s,
+        units,
+    }
+}
+
+/// The command-line parameters that decide translation, as the kernel reads them (last wins).
+fn iommu_params(report: &Report) -> BTreeMap<String, String> {
+    let parsed = report
+        .host
+        .cmdline
+        .as_deref()
+        .map(IommuCmdline::parse)
+        .unwrap_or_default();
+    [
+        ("intel_iommu", parsed.intel_iommu),
+        ("amd_iommu", parsed.amd_iommu),
+        ("iommu", parsed.iommu),
+        ("iommu.passthrough", parsed.iommu_passthrough),
+        ("iommu.strict", parsed.iommu_strict),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| Some((k.to_string(), v?)))
+    .collect()
+}
+
+/// The role of a command-line parameter.
+fn param_role(param: &str) -> Role {
+    match param {
+        "iommu.strict" => Role::Invalidation,
+        _ => Role::Translation,
+    }
+}
+
+/// The vendor whose driver a config option belongs to (`INTEL_IOMMU_*` → Intel), if any.
+pub fn config_vendor(option: &str) -> Option<IommuVendor> {
+    if option.starts_with("INTEL_IOMMU") {
+        Some(IommuVendor::Intel)
+    } else if option.starts_with("AMD_IOMMU") {
+        Some(IommuVendor::Amd)
+    } else if option == "VIRTIO_IOMMU" {
+        Some(IommuVendor::Virtio)
+    } else {
+        None
+    }
+}
+
+/// The role of an IOMMU kernel config option (without `CONFIG_`) on a host whose IOMMU is
+/// `vendors` (one per report): another vendor's driver options are context.
+pub fn config_role_for(option: &str, vendors: &[Option<IommuVendor>]) -> Role {
+    match config_vendor(option) {
+        Some(vendor) if !vendors.contains(&Some(vendor)) => Role::Context,
+        _ => config_role(option),
+    }
+}
+
+/// The role of an IOMMU kernel config option (without `CONFIG_`).
+pub fn config_role(option: &str) -> Role {
+    match option {
+        "IOMMU_SUPPORT"
+        | "IOMMU_API"
+        | "IOMMU_DMA"
+        | "INTEL_IOMMU"
+        | "AMD_IOMMU"
+        | "VIRTIO_IOMMU"
+        | "INTEL_IOMMU_DEFAULT_ON"
+        | "IOMMU_DEFAULT_PASSTHROUGH" => Role::Translation,
+        "IOMMU_DEFAULT_DMA_STRICT" | "IOMMU_DEFAULT_DMA_LAZY" => Role::Invalidation,
+        "INTEL_IOMMU_SCALABLE_MODE_DEFAULT_ON"
+        | "IOMMU_IOVA"
+        | "DMA_API_DEBUG"
+        | "SWIOTLB"
+        | "IRQ_REMAP" => Role::Cost,
+        _ => Role::Context,
+    }
+}
+
+fn host_differences(a: &Report, b: &Report) -> Vec<HostDifference> {
+    let mut out = Vec::new();
+    let mut push = |what: String, va: String, vb: String, role: Role| {
+        if va != vb {
+            out.push(HostDifference {
+                what,
+                a: va,
+                b: vb,
+                role,
+            });
+        }
+    };
+    let show = |v: Option<&str>| v.unwrap_or("unknown").to_string();
+    let iommu = |r: &Report| {
+        if r.host.iommu.present {
+            format!(
+                "{} ({})",
+                r.host.iommu.vendor.map_or("unknown vendor", |v| v.name()),
+                r.host.iommu.units.join(", ")
+            )
+        } else {
+            "none".into()
+        }
+    };
+    push("IOMMU".into(), iommu(a), iommu(b), Role::Translation);
+    let domain = |r: &Report| show(r.host.iommu.default_domain_type.as_deref());
+    let (da, db) = (domain(a), domain(b));
+    let domain_role = if [da.as_str(), db.as_str()]
+        .iter()
+        .all(|t| matches!(*t, "DMA" | "DMA-FQ"))
+    {
+        Role::Invalidation
+    } else {
+        Role::Translation
+    };
+    push("default domain type".into(), da, db, domain_role);
+    let (pa, pb) = (iommu_params(a), iommu_params(b));
+    let params: BTreeSet<&String> = pa.keys().chain(pb.keys()).collect();
+    let not_set = || "(not set)".to_string();
+    for key in params {
+        push(
+            format!("command line {key}"),
+            pa.get(key).cloned().unwrap_or_else(not_set),
+            pb.get(key).cloned().unwrap_or_else(not_set),
+            param_role(key),
+        );
+    }
+    // A report without the kernel config (unreadable on that host) says nothing about it.
+    let (ca, cb) = (&a.host.kernel_config, &b.host.kernel_config);
+    if !ca.is_empty() && !cb.is_empty() {
+        let options: BTreeSet<&String> = ca.keys().chain(cb.keys()).collect();
+        for key in options {
+            let value = |c: &BTreeMap<String, String>| {
+                c.get(key).cloned().unwrap_or_else(|| "(absent)".into())
+            };
+            push(
+                format!("CONFIG_{key}"),
+                value(ca),
+                value(cb),
+                config_role_for(key, &[a.host.iommu.vendor, b.host.iommu.vendor]),
+            );
+        }
+    }
+    push(
+        "kernel".into(),
+        show(a.host.kernel_release.as_deref()),
+        show(b.host.kernel_release.as_deref()),
+        Role::Context,
+    );
+    // Causes before consequences: the command line and config decide the IOMMU and its domains.
+    out.sort_by_key(|d| {
+        let order = if d.what.starts_with("command line") {
+            0
+        } else if d.what.starts_with("CONFIG_") {
+            1
+        } else {
+            2
+        };
+        (d.role, order)
+    });
+    out
+}
+
+/// Translation time per unit (or per second when units are unknown).
+fn translation_per_unit(d: &Device, report: &Report, units: &WorkUnits, per_unit: bool) -> f64 {
+    let ns = d.derived.translation_ns.unwrap_or(0) as f64;
+    match (per_unit, units.count) {
+        (true, Some(count)) if count > 0.0 => ns / count,
+        (true, None) if d.completions > 0 => ns / d.completions as f64,
+        _ => ns / report.run.duration_s.max(f64::MIN_POSITIVE),
+    }
+}
+
+fn device_changes(
+    a: &Report,
+    b: &Report,
+    units: &(WorkUnits, WorkUnits),
+    unit: Option<&str>,
+) -> Vec<DeviceChange> {
+    let busy = |d: &&Device| d.op(Op::DmaMap).count > 0 && d.pci_address.is_some();
+    let mut rows: Vec<&Device> = b.devices.iter().filter(busy).collect();
+    rows.extend(
+        a.devices
+            .iter()
+            .filter(busy)
+            .filter(|d| same_device(&b.devices, d).is_none()),
+    );
+    let per_unit = unit.is_some();
+    let mut changes: Vec<DeviceChange> = rows
+        .into_iter()
+        .map(|row| {
+            let (da, db) = (same_device(&a.devices, row), same_device(&b.devices, row));
+            let in_a = da.map_or(0.0, |d| translation_per_unit(d, a, &units.0, per_unit));
+            let in_b = db.map_or(0.0, |d| translation_per_unit(d, b, &units.1, per_unit));
+            let wa = da.map(|d| DeviceWork::of(d, units.0.count));
+            let wb = db.map(|d| DeviceWork::of(d, units.1.count));
+            let translated = |w: &Option<DeviceWork>| w.as_ref().is_some_and(|w| w.translated);
+            let transition = match (translated(&wa), translated(&wb)) {
+                (true, true) => Transition::Both,
+                (false, false) => Transition::Neither,
+                (false, true) => Transition::OnlyB,
+                (true, false) => Transition::OnlyA,
+            };
+            let dma_time = match (da, db, &wa, &wb) {
+                (Some(da), Some(db), Some(wa), Some(wb)) => {
+                    wa.dma_ns.zip(wb.dma_ns).and_then(|(ta, tb)| {
+                        let field: fn(&IntervalDevice) -> Option<f64> = |p| p.translation_ns_per_io;
+                        noise::judge(
+                            ta,
+                            tb,
+                            noise::device_spread(a, &da.key, field),
+                            noise::device_spread(b, &db.key, field),
+                        )
+                    })
+                }
+                _ => None,
+            };
+            let changed = transition == Transition::OnlyA
+                || transition == Transition::OnlyB
+                || wa.as_ref().map(|w| &w.domain_type) != wb.as_ref().map(|w| &w.domain_type)
+                || dma_time.is_some_and(|s| s.beyond_noise)
+                || (per_unit && counts_changed(wa.as_ref(), wb.as_ref()));
+            DeviceChange {
+                changed,
+                key: row.key.clone(),
+                label: label(db.or(da).unwrap_or(row)),
+                is_nic: db.or(da).is_some_and(is_nic),
+                a: wa,
+                b: wb,
+                transition,
+                gap_ns: in_b - in_a,
+                share_of_gap: None,
+                dma_time,
+            }
+        })
+        .collect();
+    let total: f64 = changes
+        .iter()
+        .filter(|c| c.changed)
+        .map(|c| c.gap_ns.abs())
+        .sum();
+    for change in changes.iter_mut().filter(|c| c.changed) {
+        change.share_of_gap = (total > 0.0).then(|| change.gap_ns.abs() / total);
+    }
+    changes.sort_by(|x, y| {
+        y.share_of_gap
+            .unwrap_or(0.0)
+            .total_cmp(&x.share_of_gap.unwrap_or(0.0))
+            .then_with(|| x.key.cmp(&y.key))
+    });
+    changes
+}
+
+/// Relative change in a count per unit that counts as a change (counts repeat run to run; the
+/// margin absorbs set-up traffic and partial transactions).
+const COUNT_CHANGE: f64 = 0.10;
+/// Absolute change in a count per unit below which nothing changed.
+const COUNT_FLOOR: f64 = 0.05;
+
+/// Whether a count per unit differs between the runs.
+pub fn count_changed(a: Option<f64>, b: Option<f64>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            let delta = (b - a).abs();
+            delta > COUNT_FLOOR && delta > COUNT_CHANGE * a.abs().max(b.abs())
+        }
+        _ => false,
+    }
+}
+
+/// Whether any count per unit (maps, page-table maps, syncs, invalidations) differs.
+fn counts_changed(a: Option<&DeviceWork>, b: Option<&DeviceWork>) -> bool {
+    let (Some(a), Some(b)) = (a, b) else {
+        return false;
+    };
+    count_changed(a.dma_maps, b.dma_maps)
+        || count_changed(a.iommu_maps, b.iommu_maps)
+        || count_changed(a.iotlb_syncs, b.iotlb_syncs)
+        || count_changed(a.iotlb_flushes, b.iotlb_flushes)
+}
+
+/// A network device: its row folded in a netdev's completions, or its driver is a NIC's.
+fn is_nic(d: &Device) -> bool {
+    d.names.iter().any(|n| {
+        n.starts_with("eth") || n.starts_with("en") || n.starts_with("wl") || n.starts_with("ib")
+    }) || matches!(
+        d.driver.as_deref(),
+        Some(
+            "e1000e"
+                | "e1000"
+                | "igb"
+                | "ixgbe"
+                | "i40e"
+                | "ice"
+                | "mlx5_core"
+                | "bnxt_en"
+                | "virtio_net"
+        )
+    )
+}
+
+fn workload_changes(a: &Report, b: &Report, ua: &WorkUnits, ub: &WorkUnits) -> Vec<MetricChange> {
+    let mut metrics: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    if let (Some(wa), Some(wb)) = (&a.run.workload, &b.run.workload) {
+        // How long the workload ran is a parameter of the comparison, not a result.
+        let durations = ["elapsed_s", "duration_s", "runtime_s"];
+        for (key, va) in wa
+            .results
+            .iter()
+            .filter(|(k, _)| !durations.contains(&k.as_str()))
+        {
+            let vb = wb.results.get(key).and_then(|v| v.as_f64());
+            if let (Some(va), Some(vb)) = (va.as_f64(), vb) {
+                metrics.insert(key.clone(), (va, vb));
+            }
+        }
+    }
+    let completions = |r: &Report| {
+        r.devices.iter().map(|d| d.completions as f64).sum::<f64>()
+            / r.run.duration_s.max(f64::MIN_POSITIVE)
+    };
+    metrics
+        .entry(COMPLETIONS_PER_S.into())
+        .or_insert((completions(a), completions(b)));
+    let headline = ua
+        .rate_metric
+        .clone()
+        .filter(|m| ub.rate_metric.as_ref() == Some(m) && metrics.contains_key(m))
+        .unwrap_or_else(|| COMPLETIONS_PER_S.to_string());
+    let mut changes: Vec<MetricChange> = metrics
+        .into_iter()
+        .map(|(metric, (va, vb))| MetricChange {
+            change: (va != 0.0).then(|| (vb - va) / va),
+            significance: noise::judge(
+                va,
+                vb,
+                noise::workload_spread(a, &metric),
+                noise::workload_spread(b, &metric),
+            ),
+            headline: metric == headline,
+            metric,
+            a: va,
+            b: vb,
+        })
+        .collect();
+    changes.sort_by_key(|c| !c.headline);
+    changes
+}
+
+#[cfg(test)]
+mod tests;

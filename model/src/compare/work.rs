@@ -1,0 +1,265 @@
+//! What one unit of the workload's work cost each device: DMA maps, IOMMU page-table maps, IOTLB
+//! syncs and invalidations, and time, per transaction (TCP_RR), per read (fio, dd) or, when the
+//! report carries no workload numbers, per completed I/O.
+//!
+//! The unit comes from the workload's results: `transactions` (or `transactions_per_s` times the
+//! elapsed time), `reads`/`read_ios` (or `read_iops` times the elapsed time), `ios`/`iops`.
+
+use crate::derive::enclosing;
+use crate::report::Report;
+use crate::sample::Op;
+use crate::snapshot::Device;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// The workload "metric" every report has: completed I/Os per second over all devices.
+pub const COMPLETIONS_PER_S: &str = "completions_per_s";
+
+/// How a run's work is counted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkUnits {
+    /// `transaction`, `read`, `I/O`, or `completed I/O` (the fallback).
+    pub unit: String,
+    /// How many the run did; `None` when not known (then per-unit figures are per completion).
+    pub count: Option<f64>,
+    /// The workload's headline rate (`transactions_per_s`, `read_iops`, ...), if it reported one.
+    pub rate_metric: Option<String>,
+}
+
+/// Counts with their unit name, and rates that multiply by the elapsed time into counts.
+const COUNTS: [(&str, &str); 5] = [
+    ("transactions", "transaction"),
+    ("reads", "read"),
+    ("read_ios", "read"),
+    ("ios", "I/O"),
+    ("requests", "request"),
+];
+const RATES: [(&str, &str); 4] = [
+    ("transactions_per_s", "transaction"),
+    ("read_iops", "read"),
+    ("iops", "I/O"),
+    ("requests_per_s", "request"),
+];
+
+fn number(map: &Map<String, Value>, key: &str) -> Option<f64> {
+    map.get(key)
+        .and_then(Value::as_f64)
+        .filter(|v| v.is_finite())
+}
+
+/// The run's unit of work and how many it did.
+pub fn work_units(report: &Report) -> WorkUnits {
+    let fallback = WorkUnits {
+        unit: "completed I/O".into(),
+        count: None,
+        rate_metric: None,
+    };
+    let Some(workload) = &report.run.workload else {
+        return fallback;
+    };
+    let results = &workload.results;
+    let rate = RATES.iter().find(|(key, _)| number(results, key).is_some());
+    let elapsed = ["elapsed_s", "duration_s"]
+        .iter()
+        .find_map(|key| number(results, key))
+        .or_else(|| {
+            ["duration_s", "length_s", "runtime_s"]
+                .iter()
+                .find_map(|key| number(&workload.params, key))
+        });
+    if let Some((key, unit)) = COUNTS
+        .iter()
+        .find(|(key, _)| number(results, key).is_some())
+    {
+        return WorkUnits {
+            unit: (*unit).into(),
+            count: number(results, key),
+            rate_metric: rate.map(|(k, _)| (*k).to_string()),
+        };
+    }
+    match rate {
+        Some((key, unit)) => WorkUnits {
+            unit: (*unit).into(),
+            count: number(results, key)
+                .zip(elapsed)
+                .map(|(rate, seconds)| rate * seconds),
+            rate_metric: Some((*key).to_string()),
+        },
+        None => fallback,
+    }
+}
+
+/// What a device did per unit of work.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceWork {
+    pub domain_type: Option<String>,
+    /// Its DMA went through IOMMU translation: a `DMA`/`DMA-FQ` domain, or page-table maps seen.
+    pub translated: bool,
+    pub dma_maps: Option<f64>,
+    pub iommu_maps: Option<f64>,
+    pub iotlb_syncs: Option<f64>,
+    pub iotlb_flushes: Option<f64>,
+    /// Time in DMA map and unmap calls (everything they contain), ns per unit.
+    pub dma_ns: Option<f64>,
+    /// Time in work that exists only because of translation (IOVA allocation and release,
+    /// page-table updates, IOTLB syncs and invalidations), ns per unit; 0 in an identity domain.
+    pub iommu_ns: Option<f64>,
+    /// Translation time over the run's wall time (1.0 = one CPU).
+    pub cpu_share: Option<f64>,
+}
+
+impl DeviceWork {
+    /// A device's work per unit; `count` is the run's number of units (else completions).
+    pub fn of(device: &Device, count: Option<f64>) -> DeviceWork {
+        let units = count
+            .filter(|c| *c > 0.0)
+            .or_else(|| (device.completions > 0).then_some(device.completions as f64));
+        let per = |value: f64| units.map(|u| value / u);
+        let counted = |op: Op| per(device.op(op).count as f64);
+        let domain_type = device.domain_type.clone();
+        let translated = device.op(Op::IommuMap).count > 0
+            || matches!(domain_type.as_deref(), Some("DMA" | "DMA-FQ"));
+        let dma_ns = [Op::DmaMap, Op::DmaUnmap]
+            .iter()
+            .map(|&op| device.op(op).total_ns())
+            .try_fold(0u64, |sum, ns| ns.map(|ns| sum.saturating_add(ns)))
+            .and_then(|ns| per(ns as f64));
+        DeviceWork {
+            translated,
+            dma_maps: counted(Op::DmaMap),
+            iommu_maps: counted(Op::IommuMap),
+            iotlb_syncs: counted(Op::IotlbSync),
+            iotlb_flushes: counted(Op::IotlbFlush),
+            dma_ns,
+            iommu_ns: iommu_ns(device).and_then(|ns| per(ns as f64)),
+            cpu_share: device.derived.cpu_share,
+            domain_type,
+        }
+    }
+}
+
+/// Time in translation-only work: the timed translation-work operations that run inside no other
+/// timed translation-work operation (so an IOTLB sync inside a timed `iommu_map` counts once).
+/// `Some(0)` when translation work was probed with timing but never ran (identity domain);
+/// `None` when none of it was timed.
+fn iommu_ns(device: &Device) -> Option<u64> {
+    let timed = |op: Op| device.op(op).total_ns();
+    let translation_work = || Op::ALL.into_iter().filter(|op| op.is_translation_work());
+    let any_timed = translation_work().any(|op| device.op(op).is_timed());
+    let total = translation_work()
+        .filter(|&op| {
+            enclosing(op)
+                .iter()
+                .all(|&outer| !outer.is_translation_work() || timed(outer).is_none())
+        })
+        .filter_map(timed)
+        .fold(0u64, u64::saturating_add);
+    // An identity domain runs no translation work at all: nothing was timed, but nothing was
+    // due. A DMA API that was timed tells the probes were there to see it.
+    if any_timed || device.op(Op::DmaMap).is_timed() {
+        Some(total)
+    } else {
+        None
+    }
+}
+
+/// A device row as people name it: `0000:00:05.0 (eth0, e1000e)`.
+pub fn label(device: &Device) -> String {
+    let mut parts: Vec<&str> = device.names.iter().map(String::as_str).collect();
+    if let Some(driver) = device.driver.as_deref() {
+        parts.push(driver);
+    }
+    if parts.is_empty() {
+        device.key.clone()
+    } else {
+        format!("{} ({})", device.key, parts.join(", "))
+    }
+}
+
+/// The device of `devices` that is `wanted` in another report: same key, else a shared name.
+pub fn same_device<'a>(devices: &'a [Device], wanted: &Device) -> Option<&'a Device> {
+    devices.iter().find(|d| d.key == wanted.key).or_else(|| {
+        devices
+            .iter()
+            .find(|d| d.names.iter().any(|n| wanted.names.contains(n)))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixtures::full_report;
+    use crate::report::WorkloadReport;
+    use serde_json::json;
+
+    fn with_results(results: Value, params: Value) -> Report {
+        let mut report = full_report();
+        report.run.workload = Some(WorkloadReport {
+            name: "w".into(),
+            params: params.as_object().cloned().unwrap_or_default(),
+            results: results.as_object().cloned().unwrap_or_default(),
+        });
+        report
+    }
+
+    #[test]
+    fn units_come_from_counts_else_rates_times_elapsed_time() {
+        let units = work_units(&with_results(
+            json!({"transactions_per_s": 1000.0, "elapsed_s": 5.0}),
+            json!({}),
+        ));
+        assert_eq!(units.unit, "transaction");
+        assert_eq!(units.count, Some(5000.0));
+        assert_eq!(units.rate_metric.as_deref(), Some("transactions_per_s"));
+        let units = work_units(&with_results(
+            json!({"read_iops": 2000.0, "reads": 3999}),
+            json!({"duration_s": 2.0}),
+        ));
+        assert_eq!((units.unit.as_str(), units.count), ("read", Some(3999.0)));
+        let units = work_units(&with_results(
+            json!({"iops": 10.0}),
+            json!({"duration_s": 3}),
+        ));
+        assert_eq!((units.unit.as_str(), units.count), ("I/O", Some(30.0)));
+        let mut none = full_report();
+        none.run.workload = None;
+        assert_eq!(work_units(&none).unit, "completed I/O");
+        assert_eq!(work_units(&none).count, None);
+    }
+
+    #[test]
+    fn work_per_unit_counts_translation_only_work_once() {
+        let report = full_report();
+        let nvme = report
+            .devices
+            .iter()
+            .find(|d| d.key == "0000:00:02.0")
+            .expect("nvme");
+        // 4000 reads: 1 map, 1 IOMMU map, 1 sync each; maps 2 us, unmaps 1 us, IOVA 300 ns.
+        let work = DeviceWork::of(nvme, Some(4000.0));
+        assert!(work.translated);
+        assert_eq!(work.dma_maps, Some(1.0));
+        assert_eq!(work.iommu_maps, Some(1.0));
+        assert_eq!(work.iotlb_syncs, Some(1.0));
+        assert_eq!(work.dma_ns, Some(3000.0));
+        // Only the IOVA allocation was timed of the translation-only work.
+        assert_eq!(work.iommu_ns, Some(300.0));
+        // Without a unit count, completions are the unit.
+        assert_eq!(DeviceWork::of(nvme, None).dma_maps, Some(1.0));
+    }
+
+    #[test]
+    fn an_identity_device_does_no_translation_work() {
+        let mut report = full_report();
+        let nvme = &mut report.devices[0];
+        nvme.domain_type = Some("identity".into());
+        for op in [Op::IommuMap, Op::IotlbSync, Op::IovaAlloc] {
+            nvme.ops.insert(op, Default::default());
+        }
+        let work = DeviceWork::of(nvme, Some(4000.0));
+        assert!(!work.translated);
+        assert_eq!(work.iommu_maps, Some(0.0));
+        assert_eq!(work.iommu_ns, Some(0.0));
+        assert_eq!(label(nvme), "0000:00:02.0 (nvme0n1, nvme)");
+    }
+}

@@ -1,0 +1,517 @@
+//! The verdict of `iommutop diagnose`: from the host facts and one report, what translation costs
+//! each device per unit of the workload and in CPU share, where the time goes, which call paths
+//! pay it, and what to try with the gain expected or measured. Pure: the same inputs give the
+//! same words, so it is unit-tested on fixture reports.
+//!
+//! - [`system`]: the system facts (why the IOMMU is on, which mode, every group).
+//! - [`advice`]: what to try, and what it would gain.
+//! - [`ab`]: the `--ab` experiment's outcome (translated against identity).
+
+pub mod ab;
+pub mod advice;
+pub mod system;
+
+pub use ab::{ab_outcome, AbOutcome};
+pub use advice::{advise, Advice, Gain};
+pub use system::{iommu_reasons, render_system};
+
+use crate::compare::work::{label, work_units, DeviceWork, WorkUnits};
+use crate::report::Report;
+use crate::sample::Op;
+use crate::snapshot::{Device, RowKind};
+use crate::units::human_ns;
+use std::fmt::Write;
+
+/// Operations whose time a verdict breaks the translation cost into, with their plain names.
+const WHERE: [(Op, &str); 7] = [
+    (Op::IovaAlloc, "IOVA allocation"),
+    (
+        Op::IovaAllocSlow,
+        "IOVA allocation through the rbtree (cache misses)",
+    ),
+    (Op::IommuMap, "page-table updates (map)"),
+    (Op::IommuUnmap, "page-table updates (unmap)"),
+    (Op::IotlbSync, "IOTLB sync after map"),
+    (Op::IotlbFlush, "IOTLB invalidation and its wait"),
+    (Op::IovaFree, "IOVA release"),
+];
+
+/// How many call paths a verdict lists per device (the ranked list of sampled kernel stacks).
+pub const CALL_PATHS: usize = 3;
+
+/// Frames shown of a call path: the probed function and the callers that explain it.
+const SHOWN_FRAMES: usize = 6;
+
+/// Devices worth a verdict: those that mapped memory for DMA, busiest first.
+fn dma_devices<'a>(report: &'a Report, only: Option<&str>) -> Vec<&'a Device> {
+    let mut devices: Vec<&Device> = report
+        .devices
+        .iter()
+        .filter(|d| d.op(Op::DmaMap).count > 0)
+        .filter(|d| {
+            only.is_none_or(|wanted| {
+                d.key == wanted
+                    || d.pci_address.as_deref() == Some(wanted)
+                    || d.names.iter().any(|n| n == wanted)
+            })
+        })
+        .collect();
+    devices.sort_by_key(|d| std::cmp::Reverse(d.op(Op::DmaMap).count));
+    devices
+}
+
+/// The workload line of a verdict: what ran and its own numbers.
+fn workload_line(report: &Report, units: &WorkUnits) -> Option<String> {
+    let workload = report.run.workload.as_ref();
+    let name = workload
+        .map(|w| w.name.clone())
+        .or_else(|| (!report.run.command.is_empty()).then(|| report.run.command.join(" ")))?;
+    let mut line = format!("workload: {name}, {:.1} s", report.run.duration_s);
+    if let (Some(metric), Some(w)) = (&units.rate_metric, workload) {
+        if let Some(rate) = w.results.get(metric).and_then(|v| v.as_f64()) {
+            let _ = write!(line, ": {rate:.1} {metric}");
+        }
+    }
+    if let Some(count) = units.count {
+        let _ = write!(line, " ({count:.0} {}s)", units.unit);
+    }
+    Some(line)
+}
+
+/// The verdict for every device that did DMA during the run (or the one asked for), then the
+/// deferred flush work; `ab` adds the measured gain to the advice of its device.
+pub fn verdict(report: &Report, device: Option<&str>, ab: Option<&AbOutcome>) -> String {
+    let mut out = String::new();
+    let units = work_units(report);
+    if let Some(line) = workload_line(report, &units) {
+        let _ = writeln!(out, "{line}");
+    }
+    let devices = dma_devices(report, device);
+    if let Some(line) = headline(report, &devices, &units) {
+        let _ = writeln!(out, "{line}");
+    }
+    if devices.is_empty() {
+        let _ = writeln!(
+            out,
+            "no device mapped memory for DMA during the run{}: nothing to attribute",
+            device
+                .map(|d| format!(" (asked for {d})"))
+                .unwrap_or_default()
+        );
+        return out;
+    }
+    for d in devices {
+        out.push('\n');
+        out.push_str(&device_verdict(report, d, &units, ab));
+    }
+    if device.is_none() {
+        out.push_str(&deferred_lines(report));
+    }
+    out
+}
+
+/// The verdict in one sentence: what translation costs the translated devices together, and
+/// where most of it goes.
+fn headline(report: &Report, devices: &[&Device], units: &WorkUnits) -> Option<String> {
+    if devices.is_empty() {
+        return None;
+    }
+    let unit = per(units);
+    let translated: Vec<(&Device, DeviceWork)> = devices
+        .iter()
+        .map(|d| (*d, DeviceWork::of(d, units.count)))
+        .filter(|(_, w)| w.translated)
+        .collect();
+    if translated.is_empty() {
+        return Some(
+            "verdict: no device's DMA was translated during the run (identity domains or no \
+             IOMMU): translation costs nothing here beyond the DMA API itself"
+                .into(),
+        );
+    }
+    let costs: Vec<String> = translated
+        .iter()
+        .filter_map(|(d, w)| {
+            w.dma_ns
+                .map(|ns| format!("{} {}", label(d), human_ns(ns.round() as u64)))
+        })
+        .collect();
+    if costs.is_empty() {
+        return Some(format!(
+            "verdict: {} translated, but the DMA path was only counted, not timed",
+            translated
+                .iter()
+                .map(|(d, _)| label(d))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let total: f64 = translated.iter().filter_map(|(_, w)| w.dma_ns).sum();
+    let cpu: f64 = translated.iter().filter_map(|(_, w)| w.cpu_share).sum();
+    let mut line = format!(
+        "verdict: IOMMU translation costs {} per {unit} in DMA map+unmap",
+        costs.join(" and ")
+    );
+    if let Some(time_share) = share_of_time(report, units, total) {
+        let _ = write!(
+            line,
+            ", together {:.0}% of the time per {unit}",
+            time_share * 100.0
+        );
+    }
+    let _ = write!(line, " and {:.1}% of one CPU", cpu * 100.0);
+    let heaviest = translated
+        .iter()
+        .flat_map(|(d, _)| {
+            WHERE
+                .iter()
+                .filter_map(|(op, what)| d.derived.of_which.get(op).map(|s| (*s, *what)))
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    if let Some((share, what)) = heaviest {
+        let _ = write!(
+            line,
+            "; the largest part: {what}, {:.0}% of it",
+            share * 100.0
+        );
+    }
+    Some(line)
+}
+
+/// `1 per transaction` / `1 per completed I/O`.
+fn per(units: &WorkUnits) -> String {
+    if units.count.is_some() {
+        units.unit.clone()
+    } else {
+        "completed I/O".into()
+    }
+}
+
+fn device_verdict(
+    report: &Report,
+    d: &Device,
+    units: &WorkUnits,
+    ab: Option<&AbOutcome>,
+) -> String {
+    let mut out = String::new();
+    let work = DeviceWork::of(d, units.count);
+    let unit = per(units);
+    let group = d.iommu_group.map_or_else(
+        || "no IOMMU group".to_string(),
+        |g| format!("IOMMU group {g}"),
+    );
+    let _ = writeln!(
+        out,
+        "{}, {group}, {}",
+        label(d),
+        system::translation_state(d.domain_type.as_deref())
+    );
+    let maps = d.op(Op::DmaMap);
+    let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
+    let _ = writeln!(
+        out,
+        "  per {unit}: {} DMA maps{}, {} IOMMU page-table maps, {} IOTLB syncs, {} IOTLB invalidations",
+        f(work.dma_maps),
+        maps.avg_bytes
+            .map(|b| format!(" of {b:.0} bytes"))
+            .unwrap_or_default(),
+        f(work.iommu_maps),
+        f(work.iotlb_syncs),
+        f(work.iotlb_flushes),
+    );
+    match (work.dma_ns, d.derived.cpu_share) {
+        (Some(dma_ns), Some(share)) => {
+            let mut line = format!(
+                "  translation costs {} per {unit} in DMA map+unmap",
+                human_ns(dma_ns.round() as u64)
+            );
+            if let Some(iommu_ns) = work.iommu_ns.filter(|_| work.translated) {
+                let _ = write!(
+                    line,
+                    " ({} of it IOMMU work)",
+                    human_ns(iommu_ns.round() as u64)
+                );
+            }
+            let _ = write!(line, ", {:.1}% of one CPU", share * 100.0);
+            if let Some(time_share) = share_of_time(report, units, dma_ns) {
+                let _ = write!(line, ", {:.0}% of the time per {unit}", time_share * 100.0);
+            }
+            let _ = writeln!(out, "{line}");
+        }
+        _ => {
+            let _ = writeln!(
+                out,
+                "  translation time not measured (the DMA path was only counted, not timed)"
+            );
+        }
+    }
+    if !work.translated {
+        let _ = writeln!(
+            out,
+            "  no IOMMU page-table work: this device's DMA is not translated, so translation costs it nothing beyond the DMA API itself"
+        );
+        return out;
+    }
+    let mut shares: Vec<(f64, &str)> = WHERE
+        .iter()
+        .filter_map(|(op, what)| d.derived.of_which.get(op).map(|share| (*share, *what)))
+        .filter(|(share, _)| *share > 0.0)
+        .collect();
+    shares.sort_by(|a, b| b.0.total_cmp(&a.0));
+    if !shares.is_empty() {
+        let _ = writeln!(
+            out,
+            "  where the time goes (shares of translation time; nested ones overlap):"
+        );
+        for (share, what) in shares {
+            let _ = writeln!(out, "    {:5.1}%  {what}", share * 100.0);
+        }
+    }
+    let paths = heaviest_paths(report, &d.key);
+    if paths.is_empty() {
+        let _ = writeln!(
+            out,
+            "  call paths: none sampled (stack sampling needs the fentry or kprobe tier)"
+        );
+    } else {
+        let _ = writeln!(out, "  call paths that pay it (sampled, most first):");
+        for (op, path, samples) in paths {
+            let _ = writeln!(out, "    {op} ×{samples}: {path}");
+        }
+    }
+    let tips = advise(d, &work, &unit, ab);
+    if !tips.is_empty() {
+        let _ = writeln!(out, "  what to try:");
+        for tip in tips {
+            let [action, why, gain] = tip.lines();
+            let _ = writeln!(out, "    - {action}\n      {why}\n      {gain}");
+        }
+    }
+    out
+}
+
+/// Translation time per unit over the time per unit (1 / rate), for one-at-a-time workloads.
+fn share_of_time(report: &Report, units: &WorkUnits, ns_per_unit: f64) -> Option<f64> {
+    let metric = units.rate_metric.as_deref()?;
+    units.count?;
+    let rate = report
+        .run
+        .workload
+        .as_ref()?
+        .results
+        .get(metric)?
+        .as_f64()?;
+    (rate > 0.0).then(|| ns_per_unit * rate / 1e9)
+}
+
+/// The flush-queue timer's work, charged to no device.
+fn deferred_lines(report: &Report) -> String {
+    let mut out = String::new();
+    for row in report
+        .devices
+        .iter()
+        .filter(|d| d.kind == RowKind::Deferred)
+    {
+        let flushes = row.op(Op::FqFlush).count;
+        let invalidations = row.op(Op::IotlbFlush).count;
+        if flushes == 0 && invalidations == 0 {
+            continue;
+        }
+        let time = row
+            .derived
+            .translation_ns
+            .map(|ns| format!(", {} in all", human_ns(ns)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "\ndeferred flushes ({}): {flushes} flush-queue runs, {invalidations} IOTLB \
+             invalidations{time} — the lazy mode's batched invalidations, shared by the devices \
+             of its IOMMU, charged to none",
+            row.key
+        );
+    }
+    out
+}
+
+/// A device's sampled call paths as shown (their first frames), merged and heaviest first.
+fn heaviest_paths(report: &Report, device: &str) -> Vec<(String, String, u64)> {
+    let mut merged: Vec<(String, String, u64)> = Vec::new();
+    for stack in report.stacks.iter().filter(|s| s.device == device) {
+        let path = stack
+            .frames
+            .iter()
+            .take(SHOWN_FRAMES)
+            .map(String::as_str)
+            .collect::<Vec<_>>();
+        let path = path.join(" ← ");
+        match merged
+            .iter_mut()
+            .find(|(op, p, _)| *op == stack.op && *p == path)
+        {
+            Some((_, _, samples)) => *samples += stack.samples,
+            None => merged.push((stack.op.clone(), path, stack.samples)),
+        }
+    }
+    merged.sort_by_key(|(_, _, samples)| std::cmp::Reverse(*samples));
+    merged.truncate(CALL_PATHS);
+    merged
+}
+
+/// The sampled call paths in the folded format of flame-graph tools, one line per path:
+/// `DEVICE;OP;outermost;...;innermost SAMPLES`.
+pub fn folded_stacks(report: &Report) -> Vec<String> {
+    report
+        .stacks
+        .iter()
+        .map(|s| {
+            let mut frames: Vec<&str> = vec![s.device.as_str(), s.op.as_str()];
+            frames.extend(s.frames.iter().rev().map(String::as_str));
+            format!("{} {}", frames.join(";"), s.samples)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixtures::full_report;
+    use crate::report::StackSample;
+
+    #[test]
+    fn names_the_device_its_cost_where_it_goes_and_what_to_try() {
+        let report = full_report();
+        let text = verdict(&report, None, None);
+        assert!(
+            text.starts_with("workload: fio, 2.0 s: 2000.0 read_iops\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("0000:00:02.0 (nvme0n1, nvme), IOMMU group 3, translated, lazy\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  per completed I/O: 1.00 DMA maps of 4096 bytes, 1.00 IOMMU page-table maps, 1.00 IOTLB syncs, 0.00 IOTLB invalidations\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  translation costs 3.00us per completed I/O in DMA map+unmap (300ns of it IOMMU work), 0.6% of one CPU\n"),
+            "{text}"
+        );
+        assert!(text.contains("   10.0%  IOVA allocation\n"), "{text}");
+        assert!(text.contains("call paths: none sampled"), "{text}");
+        assert!(
+            text.contains("- identity domain for a device you trust: `echo identity > /sys/kernel/iommu_groups/3/type`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("      gain: expected to save 300ns to 3.00us per completed I/O: "),
+            "{text}"
+        );
+        assert!(
+            text.contains("- a userspace driver (VFIO) with buffers in 2 MiB huge pages"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\ndeferred flushes (deferred): 20 flush-queue runs"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_identity_device_gets_no_advice() {
+        let mut report = full_report();
+        report.devices[0].domain_type = Some("identity".into());
+        report.devices[0]
+            .ops
+            .insert(Op::IommuMap, Default::default());
+        report.devices[0]
+            .ops
+            .insert(Op::IotlbSync, Default::default());
+        let text = verdict(&report, Some("nvme0n1"), None);
+        assert!(text.contains("identity: not translated"), "{text}");
+        assert!(
+            text.contains("verdict: no device's DMA was translated"),
+            "{text}"
+        );
+        assert!(text.contains("no IOMMU page-table work"), "{text}");
+        assert!(!text.contains("what to try"), "{text}");
+    }
+
+    #[test]
+    fn strict_mode_suggests_lazy_invalidation() {
+        let mut report = full_report();
+        report.devices[0].domain_type = Some("DMA".into());
+        let text = verdict(&report, Some("0000:00:02.0"), None);
+        assert!(text.contains("translated, strict"), "{text}");
+        assert!(
+            text.contains("- lazy invalidation: `echo DMA-FQ > /sys/kernel/iommu_groups/3/type`"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn call_paths_that_look_the_same_are_merged_heaviest_first() {
+        let mut report = full_report();
+        let device = report.devices[0].key.clone();
+        let path = |top: &str, samples| StackSample {
+            device: device.clone(),
+            op: "dma_map".into(),
+            samples,
+            total_ns: 0,
+            frames: vec!["dma_map_page_attrs".into(), top.into()],
+        };
+        report.stacks = vec![
+            path("nvme_queue_rq", 2),
+            path("e1000_xmit_frame", 3),
+            path("nvme_queue_rq", 4),
+        ];
+        let paths = heaviest_paths(&report, &device);
+        assert_eq!(
+            paths,
+            [
+                (
+                    "dma_map".to_string(),
+                    "dma_map_page_attrs ← nvme_queue_rq".to_string(),
+                    6
+                ),
+                (
+                    "dma_map".to_string(),
+                    "dma_map_page_attrs ← e1000_xmit_frame".to_string(),
+                    3
+                ),
+            ]
+        );
+        let text = verdict(&report, None, None);
+        assert!(
+            text.contains("  call paths that pay it (sampled, most first):\n    dma_map ×6: dma_map_page_attrs ← nvme_queue_rq\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn folded_stacks_put_the_device_and_op_first_and_the_callee_last() {
+        let mut report = full_report();
+        report.stacks = vec![StackSample {
+            device: "0000:00:05.0".into(),
+            op: "dma_map".into(),
+            samples: 7,
+            total_ns: 0,
+            frames: vec!["dma_map_page_attrs".into(), "e1000_xmit_frame".into()],
+        }];
+        assert_eq!(
+            folded_stacks(&report),
+            ["0000:00:05.0;dma_map;e1000_xmit_frame;dma_map_page_attrs 7"]
+        );
+    }
+
+    #[test]
+    fn an_unknown_device_is_said_to_have_done_no_dma() {
+        let text = verdict(&full_report(), Some("0000:ff:00.0"), None);
+        assert!(
+            text.contains(
+                "no device mapped memory for DMA during the run (asked for 0000:ff:00.0)"
+            ),
+            "{text}"
+        );
+    }
+}

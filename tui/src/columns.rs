@@ -1,0 +1,315 @@
+//! The device table's columns: what each shows, how it sorts, how wide it is, and which ones go
+//! first when the terminal is too narrow for all of them.
+
+use crate::format;
+use iommutop_model::sample::Op;
+use iommutop_model::snapshot::Device;
+use std::cmp::Ordering;
+
+/// One column of the device table, in display order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Column {
+    /// PCI address (or the row's key: `deferred`, a disk name, ...).
+    Device,
+    Driver,
+    /// Disks and netdevs folded into the row.
+    Names,
+    /// IOMMU domain type of the device's group (`DMA`, `DMA-FQ`, `identity`).
+    Domain,
+    MapsPerS,
+    MbPerS,
+    MapP50,
+    MapP99,
+    UnmapP50,
+    UnmapP99,
+    /// IOVA allocation latency, p50.
+    IovaP50,
+    SyncsPerS,
+    FlushesPerS,
+    /// ns of translation per completed I/O.
+    NsPerIo,
+    /// Translation time over wall time.
+    Cpu,
+}
+
+/// How a column's values compare.
+#[derive(Debug, Clone, PartialEq, PartialOrd)]
+pub enum SortValue {
+    Text(String),
+    /// `None` (not measured) always sorts last, whatever the direction.
+    Number(Option<f64>),
+}
+
+impl Column {
+    /// Every column, in display order.
+    pub const ALL: [Column; 15] = [
+        Column::Device,
+        Column::Driver,
+        Column::Names,
+        Column::Domain,
+        Column::MapsPerS,
+        Column::MbPerS,
+        Column::MapP50,
+        Column::MapP99,
+        Column::UnmapP50,
+        Column::UnmapP99,
+        Column::IovaP50,
+        Column::SyncsPerS,
+        Column::FlushesPerS,
+        Column::NsPerIo,
+        Column::Cpu,
+    ];
+
+    /// Which columns stay when the terminal is narrow: earlier ones first.
+    const PRIORITY: [Column; 15] = [
+        Column::Device,
+        Column::MapsPerS,
+        Column::NsPerIo,
+        Column::Cpu,
+        Column::Names,
+        Column::MapP99,
+        Column::MbPerS,
+        Column::Driver,
+        Column::MapP50,
+        Column::FlushesPerS,
+        Column::UnmapP99,
+        Column::IovaP50,
+        Column::SyncsPerS,
+        Column::Domain,
+        Column::UnmapP50,
+    ];
+
+    /// The header text.
+    pub fn title(self) -> &'static str {
+        match self {
+            Column::Device => "DEVICE",
+            Column::Driver => "DRIVER",
+            Column::Names => "NAMES",
+            Column::Domain => "DOMAIN",
+            Column::MapsPerS => "MAPS/s",
+            Column::MbPerS => "MB/s",
+            Column::MapP50 => "MAP50",
+            Column::MapP99 => "MAP99",
+            Column::UnmapP50 => "UNMAP50",
+            Column::UnmapP99 => "UNMAP99",
+            Column::IovaP50 => "IOVA50",
+            Column::SyncsPerS => "SYNC/s",
+            Column::FlushesPerS => "FLUSH/s",
+            Column::NsPerIo => "NS/IO",
+            Column::Cpu => "CPU%",
+        }
+    }
+
+    /// What the column means, for the help overlay and the footer's sort indicator.
+    pub fn description(self) -> &'static str {
+        match self {
+            Column::Device => "PCI address, or deferred work",
+            Column::Driver => "bound driver",
+            Column::Names => "its disks and netdevs",
+            Column::Domain => "IOMMU domain type",
+            Column::MapsPerS => "DMA API maps per second",
+            Column::MbPerS => "MB mapped per second",
+            Column::MapP50 => "dma_map latency, median",
+            Column::MapP99 => "dma_map latency, p99",
+            Column::UnmapP50 => "dma_unmap latency, median",
+            Column::UnmapP99 => "dma_unmap latency, p99",
+            Column::IovaP50 => "IOVA allocation, median",
+            Column::SyncsPerS => "IOTLB syncs per second",
+            Column::FlushesPerS => "IOTLB flushes per second",
+            Column::NsPerIo => "translation ns per I/O",
+            Column::Cpu => "translation, share of a CPU",
+        }
+    }
+
+    /// Width in cells (the widest value or the title, whichever is wider).
+    pub fn width(self) -> u16 {
+        match self {
+            Column::Device => 12,
+            Column::Driver => 7,
+            Column::Names => 8,
+            Column::Domain => 8,
+            Column::UnmapP50 | Column::UnmapP99 | Column::FlushesPerS => 7,
+            _ => 6,
+        }
+    }
+
+    /// Text columns are left-aligned, numbers right-aligned.
+    pub fn is_text(self) -> bool {
+        matches!(
+            self,
+            Column::Device | Column::Driver | Column::Names | Column::Domain
+        )
+    }
+
+    /// Numbers sort largest first by default, text A to Z.
+    pub fn descending_by_default(self) -> bool {
+        !self.is_text()
+    }
+
+    /// The column after this one (wrapping), for cycling the sort.
+    pub fn next(self) -> Column {
+        let i = Column::ALL.iter().position(|&c| c == self).unwrap_or(0);
+        Column::ALL[(i + 1) % Column::ALL.len()]
+    }
+
+    /// The column before this one (wrapping).
+    pub fn previous(self) -> Column {
+        let i = Column::ALL.iter().position(|&c| c == self).unwrap_or(0);
+        Column::ALL[(i + Column::ALL.len() - 1) % Column::ALL.len()]
+    }
+
+    /// The value a row sorts by.
+    pub fn sort_value(self, device: &Device) -> SortValue {
+        let p = |op: Op, q: fn(&iommutop_model::Latency) -> u64| {
+            SortValue::Number(device.op(op).latency.as_ref().map(|l| q(l) as f64))
+        };
+        match self {
+            Column::Device => SortValue::Text(device.key.clone()),
+            Column::Driver => SortValue::Text(device.driver.clone().unwrap_or_default()),
+            Column::Names => SortValue::Text(device.names.join(",")),
+            Column::Domain => SortValue::Text(device.domain_type.clone().unwrap_or_default()),
+            Column::MapsPerS => SortValue::Number(Some(device.op(Op::DmaMap).rate_per_s)),
+            Column::MbPerS => SortValue::Number(Some(mapped_bytes_per_s(device))),
+            Column::MapP50 => p(Op::DmaMap, |l| l.p50_ns),
+            Column::MapP99 => p(Op::DmaMap, |l| l.p99_ns),
+            Column::UnmapP50 => p(Op::DmaUnmap, |l| l.p50_ns),
+            Column::UnmapP99 => p(Op::DmaUnmap, |l| l.p99_ns),
+            Column::IovaP50 => p(Op::IovaAlloc, |l| l.p50_ns),
+            Column::SyncsPerS => SortValue::Number(Some(device.op(Op::IotlbSync).rate_per_s)),
+            Column::FlushesPerS => SortValue::Number(Some(device.op(Op::IotlbFlush).rate_per_s)),
+            Column::NsPerIo => SortValue::Number(device.derived.translation_ns_per_io),
+            Column::Cpu => SortValue::Number(device.derived.cpu_share),
+        }
+    }
+
+    /// The cell text.
+    pub fn cell(self, device: &Device) -> String {
+        let latency = |op: Op, q: fn(&iommutop_model::Latency) -> u64| {
+            format::ns(device.op(op).latency.as_ref().map(q))
+        };
+        match self {
+            Column::Device => device.key.clone(),
+            Column::Driver => text(device.driver.as_deref()),
+            Column::Names => {
+                if device.names.is_empty() {
+                    format::NONE.to_string()
+                } else {
+                    device.names.join(",")
+                }
+            }
+            Column::Domain => text(device.domain_type.as_deref()),
+            Column::MapsPerS => format::rate(device.op(Op::DmaMap).rate_per_s),
+            Column::MbPerS => format::mb_per_s(mapped_bytes_per_s(device)),
+            Column::MapP50 => latency(Op::DmaMap, |l| l.p50_ns),
+            Column::MapP99 => latency(Op::DmaMap, |l| l.p99_ns),
+            Column::UnmapP50 => latency(Op::DmaUnmap, |l| l.p50_ns),
+            Column::UnmapP99 => latency(Op::DmaUnmap, |l| l.p99_ns),
+            Column::IovaP50 => latency(Op::IovaAlloc, |l| l.p50_ns),
+            Column::SyncsPerS => format::rate(device.op(Op::IotlbSync).rate_per_s),
+            Column::FlushesPerS => format::rate(device.op(Op::IotlbFlush).rate_per_s),
+            Column::NsPerIo => format::ns_f64(device.derived.translation_ns_per_io),
+            Column::Cpu => format::cpu(device.derived.cpu_share),
+        }
+    }
+
+    /// The columns that fit in `width` cells (with one cell between columns), most important
+    /// first, returned in display order.
+    pub fn fitting(width: u16) -> Vec<Column> {
+        let mut chosen = Vec::new();
+        let mut used: u16 = 0;
+        for column in Column::PRIORITY {
+            let gap = u16::from(!chosen.is_empty());
+            let needed = column.width() + gap;
+            if used + needed <= width || chosen.is_empty() {
+                used += needed;
+                chosen.push(column);
+            }
+        }
+        chosen.sort();
+        chosen
+    }
+}
+
+/// Compares two rows by `column`; unmeasured numbers last in either direction.
+pub fn compare(column: Column, descending: bool, a: &Device, b: &Device) -> Ordering {
+    let ordering = match (column.sort_value(a), column.sort_value(b)) {
+        (SortValue::Text(x), SortValue::Text(y)) => directed(x.cmp(&y), descending),
+        (SortValue::Number(Some(x)), SortValue::Number(Some(y))) => {
+            directed(x.total_cmp(&y), descending)
+        }
+        (SortValue::Number(Some(_)), SortValue::Number(None)) => Ordering::Less,
+        (SortValue::Number(None), SortValue::Number(Some(_))) => Ordering::Greater,
+        _ => Ordering::Equal,
+    };
+    ordering.then_with(|| a.key.cmp(&b.key))
+}
+
+fn directed(ordering: Ordering, descending: bool) -> Ordering {
+    if descending {
+        ordering.reverse()
+    } else {
+        ordering
+    }
+}
+
+/// Bytes the DMA API mapped per second over the interval.
+pub fn mapped_bytes_per_s(device: &Device) -> f64 {
+    let map = device.op(Op::DmaMap);
+    if map.count == 0 || map.rate_per_s <= 0.0 {
+        return 0.0;
+    }
+    map.bytes as f64 * map.rate_per_s / map.count as f64
+}
+
+fn text(value: Option<&str>) -> String {
+    value.unwrap_or(format::NONE).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_columns_fit_in_a_wide_terminal() {
+        let total: u16 = Column::ALL.iter().map(|c| c.width() + 1).sum();
+        assert_eq!(Column::fitting(total), Column::ALL.to_vec());
+    }
+
+    #[test]
+    fn narrow_terminals_keep_the_important_columns_in_display_order() {
+        let columns = Column::fitting(78);
+        assert!(columns.contains(&Column::Device));
+        assert!(columns.contains(&Column::MapsPerS));
+        assert!(columns.contains(&Column::NsPerIo));
+        assert!(columns.contains(&Column::Cpu));
+        assert!(!columns.contains(&Column::UnmapP50));
+        let mut sorted = columns.clone();
+        sorted.sort();
+        assert_eq!(columns, sorted);
+        let width: u16 = columns.iter().map(|c| c.width()).sum::<u16>() + columns.len() as u16 - 1;
+        assert!(width <= 78);
+    }
+
+    #[test]
+    fn the_device_column_is_kept_even_when_nothing_fits() {
+        assert_eq!(Column::fitting(3), vec![Column::Device]);
+    }
+
+    #[test]
+    fn titles_fit_their_columns() {
+        for column in Column::ALL {
+            assert!(column.title().len() as u16 <= column.width(), "{column:?}");
+        }
+    }
+
+    #[test]
+    fn cycling_visits_every_column() {
+        let mut c = Column::Device;
+        for _ in 0..Column::ALL.len() {
+            c = c.next();
+        }
+        assert_eq!(c, Column::Device);
+        assert_eq!(Column::Device.previous(), Column::Cpu);
+        assert_eq!(Column::Cpu.next(), Column::Device);
+    }
+}

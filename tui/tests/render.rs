@@ -1,0 +1,209 @@
+//! Whole screens on ratatui's TestBackend, compared with stored insta snapshots
+//! (`tests/snapshots/`), at 80×24 (the smallest supported) and 120×40, from intervals built
+//! the way the sampler builds them (see `fixtures`). Review changes with `cargo insta review`
+//! or by reading the `.snap.new` files insta writes next to the stored ones.
+
+mod fixtures;
+
+use fixtures::*;
+use iommutop_model::snapshot::Snapshot;
+use iommutop_tui::{render, update, Action, HostSummary, Key, State, WorkloadEvent, WorkloadView};
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::style::Modifier;
+use ratatui::Terminal;
+use std::time::Duration;
+
+fn draw(state: &State, width: u16, height: u16) -> Terminal<TestBackend> {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
+    terminal.draw(|frame| render(state, frame)).expect("draws");
+    terminal
+}
+
+fn text(terminal: &Terminal<TestBackend>) -> String {
+    terminal.backend().to_string()
+}
+
+fn press(state: &mut State, keys: &[Key]) {
+    for &key in keys {
+        update(state, Action::Key(key));
+    }
+}
+
+/// The row of the buffer that contains `needle`.
+fn line_with(buffer: &Buffer, needle: &str) -> Option<u16> {
+    (0..buffer.area.height).find(|&y| {
+        let line: String = (0..buffer.area.width)
+            .map(|x| buffer[(x, y)].symbol())
+            .collect();
+        line.contains(needle)
+    })
+}
+
+#[test]
+fn empty_before_the_first_interval() {
+    let state = State::new(
+        HostSummary::from_facts(&host_facts()),
+        lab_probes(),
+        Duration::from_secs(1),
+    );
+    insta::assert_snapshot!("waiting_80x24", text(&draw(&state, 80, 24)));
+}
+
+#[test]
+fn empty_no_dma_yet() {
+    let state = state_after(lab_probes(), vec![Snapshot::default()]);
+    insta::assert_snapshot!("empty_80x24", text(&draw(&state, 80, 24)));
+    insta::assert_snapshot!("empty_120x40", text(&draw(&state, 120, 40)));
+}
+
+#[test]
+fn busy_nvme_screen() {
+    let state = state_after(lab_probes(), busy_nvme(40));
+    insta::assert_snapshot!("nvme_120x40", text(&draw(&state, 120, 40)));
+}
+
+#[test]
+fn busy_nvme_screen_narrow() {
+    let state = state_after(lab_probes(), busy_nvme(40));
+    let terminal = draw(&state, 80, 24);
+    let screen = text(&terminal);
+    insta::assert_snapshot!("nvme_80x24", screen);
+    // Nothing spills past the right edge: every line is exactly 80 cells.
+    assert_eq!(terminal.backend().buffer().area.width, 80);
+    assert!(screen.contains("nvme0n1"));
+}
+
+#[test]
+fn busy_nic_pair_screen() {
+    let mut state = state_after(lab_probes(), busy_nic_pair(40));
+    // The second NIC selected: its histograms in the detail pane.
+    press(&mut state, &[Key::Down]);
+    insta::assert_snapshot!("nic_pair_120x40", text(&draw(&state, 120, 40)));
+    insta::assert_snapshot!("nic_pair_80x24", text(&draw(&state, 80, 24)));
+}
+
+#[test]
+fn counted_only_tiers_show_dashes_and_say_why() {
+    let state = state_after(tracepoint_probes(), counted_only_nvme(10));
+    let screen = text(&draw(&state, 120, 40));
+    insta::assert_snapshot!("tracepoint_only_120x40", screen);
+    assert!(screen.contains("not timed (tracepoint)"), "{screen}");
+}
+
+#[test]
+fn help_overlay() {
+    let mut state = state_after(lab_probes(), busy_nvme(40));
+    press(&mut state, &[Key::Char('?')]);
+    insta::assert_snapshot!("help_80x24", text(&draw(&state, 80, 24)));
+    insta::assert_snapshot!("help_120x40", text(&draw(&state, 120, 40)));
+}
+
+#[test]
+fn paused_and_filtered() {
+    let mut state = state_after(lab_probes(), busy_nic_pair(20));
+    press(
+        &mut state,
+        &[
+            Key::Char('p'),
+            Key::Char('/'),
+            Key::Char('e'),
+            Key::Char('t'),
+            Key::Char('h'),
+            Key::Char('1'),
+        ],
+    );
+    insta::assert_snapshot!("paused_filtering_80x24", text(&draw(&state, 80, 24)));
+}
+
+#[test]
+fn profile_pane_beside_the_probe_view() {
+    let mut state = state_after(lab_probes(), busy_nic_pair(40)).with_workload(WorkloadView::new(
+        "tcp-rr-1k",
+        "netperf",
+        Some(Duration::from_secs(60)),
+    ));
+    update(
+        &mut state,
+        Action::Workload(WorkloadEvent::Live(serde_json::json!({
+            "transactions_per_s": 1456.3,
+            "mean_latency_us": 686.7,
+        }))),
+    );
+    update(
+        &mut state,
+        Action::Workload(WorkloadEvent::Note(
+            "netserver listening on 10.77.0.2".into(),
+        )),
+    );
+    insta::assert_snapshot!("profile_120x40", text(&draw(&state, 120, 40)));
+    insta::assert_snapshot!("profile_80x24", text(&draw(&state, 80, 24)));
+    update(
+        &mut state,
+        Action::Workload(WorkloadEvent::Finished("1456 transactions/s".into())),
+    );
+    let screen = text(&draw(&state, 120, 40));
+    assert!(screen.contains("finished: 1456 transactions/s"), "{screen}");
+    assert!(screen.contains("100%"), "{screen}");
+}
+
+#[test]
+fn the_selected_row_is_highlighted_and_follows_the_keys() {
+    let mut state = state_after(lab_probes(), busy_nic_pair(5));
+    let terminal = draw(&state, 120, 40);
+    let buffer = terminal.backend().buffer();
+    let first = line_with(buffer, "0000:00:05.0").expect("eth0 row");
+    let second = line_with(buffer, "0000:00:06.0").expect("eth1 row");
+    // eth1 maps more (its fixture runs 20% slower, same rate): rows sort by maps/s, then key.
+    let selected_row =
+        |buffer: &Buffer, y: u16| buffer[(2, y)].modifier.contains(Modifier::REVERSED);
+    assert!(selected_row(buffer, first.min(second)));
+    assert!(!selected_row(buffer, first.max(second)));
+    press(&mut state, &[Key::Down]);
+    let terminal = draw(&state, 120, 40);
+    let buffer = terminal.backend().buffer();
+    assert!(selected_row(buffer, first.max(second)));
+}
+
+#[test]
+fn every_size_down_to_80x24_renders_without_panicking() {
+    let mut state = state_after(lab_probes(), busy_nic_pair(30)).with_workload(WorkloadView::new(
+        "tcp-rr-1k",
+        "netperf",
+        None,
+    ));
+    for (w, h) in [
+        (80, 24),
+        (81, 25),
+        (100, 30),
+        (200, 60),
+        (40, 10),
+        (20, 5),
+        (1, 1),
+    ] {
+        draw(&state, w, h);
+        press(&mut state, &[Key::Char('?')]);
+        draw(&state, w, h);
+        press(&mut state, &[Key::Esc, Key::Char('d')]);
+        draw(&state, w, h);
+        press(&mut state, &[Key::Char('d')]);
+    }
+}
+
+#[test]
+fn many_devices_scroll_to_keep_the_selection_visible() {
+    let mut snapshot = busy_nic_pair(2).pop().expect("a snapshot");
+    let template = snapshot.devices[0].clone();
+    for i in 0..30 {
+        let mut device = template.clone();
+        device.key = format!("0000:01:{i:02x}.0");
+        snapshot.devices.push(device);
+    }
+    let mut state = state_after(lab_probes(), vec![snapshot]);
+    press(&mut state, &[Key::End]);
+    let terminal = draw(&state, 80, 24);
+    let selected = state.selected_device().expect("selected").key.clone();
+    let buffer = terminal.backend().buffer();
+    let y = line_with(buffer, &selected).expect("selected row drawn");
+    assert!(buffer[(2, y)].modifier.contains(Modifier::REVERSED));
+}

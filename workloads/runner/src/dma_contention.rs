@@ -1,0 +1,363 @@
+//! DMA mapping under contention: fio reads through the kernel driver from 1, 2, 4 … N jobs at
+//! once, one step per job count, and per step the probes' numbers for the device: IOVA
+//! allocations (fast and slow path) and DMA map/unmap with their latency. One checkpoint (a
+//! session sample) ends each step, so contention shows as a curve.
+//!
+//! Reads only: the device defaults to the first NVMe namespace.
+
+use crate::block::Target;
+use crate::control::RunControl;
+use crate::error::WorkloadError;
+use crate::fio::{self, run_job, FioJob};
+use crate::params::{Default, Kind, ParamSpec, Params};
+use crate::process::require_tool;
+use crate::window::{per_unit, ProbeWindow};
+use crate::{Workload, WorkloadOutput};
+use iommutop_model::sample::Op;
+use serde_json::{json, Map, Value};
+use std::path::PathBuf;
+
+pub const SPECS: &[ParamSpec] = &[
+    ParamSpec {
+        key: "filename",
+        kind: Kind::Str,
+        default: Default::Unset,
+        help: "device or file to read (default: the first NVMe namespace)",
+    },
+    ParamSpec {
+        key: "threads",
+        kind: Kind::IntList { min: 1, max: 1024 },
+        default: Default::Ints(&[1, 2, 4, 8]),
+        help: "job counts, one step each",
+    },
+    ParamSpec {
+        key: "step_s",
+        kind: Kind::Float {
+            min: 1.0,
+            max: 3600.0,
+        },
+        default: Default::Float(5.0),
+        help: "seconds per step",
+    },
+    ParamSpec {
+        key: "rw",
+        kind: Kind::Choice(&["randread", "read"]),
+        default: Default::Str("randread"),
+        help: "access pattern (reads only)",
+    },
+    ParamSpec {
+        key: "bs",
+        kind: Kind::Size {
+            min: 512,
+            max: 64 << 20,
+        },
+        default: Default::Int(4096),
+        help: "bytes per I/O",
+    },
+    ParamSpec {
+        key: "iodepth",
+        kind: Kind::Int { min: 1, max: 65536 },
+        default: Default::Int(4),
+        help: "I/Os in flight per job",
+    },
+    ParamSpec {
+        key: "ioengine",
+        kind: Kind::Choice(&["libaio", "io_uring", "psync", "pvsync2"]),
+        default: Default::Str("libaio"),
+        help: "fio I/O engine",
+    },
+];
+
+/// The operations a step reports with their latency.
+const STEP_OPS: [Op; 7] = [
+    Op::DmaMap,
+    Op::DmaUnmap,
+    Op::IovaAlloc,
+    Op::IovaAllocSlow,
+    Op::IovaFree,
+    Op::IommuMap,
+    Op::IotlbFlush,
+];
+
+pub struct DmaContention {
+    params: Params,
+    threads: Vec<u64>,
+    job: FioJob,
+    target: Option<Target>,
+}
+
+impl DmaContention {
+    pub fn new(params: Params) -> Result<DmaContention, WorkloadError> {
+        let mut threads = params.u64s("threads")?;
+        threads.sort_unstable();
+        threads.dedup();
+        Ok(DmaContention {
+            threads,
+            job: FioJob {
+                filename: PathBuf::new(),
+                rw: params.str("rw")?.to_string(),
+                bs: params.u64("bs")?,
+                iodepth: params.u64("iodepth")?,
+                numjobs: 1,
+                ioengine: params.str("ioengine")?.to_string(),
+                direct: true,
+                runtime_s: params.f64("step_s")?,
+                size: None,
+                rwmixread: None,
+                readonly: false,
+            },
+            params,
+            target: None,
+        })
+    }
+
+    fn resolve(&self) -> Result<Target, WorkloadError> {
+        fio::resolve_target(
+            self.params.opt_str("filename")?,
+            false,
+            None,
+            "dma-contention",
+        )
+    }
+}
+
+/// The probe numbers of one step for the device at `pci`.
+fn step_probes(window: &ProbeWindow, pci: &str, ios: u64) -> Value {
+    let Some(device) = window.device(pci) else {
+        return Value::Null;
+    };
+    let mut m = Map::new();
+    for op in STEP_OPS {
+        let stats = device.ops.get(op.name());
+        m.insert(
+            op.name().to_string(),
+            json!({
+                "count": stats.map_or(0, |s| s.count),
+                "per_s": stats.map_or(0.0, |s| s.per_s),
+                "mean_ns": stats.and_then(|s| s.mean_ns),
+                "p50_ns": stats.and_then(|s| s.p50_ns),
+                "p90_ns": stats.and_then(|s| s.p90_ns),
+                "p99_ns": stats.and_then(|s| s.p99_ns),
+            }),
+        );
+    }
+    if let Some(row) = per_unit(window, pci, ios) {
+        m.insert("per_io".into(), Value::Object(row));
+    }
+    m.insert("window_s".into(), json!(window.duration_s));
+    Value::Object(m)
+}
+
+impl Workload for DmaContention {
+    fn name(&self) -> &'static str {
+        "dma-contention"
+    }
+
+    fn params(&self) -> Map<String, Value> {
+        let mut map = self.params.to_map();
+        if let Some(t) = &self.target {
+            map.insert("filename".into(), t.path.display().to_string().into());
+        }
+        map
+    }
+
+    fn check(&self) -> Result<(), WorkloadError> {
+        require_tool("fio", fio::INSTALL)?;
+        self.resolve().map(|_| ())
+    }
+
+    fn prepare(&mut self) -> Result<(), WorkloadError> {
+        let target = self.resolve()?;
+        self.job.filename = target.path.clone();
+        self.job.readonly = target.kind == crate::block::TargetKind::BlockDevice;
+        self.target = Some(target);
+        Ok(())
+    }
+
+    fn run(&mut self, ctl: &mut dyn RunControl) -> Result<WorkloadOutput, WorkloadError> {
+        if self.target.is_none() {
+            self.prepare()?;
+        }
+        let target = self.target.clone().ok_or(WorkloadError::Cancelled)?;
+        let mut curve = Vec::new();
+        let mut warnings = Vec::new();
+        let mut probed = false;
+        let mut interrupted = false;
+        for &threads in &self.threads {
+            if ctl.cancelled() {
+                interrupted = true;
+                break;
+            }
+            let job = FioJob {
+                numjobs: threads,
+                ..self.job.clone()
+            };
+            ctl.note(&format!(
+                "dma-contention: {threads} job(s), {} on {} for {} s",
+                job.describe(),
+                target.path.display(),
+                job.runtime_s.round()
+            ));
+            let run = match run_job(&job, ctl, &format!("threads={threads}")) {
+                Ok(run) => run,
+                Err(WorkloadError::Cancelled) => {
+                    interrupted = true;
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            let r = &run.result;
+            let read = r.read.clone().unwrap_or_default();
+            let mut point = json!({
+                "threads": threads,
+                "iops": r.iops(),
+                "ios": r.ios(),
+                "clat_mean_us": read.clat_mean_ns.map(|v| v / 1000.0),
+                "clat_p99_us": read.clat_p99_ns.map(|v| v / 1000.0),
+                "sys_cpu_percent": r.sys_cpu_percent,
+            });
+            if let (Some(window), Some(pci)) = (&run.window, target.pci_address.as_deref()) {
+                probed = true;
+                point["probes"] = step_probes(window, pci, r.ios());
+            }
+            ctl.live(json!({"threads": threads, "iops": r.iops()}));
+            curve.push(point);
+            if run.interrupted {
+                interrupted = true;
+                break;
+            }
+        }
+        if !probed {
+            warnings.push(if target.pci_address.is_none() {
+                format!(
+                    "{} is on no PCI device the probes can name: the curve has fio's numbers only",
+                    target.path.display()
+                )
+            } else {
+                "no probes attached (run it with `iommutop run dma-contention`, as root): the \
+                 curve has fio's numbers only"
+                    .into()
+            });
+        }
+        let mut results = Map::new();
+        results.insert("steps".into(), json!(curve.len()));
+        if let Some(first) = curve.first() {
+            results.insert("iops_1".into(), first["iops"].clone());
+        }
+        if let (Some(first), Some(last)) = (curve.first(), curve.last()) {
+            let mean = |p: &Value, op: &str| p["probes"][op]["mean_ns"].as_f64();
+            if let (Some(a), Some(b)) = (mean(first, "iova_alloc"), mean(last, "iova_alloc")) {
+                results.insert("iova_alloc_mean_ns_growth".into(), json!(b / a));
+            }
+            if let (Some(a), Some(b)) = (mean(first, "dma_map"), mean(last, "dma_map")) {
+                results.insert("dma_map_mean_ns_growth".into(), json!(b / a));
+            }
+        }
+        results.insert("curve".into(), Value::Array(curve));
+        results.insert("target".into(), fio::target_json(&target));
+        if interrupted {
+            results.insert("interrupted".into(), json!(true));
+            warnings.push("interrupted: the curve stops at the last step completed".into());
+        }
+        Ok(WorkloadOutput { results, warnings })
+    }
+
+    fn restore(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+fn ns(v: &Value) -> String {
+    v.as_f64().map_or("-".into(), |x| format!("{x:.0}"))
+}
+
+/// The curve as a table.
+pub fn summarize(results: &Map<String, Value>) -> String {
+    let target = results
+        .get("target")
+        .and_then(|t| t["filename"].as_str())
+        .unwrap_or("?");
+    let mut out = format!(
+        "dma-contention on {target}\n{:>7} {:>10} {:>12} {:>12} {:>12} {:>12} {:>10}\n",
+        "threads", "IOPS", "map ns avg", "map ns p99", "iova ns avg", "unmap ns avg", "iova slow"
+    );
+    for p in results
+        .get("curve")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let probes = &p["probes"];
+        out.push_str(&format!(
+            "{:>7} {:>10.0} {:>12} {:>12} {:>12} {:>12} {:>10}\n",
+            p["threads"].as_u64().unwrap_or(0),
+            p["iops"].as_f64().unwrap_or(0.0),
+            ns(&probes["dma_map"]["mean_ns"]),
+            ns(&probes["dma_map"]["p99_ns"]),
+            ns(&probes["iova_alloc"]["mean_ns"]),
+            ns(&probes["dma_unmap"]["mean_ns"]),
+            probes["iova_alloc_slow"]["count"]
+                .as_u64()
+                .map_or("-".into(), |c| c.to_string()),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::WorkloadKind;
+    use crate::window::{WindowDevice, WindowOp};
+
+    #[test]
+    fn steps_are_sorted_and_distinct() {
+        let params = WorkloadKind::DmaContention
+            .params(
+                json!({"threads": [4, 1, 2, 2]})
+                    .as_object()
+                    .cloned()
+                    .unwrap(),
+            )
+            .unwrap();
+        let d = DmaContention::new(params).unwrap();
+        assert_eq!(d.threads, [1, 2, 4]);
+        assert!(!fio::writes(&d.job.rw));
+    }
+
+    #[test]
+    fn a_step_reports_latency_and_per_io_counts_from_the_window() {
+        let mut window = ProbeWindow {
+            label: "threads=2".into(),
+            duration_s: 2.0,
+            ..ProbeWindow::default()
+        };
+        let mut device = WindowDevice {
+            names: vec!["nvme0n1".into()],
+            ..WindowDevice::default()
+        };
+        device.ops.insert(
+            "iova_alloc".into(),
+            WindowOp {
+                count: 400,
+                per_s: 200.0,
+                mean_ns: Some(350.0),
+                p50_ns: Some(300),
+                p90_ns: Some(500),
+                p99_ns: Some(900),
+            },
+        );
+        window.devices.insert("0000:00:04.0".into(), device);
+        let step = step_probes(&window, "0000:00:04.0", 400);
+        assert_eq!(step["iova_alloc"]["mean_ns"], json!(350.0));
+        assert_eq!(step["iova_alloc"]["p99_ns"], json!(900));
+        assert_eq!(step["dma_map"]["count"], json!(0));
+        assert_eq!(step["per_io"]["iova_alloc"], json!(1.0));
+        assert_eq!(step_probes(&window, "0000:00:09.0", 1), Value::Null);
+        let results = json!({"curve": [{"threads": 2, "iops": 200.0, "probes": step}],
+                             "target": {"filename": "/dev/nvme0n1"}});
+        let text = summarize(results.as_object().unwrap());
+        assert!(text.contains("      2        200"), "{text}");
+        assert!(text.contains("350"), "{text}");
+    }
+}

@@ -1,0 +1,34 @@
+//! Safety checks against this machine's real state, without changing it.
+
+use iommutop_workloads::netns;
+use iommutop_workloads::{ErrorClass, WorkloadError};
+
+/// The NIC this host reaches its network by is never moved into a namespace.
+#[test]
+fn the_nic_carrying_the_default_route_is_refused() {
+    let out = std::process::Command::new("ip")
+        .args(["-j", "route", "show", "default"])
+        .output()
+        .expect("ip runs (iproute2)");
+    let devices = netns::default_route_devices(&String::from_utf8_lossy(&out.stdout));
+    let Some(dev) = devices.first() else {
+        eprintln!("this host has no default route: nothing to refuse");
+        return;
+    };
+    match netns::check_movable(dev) {
+        Err(e @ WorkloadError::Refused(_)) => {
+            assert_eq!(e.class(), ErrorClass::Usage);
+            assert!(e.to_string().contains("default route"), "{e}");
+        }
+        other => panic!("{dev} carries the default route and was not refused: {other:?}"),
+    }
+}
+
+#[test]
+fn a_nic_that_does_not_exist_is_a_parameter_error() {
+    let err = netns::check_movable("iommutop-none0").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "parameter `nics`: no network interface `iommutop-none0` here (see `ip link`)"
+    );
+}
