@@ -1,5 +1,6 @@
-//! Issue 7 in the lab (4 boots): `diagnose` of TCP_RR between the two e1000e on a boot without
-//! translation for the NICs (passthrough), on one with the Intel IOMMU translating, and on 6.1;
+//! Issue 7 in the lab (4 boots): `diagnose` with no workload named (it picks TCP_RR between the
+//! two e1000e; fio reads for `--device nvme0n1`) on a boot without translation for the NICs
+//! (passthrough), on one with the Intel IOMMU translating, and on 6.1;
 //! `compare` of those reports names what differs and claims no cause it did not measure;
 //! `diagnose --ab` measures both modes on one NIC and restores its group, also when interrupted;
 //! `record --domain identity` switches the NVMe's group for a recording and back.
@@ -47,6 +48,10 @@ fn diagnose_boot(out: &Path, name: &str, kernel: &str, append: &str, extra: &[&s
     let report = out.join(format!("{name}.json"));
     let value = read_json(&report);
     assert_valid_report(&value);
+    assert_eq!(
+        value["run"]["profile"], "tcp-rr-1k",
+        "{name}: two free NICs get TCP_RR"
+    );
     assert_eq!(value["run"]["workload"]["name"], "netperf", "{name}");
     assert!(
         value["run"]["workload"]["results"]["transactions_per_s"]
@@ -175,6 +180,29 @@ fn lab_compare_names_translation_on_the_nics_and_stays_honest_across_kernels() {
         assert!(found[0]["details"] == Value::Array(vec![]), "{text}");
     }
     assert!(!text.contains("cause: "), "a cause from nothing: {text}");
+
+    // diagnose --device nvme0n1 picked fio random reads, and the NVMe did the DMA.
+    assert_eq!(
+        read(&out.join("nvme-pick.rc")).trim(),
+        "0",
+        "{}",
+        read(&out.join("nvme-pick.err"))
+    );
+    let picked = read_json(&out.join("nvme-pick.json"));
+    assert_valid_report(&picked);
+    assert_eq!(picked["run"]["profile"], "fio-randread-4k-qd32x4");
+    assert!(
+        picked["run"]["workload"]["results"]["iops"]
+            .as_f64()
+            .is_some_and(|iops| iops > 0.0),
+        "{}",
+        picked["run"]["workload"]
+    );
+    let nvme = picked["devices"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["key"] == "0000:00:04.0"))
+        .expect("the NVMe in the report");
+    assert!(nvme["ops"]["dma_map"]["count"].as_u64().unwrap_or(0) > 0);
 
     // record --domain identity on the NVMe: recorded in identity, then restored.
     assert_eq!(
