@@ -353,21 +353,26 @@ impl Workload for VfioNvme {
     }
 
     fn run(&mut self, ctl: &mut dyn RunControl) -> Result<WorkloadOutput, WorkloadError> {
-        let (results, warnings) = match &self.job {
+        // What the driver changed on the host and put back is in the results (`host`) and in
+        // the summary: a note, not a warning.
+        let results = match &self.job {
             Job::Run(params) => {
                 let result =
                     Self::drive(ctl, |cancel| driver::run(params, cancel)).map_err(classify)?;
                 write_file(&self.ccdf_csv, &result.ccdf_csv())?;
-                (run_output(&result), result.host.notes())
+                run_output(&result)
             }
             Job::Sweep(params) => {
                 let result = Self::drive(ctl, |cancel| driver::iotlb_sweep(params, cancel))
                     .map_err(classify)?;
                 write_file(&self.svg, &result.svg())?;
-                (sweep_output(&result), result.host.notes())
+                sweep_output(&result)
             }
         };
-        Ok(WorkloadOutput { results, warnings })
+        Ok(WorkloadOutput {
+            results,
+            warnings: Vec::new(),
+        })
     }
 
     fn restore(&mut self) -> Vec<String> {
@@ -382,7 +387,13 @@ pub fn summarize(results: &Map<String, Value>) -> String {
         return run.summary_text();
     }
     match serde_json::from_value::<driver::SweepResult>(value) {
-        Ok(sweep) => sweep.table(),
+        Ok(sweep) => {
+            let mut text = sweep.table();
+            for note in sweep.host.notes() {
+                text.push_str(&format!("host: {note}\n"));
+            }
+            text
+        }
         Err(_) => serde_json::to_string_pretty(results).unwrap_or_default(),
     }
 }
