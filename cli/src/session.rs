@@ -56,12 +56,19 @@ impl Session {
         })
     }
 
-    #[allow(dead_code)] // read by the TUI and diagnose, landing next
+    /// IOMMU work this process's children do outside the DMA API (a userspace driver's VFIO
+    /// mappings) goes to `pci_address`'s row from now on.
+    pub fn charge_children_to(&mut self, pci_address: &str) -> Outcome {
+        self.probes
+            .charge_to_device(std::process::id(), pci_address)
+            .with_context(|| format!("charging userspace-driver work to {pci_address}"))?;
+        Ok(())
+    }
+
     pub fn facts(&self) -> &HostFacts {
         &self.facts
     }
 
-    #[allow(dead_code)] // read by the TUI and diagnose, landing next
     pub fn probe_statuses(&self) -> &[PointStatus] {
         self.probes.statuses()
     }

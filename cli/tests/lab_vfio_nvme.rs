@@ -157,8 +157,8 @@ fn integrity(kernel: &str) {
 }
 
 /// `iommutop run vfio-nvme-qd1`: the driver's numbers beside the probes', and the one-off VFIO
-/// mappings both as the driver timed them and as the probes saw them (`unattributed`: VFIO maps
-/// do not pass through the DMA API, so no device is on their call path).
+/// mappings both as the driver timed them and as the probes saw them: under the NVMe's own row
+/// (VFIO maps do not pass through the DMA API; iommutop charges its driver's to the device).
 fn assert_profile_report_has_the_setup_mappings(path: &Path) {
     let report = support::read_json(path);
     support::assert_valid_report(&report);
@@ -168,16 +168,29 @@ fn assert_profile_report_has_the_setup_mappings(path: &Path) {
     let setup_maps = results["setup_maps"].as_u64().expect("setup_maps");
     assert!(setup_maps >= 2, "queues and data mapped: {setup_maps}");
     assert!(results["setup_map_ns"].as_u64().unwrap_or(0) > 0);
-    let unattributed = report["devices"]
-        .as_array()
-        .and_then(|d| d.iter().find(|d| d["key"] == "unattributed"))
-        .unwrap_or_else(|| panic!("no unattributed row: {}", report["devices"]));
-    let iommu_maps = unattributed["ops"]["iommu_map"]["count"]
-        .as_u64()
-        .unwrap_or(0);
+    let row = |key: &str| {
+        report["devices"]
+            .as_array()
+            .and_then(|d| d.iter().find(|d| d["key"] == key))
+            .cloned()
+    };
+    let count = |row: &Option<Value>, op: &str| {
+        row.as_ref()
+            .and_then(|r| r["ops"][op]["count"].as_u64())
+            .unwrap_or(0)
+    };
+    let nvme = row("0000:00:04.0");
     assert!(
-        iommu_maps >= setup_maps,
-        "the probes saw {iommu_maps} iommu_map calls for {setup_maps} VFIO mappings"
+        count(&nvme, "iommu_map") >= setup_maps,
+        "the NVMe's row has {} iommu_map calls for {setup_maps} VFIO mappings: {nvme:?}",
+        count(&nvme, "iommu_map")
+    );
+    assert!(count(&nvme, "iommu_unmap") >= setup_maps, "{nvme:?}");
+    let unattributed = row("unattributed");
+    assert_eq!(
+        count(&unattributed, "iommu_map"),
+        0,
+        "the driver's maps left unattributed: {unattributed:?}"
     );
 }
 

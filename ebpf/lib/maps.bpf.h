@@ -26,6 +26,14 @@ struct {
 	__type(value, struct iommutop_dev_name);
 } iommutop_names SEC(".maps") __weak;
 
+/* tgid -> the key its (or its children's) IOMMU work outside the DMA API is charged to. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, IOMMUTOP_MAX_OWNERS);
+	__type(key, __u32);
+	__type(value, struct iommutop_dev_key);
+} iommutop_owners SEC(".maps") __weak;
+
 /* A zeroed value to initialise new keys from (too large for the BPF stack). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

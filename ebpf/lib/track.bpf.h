@@ -59,18 +59,34 @@ static __always_inline struct iommutop_dev_key iommutop_device_key(const struct 
 	return key;
 }
 
-/* The key nested work is charged to: the innermost frame's, or "unattributed" outside any. */
+/* Outside any DMA API call: the owner of the current process or of its parent (a userspace
+ * driver's worker), else "unattributed". */
+static __always_inline struct iommutop_dev_key iommutop_owner_key(void)
+{
+	struct iommutop_dev_key key = {.id = 0, .kind = IOMMUTOP_KEY_UNATTRIBUTED};
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct iommutop_dev_key *owner;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	owner = bpf_map_lookup_elem(&iommutop_owners, &tgid);
+	if (!owner) {
+		tgid = BPF_CORE_READ(task, real_parent, tgid);
+		owner = bpf_map_lookup_elem(&iommutop_owners, &tgid);
+	}
+	return owner ? *owner : key;
+}
+
+/* The key nested work is charged to: the innermost frame's, or the owner's outside any. */
 static __always_inline struct iommutop_dev_key
 iommutop_current_key(const struct iommutop_inflight *inflight)
 {
-	struct iommutop_dev_key key = {.id = 0, .kind = IOMMUTOP_KEY_UNATTRIBUTED};
 	__u32 depth;
 
 	if (!inflight)
-		return key;
+		return iommutop_owner_key();
 	depth = inflight->depth;
 	if (depth == 0 || depth > IOMMUTOP_MAX_NESTING)
-		return key;
+		return iommutop_owner_key();
 	return inflight->frames[(depth - 1) & IOMMUTOP_FRAME_MASK].key;
 }
 

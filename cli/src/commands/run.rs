@@ -194,6 +194,16 @@ fn sample(
     sink.interval(&snapshot)
 }
 
+/// A userspace driver's IOMMU work (its VFIO mappings) goes under the device it drives; if the
+/// probes cannot be told, it stays `unattributed` and the run goes on.
+pub(crate) fn charge_userspace_driver(session: &mut Session, workload: &dyn Workload) {
+    if let Some(pci) = workload.userspace_driver_of() {
+        if let Err(e) = session.charge_children_to(&pci) {
+            eprintln!("iommutop: warning: {e:#}: its VFIO mappings stay `unattributed`");
+        }
+    }
+}
+
 /// Runs the workload on its own thread while this one samples; returns how the workload ended
 /// and, if sampling failed, that failure (the workload was then cancelled).
 /// Also used by `diagnose`, which runs profiles the same way.
@@ -204,6 +214,7 @@ pub(crate) fn run_under_session(
     stop: &StopSignal,
     sink: &mut ReportSink,
 ) -> (Finished, Option<Failure>) {
+    charge_userspace_driver(session, workload.as_ref());
     let (events, event_rx) = mpsc::channel();
     let (window_tx, windows) = mpsc::channel();
     let cancel = Arc::new(AtomicBool::new(false));

@@ -2,8 +2,8 @@
 //! point by really loading and attaching (cheapest first), and reads the maps.
 
 use super::abi::{
-    iommutop_dev_key, iommutop_dev_name, iommutop_dev_stats, iommutop_stack_key,
-    iommutop_stack_value,
+    iommutop_dev_key, iommutop_dev_name, iommutop_dev_stats, iommutop_key_kind, iommutop_stack_key,
+    iommutop_stack_value, IOMMUTOP_NAME_LEN,
 };
 use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
 use super::kallsyms::Kallsyms;
@@ -77,6 +77,7 @@ pub struct Probes {
     ebpf: Ebpf,
     stats: PerCpuHashMap<MapData, iommutop_dev_key, iommutop_dev_stats>,
     names: BpfHashMap<MapData, iommutop_dev_key, iommutop_dev_name>,
+    owners: BpfHashMap<MapData, u32, iommutop_dev_key>,
     health: PerCpuArray<MapData, u64>,
     stacks: StackTraceMap<MapData>,
     stack_samples: PerCpuHashMap<MapData, iommutop_stack_key, iommutop_stack_value>,
@@ -112,6 +113,7 @@ impl Probes {
         let stacks = take_map(&mut ebpf, "iommutop_stacks", StackTraceMap::try_from)?;
         let stack_samples = take_map(&mut ebpf, "iommutop_stack_samples", PerCpuHashMap::try_from)?;
         let names = take_map(&mut ebpf, "iommutop_names", BpfHashMap::try_from)?;
+        let owners = take_map(&mut ebpf, "iommutop_owners", BpfHashMap::try_from)?;
         let health = take_map(&mut ebpf, "iommutop_health", PerCpuArray::try_from)?;
         let stats_enabled = if enable_stats {
             aya::sys::enable_stats(aya::sys::Stats::RunTime).ok()
@@ -135,12 +137,36 @@ impl Probes {
             ebpf,
             stats,
             names,
+            owners,
             health,
             stacks,
             stack_samples,
             statuses,
             stats_fd: stats_enabled,
         })
+    }
+
+    /// Charges IOMMU work done outside any DMA API call by process `tgid` or its children (a
+    /// userspace driver's VFIO mappings) to the PCI device `pci_address`, under that device's
+    /// row, instead of to `unattributed`.
+    pub fn charge_to_device(&mut self, tgid: u32, pci_address: &str) -> Result<(), SampleError> {
+        let key = iommutop_dev_key {
+            id: owned_device_id(pci_address),
+            kind: iommutop_key_kind::IOMMUTOP_KEY_DEVICE,
+            pad: 0,
+        };
+        let mut name = iommutop_dev_name {
+            name: [0; IOMMUTOP_NAME_LEN as usize],
+        };
+        for (slot, byte) in name.name.iter_mut().zip(pci_address.bytes()) {
+            *slot = byte as _;
+        }
+        self.names
+            .insert(key, name, 0)
+            .map_err(|e| sample_error("iommutop_names", e))?;
+        self.owners
+            .insert(tgid, key, 0)
+            .map_err(|e| sample_error("iommutop_owners", e))
     }
 
     /// What each point got: its tier, hooks, and why better tiers were refused.
@@ -265,6 +291,17 @@ fn is_probe_machinery(name: &str) -> bool {
     ]
     .iter()
     .any(|prefix| name.starts_with(prefix))
+}
+
+/// A key id for work charged to a device by its owner: the PCI address packed into the low bits
+/// (domain, bus, device, function), where no kernel pointer (the ids of DMA API keys) can be.
+fn owned_device_id(pci_address: &str) -> u64 {
+    pci_address
+        .bytes()
+        .filter(u8::is_ascii_hexdigit)
+        .fold(0u64, |id, digit| {
+            (id << 4) | u64::from((digit as char).to_digit(16).unwrap_or(0))
+        })
 }
 
 fn take_map<T, E: std::fmt::Display>(
@@ -558,6 +595,13 @@ fn verifier_verdict(log: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn owned_device_ids_pack_the_pci_address_below_any_kernel_pointer() {
+        assert_eq!(owned_device_id("0000:00:04.0"), 0x40); // domain 0000, bus 00, device 04, function 0
+        assert_eq!(owned_device_id("10de:81:1f.7"), 0x0001_0de8_11f7);
+        assert!(owned_device_id("ffff:ff:ff.f") < 0xffff_8000_0000_0000);
+    }
 
     #[test]
     fn empty_verifier_log_is_said_in_words() {

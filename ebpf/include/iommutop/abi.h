@@ -76,6 +76,11 @@ struct iommutop_dev_key {
 	__u32 pad;
 };
 
+/* IOMMU work outside any DMA API call (a userspace driver's VFIO maps) done by a process, or by
+ * a child of a process, listed here is charged to the key given, not to "unattributed". Keys are
+ * tgids; user space adds itself while it runs such a driver for a device. */
+#define IOMMUTOP_MAX_OWNERS 16
+
 /* Name of a key: dev_name() of a device, disk name, netdev name. */
 struct iommutop_dev_name {
 	char name[IOMMUTOP_NAME_LEN];

@@ -72,6 +72,12 @@ pub trait Workload: Send {
     /// Undoes what [`Workload::prepare`] changed; returns what could not be restored. Idempotent;
     /// also done on drop.
     fn restore(&mut self) -> Vec<String>;
+
+    /// The PCI device this workload drives from user space, if it does: IOMMU work its
+    /// processes do outside the DMA API (VFIO mappings) is then charged to that device.
+    fn userspace_driver_of(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Puts back what runs killed before they could restore left behind (NICs in namespaces, huge

@@ -226,6 +226,17 @@ impl VfioNvme {
         })
     }
 
+    /// The controller's PCI address, as the driver will resolve it.
+    fn device(&self) -> Result<String, WorkloadError> {
+        let target = match &self.job {
+            Job::Run(params) => &params.target,
+            Job::Sweep(params) => &params.target,
+        };
+        driver::host::Host::system()
+            .resolve_device(target.device.as_deref())
+            .map_err(classify)
+    }
+
     /// Runs the driver on a thread while this one relays Ctrl-C from `ctl` to it.
     fn drive<T: Send>(ctl: &mut dyn RunControl, work: impl FnOnce(&AtomicBool) -> T + Send) -> T {
         let cancel = AtomicBool::new(false);
@@ -337,14 +348,11 @@ impl Workload for VfioNvme {
                     .into(),
             ));
         }
-        let target = match &self.job {
-            Job::Run(params) => &params.target,
-            Job::Sweep(params) => &params.target,
-        };
-        driver::host::Host::system()
-            .resolve_device(target.device.as_deref())
-            .map(drop)
-            .map_err(classify)
+        self.device().map(drop)
+    }
+
+    fn userspace_driver_of(&self) -> Option<String> {
+        self.device().ok()
     }
 
     fn prepare(&mut self) -> Result<(), WorkloadError> {

@@ -313,6 +313,7 @@ impl Sampler {
             mut workload,
             ..
         } = profile;
+        crate::commands::run::charge_userspace_driver(&mut self.session, workload.as_ref());
         let (window_tx, windows) = mpsc::channel();
         let cancel = Arc::new(AtomicBool::new(false));
         let mut side = WorkloadSide {
