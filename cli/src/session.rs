@@ -38,6 +38,30 @@ pub struct RunDescription {
     pub warnings: Vec<String>,
 }
 
+impl RunDescription {
+    /// A profile's run: its name, its workload's parameters and results.
+    pub fn profile(
+        name: &str,
+        workload: iommutop_workloads::WorkloadKind,
+        params: serde_json::Map<String, Value>,
+        results: serde_json::Map<String, Value>,
+        interval: Duration,
+        warnings: Vec<String>,
+    ) -> RunDescription {
+        RunDescription {
+            profile: Some(name.to_string()),
+            workload: Some(iommutop_model::report::WorkloadReport {
+                name: workload.name().to_string(),
+                params,
+                results,
+            }),
+            interval,
+            warnings,
+            ..RunDescription::default()
+        }
+    }
+}
+
 impl Session {
     /// Checks privileges, attaches the probes and takes the first sample.
     pub fn start() -> Outcome<Session> {

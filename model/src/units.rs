@@ -35,8 +35,9 @@ pub fn percent(share: f64) -> String {
     format!("{:.2}%", share * 100.0)
 }
 
-/// `1.23`, `12.3`, `123`: three significant digits for values from 1 to 999.
-fn three_digits(value: f64) -> String {
+/// `1.23`, `12.3`, `123`: three significant digits for values from 1 to 999 (below 1, two
+/// decimals: `0.02`).
+pub fn three_digits(value: f64) -> String {
     if value < 10.0 {
         format!("{value:.2}")
     } else if value < 100.0 {

@@ -1,7 +1,7 @@
 //! Numbers in at most six characters, so that table columns stay narrow and aligned.
 //! Durations reuse the model's [`human_ns`]; `-` stands for "not measured".
 
-use iommutop_model::units::human_ns;
+use iommutop_model::units::{human_ns, three_digits};
 
 /// What a cell shows when the number does not exist (not timed, nothing to divide by).
 pub const NONE: &str = "-";
@@ -14,7 +14,7 @@ pub fn rate(per_s: f64) -> String {
     const UNITS: [(f64, &str); 3] = [(1e9, "G"), (1e6, "M"), (1e3, "k")];
     for (scale, unit) in UNITS {
         if per_s >= scale {
-            return format!("{}{unit}", significant(per_s / scale));
+            return format!("{}{unit}", three_digits(per_s / scale));
         }
     }
     if per_s < 10.0 {
@@ -31,9 +31,9 @@ pub fn mb_per_s(bytes_per_s: f64) -> String {
         return "0".to_string();
     }
     if mb >= 1e3 {
-        format!("{}k", significant(mb / 1e3))
+        format!("{}k", three_digits(mb / 1e3))
     } else {
-        significant(mb)
+        three_digits(mb)
     }
 }
 
@@ -73,7 +73,7 @@ pub fn percent(share: f64) -> String {
 /// A ratio (maps per I/O, flushes per I/O): `0.02`, `1.00`, `12.5`; `-` when undefined.
 pub fn ratio(value: Option<f64>) -> String {
     match value {
-        Some(v) if v.is_finite() => significant(v),
+        Some(v) if v.is_finite() => three_digits(v),
         _ => NONE.to_string(),
     }
 }
@@ -101,18 +101,7 @@ pub fn number(value: f64) -> String {
     if value.abs() >= 1e3 {
         return rate(value.abs()).to_string();
     }
-    significant(value)
-}
-
-/// Three significant digits for values below 1000: `0.02`, `1.54`, `12.3`, `850`.
-fn significant(value: f64) -> String {
-    if value < 10.0 {
-        format!("{value:.2}")
-    } else if value < 100.0 {
-        format!("{value:.1}")
-    } else {
-        format!("{value:.0}")
-    }
+    three_digits(value)
 }
 
 #[cfg(test)]

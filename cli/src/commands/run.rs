@@ -15,7 +15,7 @@ use crate::output::{JsonTarget, ReportSink};
 use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
-use iommutop_model::report::{Report, WorkloadReport};
+use iommutop_model::report::Report;
 use iommutop_workloads::profile::PROBE_GROUPS;
 use iommutop_workloads::{
     ProbeWindow, RunControl, WindowAccumulator, Workload, WorkloadError, WorkloadOutput,
@@ -117,18 +117,14 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
     }
     let summary = (results.len() > 1 || !results.contains_key("interrupted"))
         .then(|| profile.workload.summarize(&results));
-    let report = session.finish(RunDescription {
-        profile: Some(profile.name.clone()),
-        command: Vec::new(),
-        exit_status: None,
-        workload: Some(WorkloadReport {
-            name: profile.workload.name().to_string(),
-            params,
-            results,
-        }),
+    let report = session.finish(RunDescription::profile(
+        &profile.name,
+        profile.workload,
+        params,
+        results,
         interval,
         warnings,
-    })?;
+    ))?;
     if let Some(summary) = summary.filter(|_| !matches!(sink, ReportSink::Stream)) {
         if error.is_none() {
             print!("{summary}");

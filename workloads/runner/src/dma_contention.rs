@@ -154,11 +154,7 @@ impl Workload for DmaContention {
     }
 
     fn params(&self) -> Map<String, Value> {
-        let mut map = self.params.to_map();
-        if let Some(t) = &self.target {
-            map.insert("filename".into(), t.path.display().to_string().into());
-        }
-        map
+        fio::params_with_target(&self.params, self.target.as_ref())
     }
 
     fn check(&self) -> Result<(), WorkloadError> {
@@ -168,8 +164,7 @@ impl Workload for DmaContention {
 
     fn prepare(&mut self) -> Result<(), WorkloadError> {
         let target = self.resolve()?;
-        self.job.filename = target.path.clone();
-        self.job.readonly = target.kind == crate::block::TargetKind::BlockDevice;
+        fio::aim(&mut self.job, &target);
         self.target = Some(target);
         Ok(())
     }

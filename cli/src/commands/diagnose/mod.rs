@@ -23,7 +23,7 @@ use crate::stop::StopSignal;
 use crate::sysinfo;
 use anyhow::{anyhow, Context};
 use iommutop_model::diagnose::{folded_stacks, render_system, verdict};
-use iommutop_model::report::{Report, WorkloadReport};
+use iommutop_model::report::Report;
 use plan::Plan;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -179,18 +179,14 @@ fn measure(
                 })
             });
             let interrupted = results.get("interrupted") == Some(&Value::Bool(true));
-            let report = session.finish(RunDescription {
-                profile: Some(profile.name.clone()),
-                command: Vec::new(),
-                exit_status: None,
-                workload: Some(WorkloadReport {
-                    name: profile.workload.name().to_string(),
-                    params,
-                    results,
-                }),
-                interval: INTERVAL,
+            let report = session.finish(RunDescription::profile(
+                &profile.name,
+                profile.workload,
+                params,
+                results,
+                INTERVAL,
                 warnings,
-            })?;
+            ))?;
             let failure = failure.or_else(|| {
                 interrupted.then(|| {
                     Failure::from(anyhow!(

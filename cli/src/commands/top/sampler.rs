@@ -6,7 +6,6 @@ use crate::exit::{Failure, Outcome};
 use crate::output::ReportSink;
 use crate::session::{RunDescription, Session};
 use anyhow::anyhow;
-use iommutop_model::report::WorkloadReport;
 use iommutop_model::snapshot::Snapshot;
 use iommutop_tui::WorkloadEvent;
 use iommutop_workloads::{
@@ -404,17 +403,7 @@ impl Sampler {
             .send(FromSampler::Workload(WorkloadEvent::Finished(summary)));
         let line = self.conclude(
             ended,
-            RunDescription {
-                profile: Some(name),
-                workload: Some(WorkloadReport {
-                    name: kind.name().to_string(),
-                    params,
-                    results,
-                }),
-                interval,
-                warnings,
-                ..RunDescription::default()
-            },
+            RunDescription::profile(&name, kind, params, results, interval, warnings),
         )?;
         if let Some(e) = error {
             return Err(workload_failure(e));

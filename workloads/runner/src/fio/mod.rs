@@ -402,17 +402,28 @@ impl Fio {
     }
 }
 
+/// The parameters as given, with the device or file fio was pointed at once it is resolved.
+pub fn params_with_target(params: &Params, target: Option<&Target>) -> Map<String, Value> {
+    let mut map = params.to_map();
+    if let Some(t) = target {
+        map.insert("filename".into(), t.path.display().to_string().into());
+    }
+    map
+}
+
+/// Points `job` at `target`: read-only when it is a block device.
+pub fn aim(job: &mut FioJob, target: &Target) {
+    job.filename = target.path.clone();
+    job.readonly = target.kind == TargetKind::BlockDevice;
+}
+
 impl Workload for Fio {
     fn name(&self) -> &'static str {
         "fio"
     }
 
     fn params(&self) -> Map<String, Value> {
-        let mut map = self.params.to_map();
-        if let Some(t) = &self.target {
-            map.insert("filename".into(), t.path.display().to_string().into());
-        }
-        map
+        params_with_target(&self.params, self.target.as_ref())
     }
 
     fn check(&self) -> Result<(), WorkloadError> {
@@ -423,8 +434,7 @@ impl Workload for Fio {
     fn prepare(&mut self) -> Result<(), WorkloadError> {
         // Checked again: the device may have been mounted since.
         let target = self.resolve()?;
-        self.job.filename = target.path.clone();
-        self.job.readonly = target.kind == TargetKind::BlockDevice;
+        aim(&mut self.job, &target);
         self.target = Some(target);
         Ok(())
     }
