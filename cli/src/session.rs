@@ -152,7 +152,7 @@ fn host_facts() -> Outcome<HostFacts> {
 
 /// The report's view of a probe point.
 pub fn probe_entry(status: &PointStatus) -> ProbeEntry {
-    let attached: Vec<&str> = status.attached_hooks().collect();
+    let attached = status.attached_hook_labels();
     let failed: Vec<String> = status
         .hooks
         .iter()

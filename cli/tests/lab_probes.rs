@@ -27,25 +27,12 @@ fn point<'a>(probes: &'a Value, name: &str) -> &'a Value {
 }
 
 fn boot_and_check(kernel: &str, iommu: &str, mode: &str) -> std::path::PathBuf {
-    let out = lab_out_dir(&format!("probes-{kernel}-{iommu}"));
-    let script = project_root().join("cli/tests/lab/probe-checks.sh");
-    let output = lab_run(
+    run_guest_script(
+        &format!("probes-{kernel}-{iommu}"),
         &["--kernel", kernel, "--iommu", iommu],
-        &[
-            "sh",
-            &script.to_string_lossy(),
-            &iommutop_bin(),
-            &out.to_string_lossy(),
-            mode,
-        ],
-    );
-    assert!(
-        output.status.success(),
-        "guest script failed: {}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    out
+        "probe-checks.sh",
+        &[mode],
+    )
 }
 
 fn assert_dma_on_fentry(out: &Path) {

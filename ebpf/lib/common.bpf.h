@@ -35,7 +35,7 @@ static __always_inline __u64 iommutop_fexit_ret(void *ctx)
 	{                                                                                          \
 		__u64 ret = iommutop_fexit_ret(ctx);                                               \
 		(void)ret;                                                                         \
-		iommutop_exit(op, (failed));                                                       \
+		iommutop_exit(ctx, op, (failed));                                                  \
 		return 0;                                                                          \
 	}
 

@@ -34,7 +34,8 @@ struct {
 	__type(value, struct iommutop_dev_key);
 } iommutop_owners SEC(".maps") __weak;
 
-/* A zeroed value to initialise new keys from (too large for the BPF stack). */
+/* A zeroed value to initialise new keys (of this map and of the in-flight stacks) from: too
+ * large for the BPF stack. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -65,12 +66,17 @@ struct {
 	__type(value, struct iommutop_stack_value);
 } iommutop_stack_samples SEC(".maps") __weak;
 
-static __always_inline void iommutop_health_inc(__u32 what)
+static __always_inline void iommutop_health_add(__u32 what, __u64 count)
 {
 	__u64 *n = bpf_map_lookup_elem(&iommutop_health, &what);
 
 	if (n)
-		*n += 1;
+		*n += count;
+}
+
+static __always_inline void iommutop_health_inc(__u32 what)
+{
+	iommutop_health_add(what, 1);
 }
 
 /* The stats of a key, created (zeroed) on first use; *created tells the caller to record a name. */

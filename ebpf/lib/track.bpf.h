@@ -2,12 +2,26 @@
 /*
  * Attribution and timing of calls in flight.
  *
- * Each CPU keeps a small stack of the probed calls it is inside of. A DMA API call pushes a frame
+ * A context keeps a small stack of the probed calls it is inside of. A DMA API call pushes a frame
  * keyed by its own struct device; every probed call nested in it (IOVA allocation, iommu_map,
  * IOTLB sync, invalidation waits) pushes a frame that inherits that key, so its work is charged to
- * the device whose mapping it serves. Interrupts nest on the same stack (a completion interrupt
- * unmapping inside a map), which keeps it last-in first-out. The start time lives in the frame: a
- * per-CPU array, not a hash (a hash costs ~210 ns more per entry/exit pair on these machines).
+ * the device whose mapping it serves. The start time lives in the frame.
+ *
+ * Which stack: a task's own, in a map keyed by its thread id, for calls made in task context. A
+ * task preempted or migrated inside a DMA call finds its frame wherever it resumes, and no other
+ * task's work can land in it. Interrupt context (hard interrupts, and softirqs run on the interrupt
+ * stack) uses a per-CPU stack: it cannot be preempted or migrate, and its calls nest last-in
+ * first-out over whatever the CPU was doing. The two are told apart by where the program's own
+ * context lies: on the current task's kernel stack, or not.
+ *
+ * Our programs can be skipped by the kernel (a trampoline program preempted on a fully preemptible
+ * kernel, or interrupted, is not run again on that CPU until it finishes: the program's
+ * recursion_misses). A frame whose exit was skipped is stale. In task context a call cannot be
+ * nested in a call of the same operation (only a wrapper's twin is, and says so), so entering an
+ * operation already on the task's stack drops the stale frame and everything above it; an exit
+ * drops the frames above its own; a full stack, or one whose oldest frame is older than
+ * IOMMUTOP_STALE_NS, is emptied. Every dropped frame is counted as
+ * IOMMUTOP_HEALTH_ABANDONED_FRAMES, and its call is not.
  */
 #ifndef IOMMUTOP_TRACK_BPF_H
 #define IOMMUTOP_TRACK_BPF_H
@@ -21,35 +35,112 @@
 #define IOMMUTOP_FRAME_MASK (IOMMUTOP_MAX_NESTING - 1)
 _Static_assert((IOMMUTOP_MAX_NESTING & IOMMUTOP_FRAME_MASK) == 0, "nesting must be a power of two");
 
+/* No probed call lasts this long, preempted or not: a frame this old lost its exit. */
+#define IOMMUTOP_STALE_NS (1000ULL * 1000 * 1000)
+
+/* Thread ids are below 2^22 (PID_MAX_LIMIT): the stacks of idle CPUs are keyed above them. */
+#define IOMMUTOP_IDLE_CONTEXT 0x80000000U
+
+/* frame flags */
+#define IOMMUTOP_FRAME_DUPLICATE 1 /* a twin called by its wrapper (IOMMUTOP_ENTER_TWIN) */
+#define IOMMUTOP_FRAME_FULL 2	   /* an IOTLB invalidation of a whole domain */
+
 struct iommutop_frame {
 	__u64 start_ns;
 	__u64 bytes;
 	struct iommutop_dev_key key;
 	__u32 op;
-	__u32 tid;
-	__u32 duplicate; /* a twin called by its wrapper (see IOMMUTOP_ENTER_TWIN): not counted */
-	__s32 stack_id;	 /* sampled call path, or negative */
+	__u32 flags;
+	__s32 stack_id; /* sampled call path, or negative */
+	__u32 pad;
 };
 
 struct iommutop_inflight {
 	__u32 depth;
 	__u32 pad;
-	__u64 last_stack_ns; /* when this CPU last sampled a call path */
 	struct iommutop_frame frames[IOMMUTOP_MAX_NESTING];
 };
 
+/* Calls in flight per task (or per idle CPU); least recently used tasks are forgotten. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, IOMMUTOP_MAX_TASKS);
+	__type(key, __u32);
+	__type(value, struct iommutop_inflight);
+} iommutop_inflight SEC(".maps") __weak;
+
+/* Calls in flight in interrupt context, per CPU. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct iommutop_inflight);
-} iommutop_inflight SEC(".maps") __weak;
+} iommutop_irq_inflight SEC(".maps") __weak;
 
-static __always_inline struct iommutop_inflight *iommutop_inflight_get(void)
+/* When each CPU last sampled a call path (the sampling rate is bounded per CPU). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} iommutop_stack_clock SEC(".maps") __weak;
+
+/* arch/x86/include/asm/page_64_types.h: THREAD_SIZE without KASAN (Debian's kernels). */
+#define IOMMUTOP_THREAD_SIZE (16UL * 1024)
+
+/* Whether the program runs on the current task's kernel stack (task context, softirqs run by
+ * local_bh_enable included) rather than on an interrupt stack. ctx, built by the trampoline,
+ * kprobe or tracepoint that runs the program, lies on the stack of the context it runs in. */
+static __always_inline int iommutop_in_task_context(const void *ctx)
 {
-	__u32 zero = 0;
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	unsigned long stack = (unsigned long)BPF_CORE_READ(task, stack), where = 0;
 
-	return bpf_map_lookup_elem(&iommutop_inflight, &zero);
+	/* The verifier allows no arithmetic on a context pointer: read its value as a number. */
+	bpf_probe_read_kernel(&where, sizeof(where), &ctx);
+	return where - stack < IOMMUTOP_THREAD_SIZE;
+}
+
+static __always_inline __u32 iommutop_task_id(void)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	return tid ? tid : IOMMUTOP_IDLE_CONTEXT | bpf_get_smp_processor_id();
+}
+
+/* The stack of the context the program runs in, created when create is set; NULL when it has
+ * none. *task_context says which kind it is. */
+static __always_inline struct iommutop_inflight *iommutop_inflight_of(const void *ctx, int create,
+								      int *task_context)
+{
+	__u32 id = iommutop_task_id(), zero_index = 0;
+	struct iommutop_inflight *inflight;
+	void *zero;
+	long err;
+
+	*task_context = iommutop_in_task_context(ctx);
+	if (!*task_context)
+		return bpf_map_lookup_elem(&iommutop_irq_inflight, &zero_index);
+	inflight = bpf_map_lookup_elem(&iommutop_inflight, &id);
+	if (inflight || !create)
+		return inflight;
+	zero = bpf_map_lookup_elem(&iommutop_zero, &zero_index);
+	if (!zero)
+		return NULL;
+	err = bpf_map_update_elem(&iommutop_inflight, &id, zero, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST: an interrupt created it first */) {
+		iommutop_health_inc(IOMMUTOP_HEALTH_TASK_MAP_FULL);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&iommutop_inflight, &id);
+}
+
+/* The current context's stack, or NULL when it has none (for counts-only events). */
+static __always_inline struct iommutop_inflight *iommutop_inflight_get(const void *ctx)
+{
+	int task_context;
+
+	return iommutop_inflight_of(ctx, 0, &task_context);
 }
 
 static __always_inline struct iommutop_dev_key iommutop_device_key(const struct device *dev)
@@ -152,11 +243,106 @@ const volatile __u64 iommutop_stack_interval_ns __weak = 0;
 
 /*
  * A function that its wrapper, probed as the same operation, calls directly (6.18's
- * dma_map_page_attrs calls dma_map_phys): nested right inside the wrapper on the same device and
- * task, it is the same call and is counted once. Only such twins are checked: the same operation
- * nested for another reason (an interrupt unmapping inside an unmap) is a call of its own.
+ * dma_map_page_attrs calls dma_map_phys; amd_iommu_iotlb_sync calls amd_iommu_domain_flush_pages):
+ * nested right inside the wrapper on the same device, it is the same call and is counted once.
+ * Only such twins are checked: the same operation nested for another reason (an interrupt
+ * unmapping inside an unmap) is a call of its own.
  */
 #define IOMMUTOP_ENTER_TWIN 1
+/* An IOTLB invalidation of a whole domain: counted as "full", its size is not bytes. */
+#define IOMMUTOP_ENTER_FULL 2
+
+/* Whether this CPU may unwind a call path now (at most one per iommutop_stack_interval_ns). */
+static __always_inline int iommutop_stack_due(__u64 now)
+{
+	__u32 zero = 0;
+	__u64 *last;
+
+	if (!iommutop_stack_interval_ns)
+		return 0;
+	last = bpf_map_lookup_elem(&iommutop_stack_clock, &zero);
+	if (!last || now - *last < iommutop_stack_interval_ns)
+		return 0;
+	*last = now;
+	return 1;
+}
+
+/* Counts a call that was seen at only one end (its entry or its exit program was skipped):
+ * count and bytes, no latency. */
+static __always_inline void iommutop_count_untimed(const struct iommutop_dev_key *key, __u32 op,
+						   __u64 bytes, __u32 frame_flags)
+{
+	struct iommutop_dev_stats *stats;
+	int created;
+
+	if (frame_flags & IOMMUTOP_FRAME_DUPLICATE)
+		return;
+	barrier_var(op);
+	if (op >= IOMMUTOP_OP_COUNT)
+		return;
+	stats = iommutop_stats_lookup_or_init(key, &created);
+	if (!stats)
+		return;
+	if (created)
+		iommutop_record_name(key, iommutop_key_object(key));
+	stats->ops[op].count += 1;
+	stats->ops[op].bytes += bytes;
+	if (frame_flags & IOMMUTOP_FRAME_FULL)
+		stats->ops[IOMMUTOP_OP_IOTLB_FLUSH_FULL].count += 1;
+}
+
+/* Drops the frames at and above index: their calls' exits were lost (see the top of this
+ * file). Their calls are counted, untimed; the slot of the lowest is marked free (a start of 0). */
+static __always_inline void iommutop_abandon_from(struct iommutop_inflight *inflight, __u32 index,
+						  __u32 depth)
+{
+	struct iommutop_frame *frame;
+	__u32 i;
+
+	for (i = 0; i < IOMMUTOP_MAX_NESTING; i++) {
+		if (index + i >= depth)
+			break;
+		frame = &inflight->frames[(index + i) & IOMMUTOP_FRAME_MASK];
+		iommutop_count_untimed(&frame->key, frame->op, frame->bytes, frame->flags);
+	}
+	inflight->frames[index & IOMMUTOP_FRAME_MASK].start_ns = 0;
+	inflight->depth = index;
+	iommutop_health_add(IOMMUTOP_HEALTH_ABANDONED_FRAMES, depth - index);
+}
+
+/* Before a call is pushed: drops what cannot still be in flight. A stack whose oldest frame is
+ * older than any call lasts, or that is full; in task context, a frame of the same operation
+ * (with what is above it), unless the call is a twin right on top of it. */
+static __always_inline void iommutop_drop_stale(struct iommutop_inflight *inflight, __u64 now,
+						__u32 op, __u32 flags, int task_context)
+{
+	__u64 start = inflight->frames[0].start_ns;
+	__u32 depth = inflight->depth, i;
+
+	if (depth == 0)
+		return;
+	if (depth > IOMMUTOP_MAX_NESTING)
+		depth = IOMMUTOP_MAX_NESTING;
+	/* A start of 0 is a frame still being filled (exits clear the start of the slot they
+	 * free), perhaps by the very call this interrupt landed in. */
+	if (depth == IOMMUTOP_MAX_NESTING ||
+	    (start != 0 && (__s64)(now - start) >= (__s64)IOMMUTOP_STALE_NS)) {
+		iommutop_abandon_from(inflight, 0, depth);
+		return;
+	}
+	if (!task_context)
+		return;
+	for (i = 0; i < IOMMUTOP_MAX_NESTING; i++) {
+		if (i >= depth)
+			break;
+		if (inflight->frames[i & IOMMUTOP_FRAME_MASK].op != op)
+			continue;
+		if ((flags & IOMMUTOP_ENTER_TWIN) && i == depth - 1)
+			return;
+		iommutop_abandon_from(inflight, i, depth);
+		return;
+	}
+}
 
 /* Entry of a timed call. own_key is the call's own device (DMA API), or NULL to inherit. ctx is
  * the program's context, used to sample the call path of the device's own calls. */
@@ -164,14 +350,17 @@ static __always_inline void iommutop_enter(void *ctx, __u32 op,
 					   const struct iommutop_dev_key *own_key, __u64 bytes,
 					   __u32 flags)
 {
-	struct iommutop_inflight *inflight = iommutop_inflight_get();
 	struct iommutop_frame *frame, *below;
+	struct iommutop_inflight *inflight;
 	struct iommutop_dev_key key;
+	__u64 now = bpf_ktime_get_ns();
+	int task_context;
 	__u32 depth;
-	__u64 now;
 
+	inflight = iommutop_inflight_of(ctx, 1, &task_context);
 	if (!inflight)
 		return;
+	iommutop_drop_stale(inflight, now, op, flags, task_context);
 	/* The inherited key is read before the slot is taken: an interrupt arriving in between
 	 * runs to completion and leaves the stack as it found it. */
 	key = own_key ? *own_key : iommutop_current_key(inflight);
@@ -187,18 +376,14 @@ static __always_inline void iommutop_enter(void *ctx, __u32 op,
 	frame->key = key;
 	frame->op = op;
 	frame->bytes = bytes;
-	frame->tid = (__u32)bpf_get_current_pid_tgid();
-	frame->duplicate = 0;
+	frame->flags = flags & IOMMUTOP_ENTER_FULL ? IOMMUTOP_FRAME_FULL : 0;
 	if ((flags & IOMMUTOP_ENTER_TWIN) && depth > 0) {
 		below = &inflight->frames[(depth - 1) & IOMMUTOP_FRAME_MASK];
-		frame->duplicate = below->op == op && below->key.id == key.id &&
-				   below->key.kind == key.kind && below->tid == frame->tid;
+		if (below->op == op && below->key.id == key.id && below->key.kind == key.kind)
+			frame->flags |= IOMMUTOP_FRAME_DUPLICATE;
 	}
 	frame->stack_id = -1;
-	now = bpf_ktime_get_ns();
-	if (own_key && !frame->duplicate && iommutop_stack_interval_ns &&
-	    now - inflight->last_stack_ns >= iommutop_stack_interval_ns) {
-		inflight->last_stack_ns = now;
+	if (own_key && !(frame->flags & IOMMUTOP_FRAME_DUPLICATE) && iommutop_stack_due(now)) {
 		frame->stack_id = bpf_get_stackid(ctx, &iommutop_stacks, 0);
 		if (frame->stack_id < 0)
 			iommutop_health_inc(IOMMUTOP_HEALTH_STACK_LOST);
@@ -207,21 +392,29 @@ static __always_inline void iommutop_enter(void *ctx, __u32 op,
 	frame->start_ns = now;
 }
 
+/* iommutop_exit_sized: the frame's own bytes are kept. */
+#define IOMMUTOP_KEEP_BYTES (~0ULL)
+
 /*
- * Exit of a timed call: finds its frame (normally the top one; frames above it were left by calls
- * whose exit was missed, e.g. a task that migrated), charges count, bytes and latency, pops.
+ * Exit of a timed call: finds its frame (normally the top one; frames above it belong to calls
+ * whose exit was lost, and are dropped), charges count, bytes and latency, pops. bytes replaces
+ * what the entry recorded when the size is only known on return (IOMMUTOP_KEEP_BYTES keeps it).
+ * A call whose entry was not seen is counted, untimed, on own_key (the device a DMA API exit
+ * knows from its arguments), else on the call it is nested in.
  */
-static __always_inline void iommutop_exit(__u32 op, int failed)
+static __always_inline void iommutop_exit_keyed(void *ctx, __u32 op, int failed, __u64 bytes,
+						const struct iommutop_dev_key *own_key)
 {
 	__u64 now = bpf_ktime_get_ns();
-	struct iommutop_inflight *inflight = iommutop_inflight_get();
-	struct iommutop_op_stats *stats;
+	struct iommutop_inflight *inflight = iommutop_inflight_get(ctx);
+	struct iommutop_dev_stats *stats;
+	struct iommutop_op_stats *op_stats;
 	struct iommutop_frame *frame, done;
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	__u32 depth, i, index;
+	int created;
 
 	if (!inflight)
-		return;
+		goto unseen_entry;
 	depth = inflight->depth;
 	if (depth > IOMMUTOP_MAX_NESTING)
 		depth = IOMMUTOP_MAX_NESTING;
@@ -230,30 +423,52 @@ static __always_inline void iommutop_exit(__u32 op, int failed)
 			break;
 		index = (depth - 1 - i) & IOMMUTOP_FRAME_MASK;
 		frame = &inflight->frames[index];
-		if (frame->op != op || frame->tid != tid)
+		if (frame->op != op)
 			continue;
 		/* Copy the frame out before giving its slot back: an interrupt may reuse it. */
 		done = *frame;
-		inflight->depth = index;
 		if (i > 0)
-			iommutop_health_inc(IOMMUTOP_HEALTH_EXIT_WITHOUT_ENTRY);
-		if (done.duplicate)
+			iommutop_abandon_from(inflight, index + 1, depth);
+		frame->start_ns = 0;
+		inflight->depth = index;
+		if (done.flags & IOMMUTOP_FRAME_DUPLICATE || op >= IOMMUTOP_OP_COUNT)
 			return;
 		/* The stats are created here, at the one lookup a call pays; a device key's id is
 		 * the struct device itself, which names it on first sight. */
-		stats = iommutop_op_stats(&done.key, op, iommutop_key_object(&done.key));
+		stats = iommutop_stats_lookup_or_init(&done.key, &created);
 		if (!stats)
 			return;
-		stats->count += 1;
-		stats->bytes += done.bytes;
+		if (created)
+			iommutop_record_name(&done.key, iommutop_key_object(&done.key));
+		op_stats = &stats->ops[op];
+		op_stats->count += 1;
+		op_stats->bytes += bytes == IOMMUTOP_KEEP_BYTES ? done.bytes : bytes;
 		if (failed)
-			stats->failures += 1;
-		iommutop_record_latency(stats, now - done.start_ns);
+			op_stats->failures += 1;
+		iommutop_record_latency(op_stats, now - done.start_ns);
+		if (done.flags & IOMMUTOP_FRAME_FULL)
+			stats->ops[IOMMUTOP_OP_IOTLB_FLUSH_FULL].count += 1;
 		if (done.stack_id >= 0)
 			iommutop_record_stack(&done, now - done.start_ns);
 		return;
 	}
+unseen_entry:
 	iommutop_health_inc(IOMMUTOP_HEALTH_EXIT_WITHOUT_ENTRY);
+	{
+		struct iommutop_dev_key key = own_key ? *own_key : iommutop_current_key(inflight);
+
+		iommutop_count_untimed(&key, op, bytes == IOMMUTOP_KEEP_BYTES ? 0 : bytes, 0);
+	}
+}
+
+static __always_inline void iommutop_exit_sized(void *ctx, __u32 op, int failed, __u64 bytes)
+{
+	iommutop_exit_keyed(ctx, op, failed, bytes, NULL);
+}
+
+static __always_inline void iommutop_exit(void *ctx, __u32 op, int failed)
+{
+	iommutop_exit_keyed(ctx, op, failed, IOMMUTOP_KEEP_BYTES, NULL);
 }
 
 #endif

@@ -6,7 +6,9 @@
  *     rather than nvme:nvme_complete_rq, whose BTF lives in a module.
  *   napi:napi_poll (struct napi_struct *, int work, int budget): count is the packets the poll
  *     processed, charged to the NIC's parent struct device (the key of its DMA maps), or to the
- *     netdev when it has no parent (virtual devices).
+ *     netdev when it has no parent (virtual devices): the packets a NIC received.
+ *   net:net_dev_xmit (struct sk_buff *, int rc, struct net_device *, unsigned int len): a packet
+ *     the driver accepted for transmit (rc 0), charged the same way: the packets a NIC sent.
  */
 #include "common.bpf.h"
 
@@ -23,24 +25,42 @@ int BPF_PROG(completion__block_rq__tp, struct request *rq, blk_status_t error,
 	return 0;
 }
 
+/* Packets of a netdev are charged to the NIC's own struct device, the key its DMA maps use, so
+ * that the NIC's row has its I/O whatever network namespace the netdev was moved into; to the
+ * netdev itself when it has no parent (virtual devices). */
+static __always_inline void count_packets(struct net_device *netdev, __u32 op, __u64 packets,
+					  __u64 bytes)
+{
+	struct device *parent = BPF_CORE_READ(netdev, dev.parent);
+	struct iommutop_dev_key key = {.id = (__u64)parent, .kind = IOMMUTOP_KEY_DEVICE};
+
+	if (parent) {
+		iommutop_count(&key, op, packets, bytes, 0, parent);
+		return;
+	}
+	key.id = (__u64)netdev;
+	key.kind = IOMMUTOP_KEY_NETDEV;
+	iommutop_count(&key, op, packets, bytes, 0, netdev);
+}
+
 SEC("tp_btf")
 int BPF_PROG(completion__napi_poll__tp, struct napi_struct *napi, int work, int budget)
 {
 	struct net_device *netdev = BPF_CORE_READ(napi, dev);
-	struct device *parent = BPF_CORE_READ(netdev, dev.parent);
-	struct iommutop_dev_key key = {.id = (__u64)parent, .kind = IOMMUTOP_KEY_DEVICE};
 
 	if (!netdev || work <= 0)
 		return 0;
-	/* The NIC's own struct device is the key its DMA maps use: charge the packets there, so
-	 * that the NIC's row has its I/O whatever network namespace the netdev was moved into. */
-	if (parent) {
-		iommutop_count(&key, IOMMUTOP_OP_COMPLETION, work, 0, 0, parent);
+	count_packets(netdev, IOMMUTOP_OP_COMPLETION, work, 0);
+	return 0;
+}
+
+SEC("tp_btf")
+int BPF_PROG(completion__net_dev_xmit__tp, struct sk_buff *skb, int rc, struct net_device *netdev,
+	     unsigned int len)
+{
+	if (!netdev || rc != 0 /* NETDEV_TX_OK */)
 		return 0;
-	}
-	key.id = (__u64)netdev;
-	key.kind = IOMMUTOP_KEY_NETDEV;
-	iommutop_count(&key, IOMMUTOP_OP_COMPLETION, work, 0, 0, netdev);
+	count_packets(netdev, IOMMUTOP_OP_TX_PACKETS, 1, len);
 	return 0;
 }
 

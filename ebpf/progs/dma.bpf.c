@@ -1,18 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * DMA API: map and unmap calls with the struct device they serve. The frame these calls push is
- * what charges nested IOMMU work (IOVA, page tables, IOTLB) to the device.
+ * DMA API: map and unmap calls, and coherent allocations, with the struct device they serve. The
+ * frame these calls push is what charges nested IOMMU work (IOVA, page tables, IOTLB) to the
+ * device.
  *
  * Signatures (include/linux/dma-mapping.h, kernel/dma/mapping.c):
  *   dma_addr_t dma_map_page_attrs(struct device *, struct page *, size_t offset, size_t size, ...)
  *   dma_addr_t dma_map_phys(struct device *, phys_addr_t, size_t size, ...)            (6.18+)
+ *   dma_addr_t dma_map_resource(struct device *, phys_addr_t, size_t size, ...)
  *   void dma_unmap_page_attrs(struct device *, dma_addr_t, size_t size, ...)
  *   void dma_unmap_phys(struct device *, dma_addr_t, size_t size, ...)                 (6.18+)
+ *   void dma_unmap_resource(struct device *, dma_addr_t, size_t size, ...)
  *   unsigned int dma_map_sg_attrs(struct device *, struct scatterlist *, int nents, ...)
+ *   int dma_map_sgtable(struct device *, struct sg_table *, ...): does not go through
+ *     dma_map_sg_attrs (both call a static __dma_map_sg_attrs); nvme-pci maps multi-segment
+ *     requests with it. dma_unmap_sgtable is an inline around dma_unmap_sg_attrs.
  *   void dma_unmap_sg_attrs(struct device *, struct scatterlist *, int nents, ...)
+ *   void *dma_alloc_attrs(struct device *, size_t size, ...), struct page *dma_alloc_pages(...),
+ *   struct sg_table *dma_alloc_noncontiguous(...), and their dma_free_* (struct device *, size_t
+ *     size, ...): coherent buffers, their own operation (not per-I/O maps).
  * Each has a fentry/fexit pair, kprobe/kretprobe programs and, where the kernel has one, a
- * tracepoint (counts only). User space attaches one tier per hook. Scatter-gather bytes are not
- * summed over the list: they count as 0.
+ * tracepoint (counts only). User space attaches one tier per hook. Scatter-gather maps count the
+ * bytes of their list (up to its first chain link: 128 entries).
  */
 #include "common.bpf.h"
 
@@ -38,6 +47,62 @@ static __always_inline void dma_count(__u32 op, struct device *dev, __u64 bytes,
 	iommutop_count(&key, op, 1, bytes, failed, dev);
 }
 
+/* include/linux/scatterlist.h: the low bits of page_link. */
+#define IOMMUTOP_SG_CHAIN 0x01UL
+#define IOMMUTOP_SG_END 0x02UL
+#define IOMMUTOP_MAX_SG_WALK 128
+
+/*
+ * Bytes of a scatter-gather list of nents entries. A chained list (over 128 entries, the most one
+ * page holds) is summed up to its first link: following links makes the verifier explore every
+ * mix of chained and plain entries, which took minutes per program on 6.12.
+ */
+static __always_inline __u64 sg_bytes(struct scatterlist *first, int nents)
+{
+	unsigned long base = (unsigned long)first, link;
+	__u64 bytes = 0;
+	int i;
+
+	for (i = 0; i < IOMMUTOP_MAX_SG_WALK; i++) {
+		struct scatterlist *sg =
+		    (struct scatterlist *)(base + i * bpf_core_type_size(struct scatterlist));
+
+		if (i >= nents)
+			break;
+		link = BPF_CORE_READ(sg, page_link);
+		if (link & IOMMUTOP_SG_CHAIN)
+			break;
+		bytes += BPF_CORE_READ(sg, length);
+		if (link & IOMMUTOP_SG_END)
+			break;
+	}
+	return bytes;
+}
+
+static __always_inline __u64 sgtable_bytes(struct sg_table *sgt)
+{
+	return sg_bytes(BPF_CORE_READ(sgt, sgl), BPF_CORE_READ(sgt, orig_nents));
+}
+
+/* Scatter-gather and allocation entries may nest in a twin on the same device: counted once. */
+static __always_inline void dma_enter_sg(void *ctx, __u32 op, struct device *dev, __u64 bytes)
+{
+	dma_enter_twin(ctx, op, dev, bytes);
+}
+
+/* An fexit of a DMA API call: the device it was made for, from the arguments, takes the call if
+ * its entry was not seen. */
+#define DMA_FEXIT(prog, op, failed)                                                                \
+	SEC("fexit")                                                                               \
+	int BPF_PROG(prog, struct device *dev)                                                     \
+	{                                                                                          \
+		__u64 ret = iommutop_fexit_ret(ctx);                                               \
+		struct iommutop_dev_key key = iommutop_device_key(dev);                            \
+		(void)ret;                                                                         \
+		iommutop_exit_keyed(ctx, op, (failed), IOMMUTOP_KEEP_BYTES, &key);                 \
+		return 0;                                                                          \
+	}
+
 /* fentry/fexit, one pair per function */
 SEC("fentry")
 int BPF_PROG(dma__map_page__fentry, struct device *dev, struct page *page, size_t offset,
@@ -46,7 +111,7 @@ int BPF_PROG(dma__map_page__fentry, struct device *dev, struct page *page, size_
 	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
 	return 0;
 }
-IOMMUTOP_FEXIT(dma__map_page__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR)
+DMA_FEXIT(dma__map_page__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR)
 
 SEC("fentry")
 int BPF_PROG(dma__map_phys__fentry, struct device *dev, phys_addr_t phys, size_t size)
@@ -54,7 +119,7 @@ int BPF_PROG(dma__map_phys__fentry, struct device *dev, phys_addr_t phys, size_t
 	dma_enter_twin(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
 	return 0;
 }
-IOMMUTOP_FEXIT(dma__map_phys__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR)
+DMA_FEXIT(dma__map_phys__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR)
 
 SEC("fentry")
 int BPF_PROG(dma__unmap_page__fentry, struct device *dev, dma_addr_t addr, size_t size)
@@ -62,7 +127,7 @@ int BPF_PROG(dma__unmap_page__fentry, struct device *dev, dma_addr_t addr, size_
 	dma_enter(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, size);
 	return 0;
 }
-IOMMUTOP_FEXIT(dma__unmap_page__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
+DMA_FEXIT(dma__unmap_page__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
 
 SEC("fentry")
 int BPF_PROG(dma__unmap_phys__fentry, struct device *dev, dma_addr_t addr, size_t size)
@@ -70,23 +135,64 @@ int BPF_PROG(dma__unmap_phys__fentry, struct device *dev, dma_addr_t addr, size_
 	dma_enter_twin(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, size);
 	return 0;
 }
-IOMMUTOP_FEXIT(dma__unmap_phys__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
+DMA_FEXIT(dma__unmap_phys__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
 
 SEC("fentry")
-int BPF_PROG(dma__map_sg__fentry, struct device *dev)
+int BPF_PROG(dma__map_sg__fentry, struct device *dev, struct scatterlist *sg, int nents)
 {
-	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, 0);
+	dma_enter_sg(ctx, IOMMUTOP_OP_DMA_MAP, dev, sg_bytes(sg, nents));
 	return 0;
 }
-IOMMUTOP_FEXIT(dma__map_sg__fexit, IOMMUTOP_OP_DMA_MAP, ret == 0)
+DMA_FEXIT(dma__map_sg__fexit, IOMMUTOP_OP_DMA_MAP, (unsigned int)ret == 0)
 
 SEC("fentry")
-int BPF_PROG(dma__unmap_sg__fentry, struct device *dev)
+int BPF_PROG(dma__map_sgtable__fentry, struct device *dev, struct sg_table *sgt)
 {
-	dma_enter(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, 0);
+	dma_enter_sg(ctx, IOMMUTOP_OP_DMA_MAP, dev, sgtable_bytes(sgt));
 	return 0;
 }
-IOMMUTOP_FEXIT(dma__unmap_sg__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
+DMA_FEXIT(dma__map_sgtable__fexit, IOMMUTOP_OP_DMA_MAP, (int)ret != 0)
+
+SEC("fentry")
+int BPF_PROG(dma__unmap_sg__fentry, struct device *dev, struct scatterlist *sg, int nents)
+{
+	dma_enter_sg(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, sg_bytes(sg, nents));
+	return 0;
+}
+DMA_FEXIT(dma__unmap_sg__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
+
+SEC("fentry")
+int BPF_PROG(dma__map_resource__fentry, struct device *dev, phys_addr_t phys, size_t size)
+{
+	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
+	return 0;
+}
+DMA_FEXIT(dma__map_resource__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR)
+
+SEC("fentry")
+int BPF_PROG(dma__unmap_resource__fentry, struct device *dev, dma_addr_t addr, size_t size)
+{
+	dma_enter(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, size);
+	return 0;
+}
+DMA_FEXIT(dma__unmap_resource__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
+
+/* Coherent allocations: every allocator and every release starts (struct device *, size_t). */
+#define DMA_ALLOC_PAIR(prefix, op, failed)                                                         \
+	SEC("fentry")                                                                              \
+	int BPF_PROG(prefix##__fentry, struct device *dev, size_t size)                            \
+	{                                                                                          \
+		dma_enter_sg(ctx, op, dev, size);                                                  \
+		return 0;                                                                          \
+	}                                                                                          \
+	DMA_FEXIT(prefix##__fexit, op, failed)
+
+DMA_ALLOC_PAIR(dma__alloc_attrs, IOMMUTOP_OP_DMA_ALLOC, ret == 0)
+DMA_ALLOC_PAIR(dma__alloc_pages, IOMMUTOP_OP_DMA_ALLOC, ret == 0)
+DMA_ALLOC_PAIR(dma__alloc_noncontig, IOMMUTOP_OP_DMA_ALLOC, ret == 0)
+DMA_ALLOC_PAIR(dma__free_attrs, IOMMUTOP_OP_DMA_FREE, 0)
+DMA_ALLOC_PAIR(dma__free_pages, IOMMUTOP_OP_DMA_FREE, 0)
+DMA_ALLOC_PAIR(dma__free_noncontig, IOMMUTOP_OP_DMA_FREE, 0)
 
 /* kprobes, one program per shape */
 SEC("kprobe")
@@ -107,7 +213,7 @@ int BPF_KPROBE(dma__map_phys__kprobe, struct device *dev, phys_addr_t phys, size
 SEC("kretprobe")
 int BPF_KRETPROBE(dma__map__kretprobe, dma_addr_t addr)
 {
-	iommutop_exit(IOMMUTOP_OP_DMA_MAP, addr == IOMMUTOP_DMA_MAPPING_ERROR);
+	iommutop_exit(ctx, IOMMUTOP_OP_DMA_MAP, addr == IOMMUTOP_DMA_MAPPING_ERROR);
 	return 0;
 }
 
@@ -128,28 +234,77 @@ int BPF_KPROBE(dma__unmap_phys__kprobe, struct device *dev, dma_addr_t addr, siz
 SEC("kretprobe")
 int BPF_KRETPROBE(dma__unmap__kretprobe)
 {
-	iommutop_exit(IOMMUTOP_OP_DMA_UNMAP, 0);
+	iommutop_exit(ctx, IOMMUTOP_OP_DMA_UNMAP, 0);
 	return 0;
 }
 
 SEC("kprobe")
-int BPF_KPROBE(dma__map_sg__kprobe, struct device *dev)
+int BPF_KPROBE(dma__map_sg__kprobe, struct device *dev, struct scatterlist *sg, int nents)
 {
-	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, 0);
+	dma_enter_sg(ctx, IOMMUTOP_OP_DMA_MAP, dev, sg_bytes(sg, nents));
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(dma__map_sg__kretprobe, unsigned int mapped)
 {
-	iommutop_exit(IOMMUTOP_OP_DMA_MAP, mapped == 0);
+	iommutop_exit(ctx, IOMMUTOP_OP_DMA_MAP, mapped == 0);
 	return 0;
 }
 
 SEC("kprobe")
-int BPF_KPROBE(dma__unmap_sg__kprobe, struct device *dev)
+int BPF_KPROBE(dma__map_sgtable__kprobe, struct device *dev, struct sg_table *sgt)
 {
-	dma_enter(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, 0);
+	dma_enter_sg(ctx, IOMMUTOP_OP_DMA_MAP, dev, sgtable_bytes(sgt));
+	return 0;
+}
+
+SEC("kretprobe")
+int BPF_KRETPROBE(dma__map_sgtable__kretprobe, int err)
+{
+	iommutop_exit(ctx, IOMMUTOP_OP_DMA_MAP, err != 0);
+	return 0;
+}
+
+SEC("kprobe")
+int BPF_KPROBE(dma__unmap_sg__kprobe, struct device *dev, struct scatterlist *sg, int nents)
+{
+	dma_enter_sg(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, sg_bytes(sg, nents));
+	return 0;
+}
+
+SEC("kprobe")
+int BPF_KPROBE(dma__map_resource__kprobe, struct device *dev, phys_addr_t phys, size_t size)
+{
+	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
+	return 0;
+}
+
+SEC("kprobe")
+int BPF_KPROBE(dma__alloc__kprobe, struct device *dev, size_t size)
+{
+	dma_enter_sg(ctx, IOMMUTOP_OP_DMA_ALLOC, dev, size);
+	return 0;
+}
+
+SEC("kretprobe")
+int BPF_KRETPROBE(dma__alloc__kretprobe, void *allocated)
+{
+	iommutop_exit(ctx, IOMMUTOP_OP_DMA_ALLOC, allocated == NULL);
+	return 0;
+}
+
+SEC("kprobe")
+int BPF_KPROBE(dma__free__kprobe, struct device *dev, size_t size)
+{
+	dma_enter_sg(ctx, IOMMUTOP_OP_DMA_FREE, dev, size);
+	return 0;
+}
+
+SEC("kretprobe")
+int BPF_KRETPROBE(dma__free__kretprobe)
+{
+	iommutop_exit(ctx, IOMMUTOP_OP_DMA_FREE, 0);
 	return 0;
 }
 

@@ -8,6 +8,10 @@
  *   int iommu_map_atomic(same as iommu_map, <= 6.2; what dma-iommu uses in atomic context)
  *   size_t iommu_unmap(struct iommu_domain *, unsigned long iova, size_t size)
  *   size_t iommu_unmap_fast(struct iommu_domain *, unsigned long iova, size_t size, gather)
+ *   ssize_t iommu_map_sg(struct iommu_domain *, unsigned long iova, struct scatterlist *,
+ *                        unsigned int nents, int prot, gfp_t)  (6.3+; iommu_map_sg_atomic before):
+ *     how dma-iommu fills page tables for a scatter-gather map, without going through iommu_map.
+ *     One call is one page-table map; its bytes are what it returns.
  * Tracepoints iommu:map (iova, paddr, size) and iommu:unmap (iova, size, unmapped_size).
  */
 #include "common.bpf.h"
@@ -17,9 +21,9 @@ static __always_inline void iommu_enter(void *ctx, __u32 op, __u64 bytes)
 	iommutop_enter(ctx, op, NULL, bytes, 0);
 }
 
-static __always_inline void iommu_count(__u32 op, __u64 bytes)
+static __always_inline void iommu_count(void *ctx, __u32 op, __u64 bytes)
 {
-	struct iommutop_dev_key key = iommutop_current_key(iommutop_inflight_get());
+	struct iommutop_dev_key key = iommutop_current_key(iommutop_inflight_get(ctx));
 
 	iommutop_count(&key, op, 1, bytes, 0, NULL);
 }
@@ -57,6 +61,45 @@ int BPF_PROG(iommu__unmap_fast__fentry, void *domain, unsigned long iova, size_t
 }
 IOMMUTOP_FEXIT(iommu__unmap_fast__fexit, IOMMUTOP_OP_IOMMU_UNMAP, ret == 0)
 
+/* Returns the bytes mapped, or a negative errno. */
+static __always_inline void iommu_map_sg_exit(void *ctx, __s64 mapped)
+{
+	iommutop_exit_sized(ctx, IOMMUTOP_OP_IOMMU_MAP, mapped <= 0,
+			    mapped > 0 ? (__u64)mapped : 0);
+}
+
+/* iommu_map_sg (6.3+) and iommu_map_sg_atomic (<= 6.2): one fentry pair each. */
+#define IOMMU_MAP_SG_PAIR(prefix)                                                                  \
+	SEC("fentry")                                                                              \
+	int BPF_PROG(prefix##__fentry)                                                             \
+	{                                                                                          \
+		iommutop_enter(ctx, IOMMUTOP_OP_IOMMU_MAP, NULL, 0, IOMMUTOP_ENTER_TWIN);          \
+		return 0;                                                                          \
+	}                                                                                          \
+	SEC("fexit")                                                                               \
+	int prefix##__fexit(void *ctx)                                                             \
+	{                                                                                          \
+		iommu_map_sg_exit(ctx, (__s64)iommutop_fexit_ret(ctx));                            \
+		return 0;                                                                          \
+	}
+
+IOMMU_MAP_SG_PAIR(iommu__map_sg)
+IOMMU_MAP_SG_PAIR(iommu__map_sg_atomic)
+
+SEC("kprobe")
+int BPF_KPROBE(iommu__map_sg__kprobe)
+{
+	iommutop_enter(ctx, IOMMUTOP_OP_IOMMU_MAP, NULL, 0, IOMMUTOP_ENTER_TWIN);
+	return 0;
+}
+
+SEC("kretprobe")
+int BPF_KRETPROBE(iommu__map_sg__kretprobe, long mapped)
+{
+	iommu_map_sg_exit(ctx, mapped);
+	return 0;
+}
+
 SEC("kprobe")
 int BPF_KPROBE(iommu__map__kprobe, void *domain, unsigned long iova, phys_addr_t paddr, size_t size)
 {
@@ -67,7 +110,7 @@ int BPF_KPROBE(iommu__map__kprobe, void *domain, unsigned long iova, phys_addr_t
 SEC("kretprobe")
 int BPF_KRETPROBE(iommu__map__kretprobe, int err)
 {
-	iommutop_exit(IOMMUTOP_OP_IOMMU_MAP, err != 0);
+	iommutop_exit(ctx, IOMMUTOP_OP_IOMMU_MAP, err != 0);
 	return 0;
 }
 
@@ -81,21 +124,21 @@ int BPF_KPROBE(iommu__unmap__kprobe, void *domain, unsigned long iova, size_t si
 SEC("kretprobe")
 int BPF_KRETPROBE(iommu__unmap__kretprobe, size_t unmapped)
 {
-	iommutop_exit(IOMMUTOP_OP_IOMMU_UNMAP, unmapped == 0);
+	iommutop_exit(ctx, IOMMUTOP_OP_IOMMU_UNMAP, unmapped == 0);
 	return 0;
 }
 
 SEC("tp_btf")
 int BPF_PROG(iommu__map__tp, unsigned long iova, phys_addr_t paddr, size_t size)
 {
-	iommu_count(IOMMUTOP_OP_IOMMU_MAP, size);
+	iommu_count(ctx, IOMMUTOP_OP_IOMMU_MAP, size);
 	return 0;
 }
 
 SEC("tp_btf")
 int BPF_PROG(iommu__unmap__tp, unsigned long iova, size_t size, size_t unmapped_size)
 {
-	iommu_count(IOMMUTOP_OP_IOMMU_UNMAP, unmapped_size);
+	iommu_count(ctx, IOMMUTOP_OP_IOMMU_UNMAP, unmapped_size);
 	return 0;
 }
 

@@ -5,8 +5,14 @@
  *                    viommu_iotlb_sync_map            (struct iommu_domain *, iova, size)
  *   invalidation:    qi_submit_sync (VT-d invalidation queue: submit and wait)
  *                    (struct intel_iommu *, struct qi_desc *, unsigned int count, options)
- *                    amd_iommu_domain_flush_pages (domain, u64 address, size_t size) (6.7+)
- *                    amd_iommu_iotlb_sync (domain, gather): AMD-Vi unmap flush on older kernels
+ *                    amd_iommu_domain_flush_pages (domain, u64 address, size_t size) (6.7+):
+ *                      called by amd_iommu_iotlb_sync, and counted once with it (a twin); a
+ *                      size beyond any address width is a whole-domain flush
+ *                    amd_iommu_iotlb_sync, viommu_iotlb_sync (domain, struct iommu_iotlb_gather *):
+ *                      the unmap-side flush of the gathered range
+ *   full flushes:    intel_flush_iotlb_all, amd_iommu_flush_iotlb_all, viommu_flush_iotlb_all
+ *                      (struct iommu_domain *): what the flush queue's timer ends in; the
+ *                      invalidations they issue (qi_submit_sync, ...) are counted once with them
  *   deferred:        fq_flush_timeout (struct timer_list *): the flush-queue timer of lazy
  *                    (DMA-FQ) domains; it and what nests in it go to the "deferred" key.
  * iommu_iotlb_sync() itself is an inline and cannot be probed. Tracepoint:
@@ -17,6 +23,35 @@
 static __always_inline void iotlb_enter(void *ctx, __u32 op, __u64 bytes)
 {
 	iommutop_enter(ctx, op, NULL, bytes, 0);
+}
+
+/* An invalidation nested right inside another one of the same device (a vendor's iotlb_sync
+ * calling its flush function, a full flush submitting queued commands) is counted once. */
+static __always_inline void flush_enter(void *ctx, __u64 bytes)
+{
+	/* A range no IOMMU address width reaches (AMD passes 2^63 - 4 KiB): the whole domain. */
+	const __u64 full_range = 1ULL << 57;
+	__u32 flags = IOMMUTOP_ENTER_TWIN;
+
+	if (bytes >= full_range) {
+		flags |= IOMMUTOP_ENTER_FULL;
+		bytes = 0;
+	}
+	iommutop_enter(ctx, IOMMUTOP_OP_IOTLB_FLUSH, NULL, bytes, flags);
+}
+
+static __always_inline void full_flush_enter(void *ctx)
+{
+	iommutop_enter(ctx, IOMMUTOP_OP_IOTLB_FLUSH, NULL, 0,
+		       IOMMUTOP_ENTER_TWIN | IOMMUTOP_ENTER_FULL);
+}
+
+/* The bytes of a gathered range [start, end] (end is inclusive; an empty gather has end 0). */
+static __always_inline __u64 gather_bytes(struct iommu_iotlb_gather *gather)
+{
+	unsigned long start = BPF_CORE_READ(gather, start), end = BPF_CORE_READ(gather, end);
+
+	return end >= start ? end - start + 1 : 0;
 }
 
 static __always_inline void deferred_enter(void *ctx)
@@ -45,7 +80,7 @@ IOTLB_SYNC_MAP_PAIR(iotlb__virtio_sync_map)
 SEC("fentry")
 int BPF_PROG(iotlb__qi_submit__fentry)
 {
-	iotlb_enter(ctx, IOMMUTOP_OP_IOTLB_FLUSH, 0);
+	flush_enter(ctx, 0);
 	return 0;
 }
 IOMMUTOP_FEXIT(iotlb__qi_submit__fexit, IOMMUTOP_OP_IOTLB_FLUSH, (int)ret != 0)
@@ -53,26 +88,55 @@ IOMMUTOP_FEXIT(iotlb__qi_submit__fexit, IOMMUTOP_OP_IOTLB_FLUSH, (int)ret != 0)
 SEC("fentry")
 int BPF_PROG(iotlb__flush_pages__fentry, void *domain, __u64 address, size_t size)
 {
-	iotlb_enter(ctx, IOMMUTOP_OP_IOTLB_FLUSH, size);
+	flush_enter(ctx, size);
 	return 0;
 }
 IOMMUTOP_FEXIT(iotlb__flush_pages__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
 
-/* amd_iommu_iotlb_sync(struct iommu_domain *, struct iommu_iotlb_gather *): the unmap-side flush
- * of AMD-Vi on kernels without amd_iommu_domain_flush_pages (<6.7); on later kernels it calls
- * that function, and the nested twin is counted once. */
+/* amd_iommu_iotlb_sync / viommu_iotlb_sync (struct iommu_domain *, struct iommu_iotlb_gather *):
+ * the unmap-side flush of the gathered range. AMD-Vi's calls amd_iommu_domain_flush_pages on
+ * 6.7+, and the nested twin is counted once. */
 SEC("fentry")
-int BPF_PROG(iotlb__amd_iotlb_sync__fentry)
+int BPF_PROG(iotlb__amd_iotlb_sync__fentry, void *domain, struct iommu_iotlb_gather *gather)
 {
-	iotlb_enter(ctx, IOMMUTOP_OP_IOTLB_FLUSH, 0);
+	flush_enter(ctx, gather_bytes(gather));
 	return 0;
 }
 IOMMUTOP_FEXIT(iotlb__amd_iotlb_sync__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
 
-SEC("kprobe")
-int BPF_KPROBE(iotlb__amd_iotlb_sync__kprobe)
+SEC("fentry")
+int BPF_PROG(iotlb__virtio_iotlb_sync__fentry, void *domain, struct iommu_iotlb_gather *gather)
 {
-	iotlb_enter(ctx, IOMMUTOP_OP_IOTLB_FLUSH, 0);
+	flush_enter(ctx, gather_bytes(gather));
+	return 0;
+}
+IOMMUTOP_FEXIT(iotlb__virtio_iotlb_sync__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
+
+SEC("kprobe")
+int BPF_KPROBE(iotlb__gather_sync__kprobe, void *domain, struct iommu_iotlb_gather *gather)
+{
+	flush_enter(ctx, gather_bytes(gather));
+	return 0;
+}
+
+/* Whole-domain flushes, one fentry pair per vendor: (struct iommu_domain *). */
+#define IOTLB_FLUSH_ALL_PAIR(prefix)                                                               \
+	SEC("fentry")                                                                              \
+	int BPF_PROG(prefix##__fentry)                                                             \
+	{                                                                                          \
+		full_flush_enter(ctx);                                                             \
+		return 0;                                                                          \
+	}                                                                                          \
+	IOMMUTOP_FEXIT(prefix##__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
+
+IOTLB_FLUSH_ALL_PAIR(iotlb__intel_flush_all)
+IOTLB_FLUSH_ALL_PAIR(iotlb__amd_flush_all)
+IOTLB_FLUSH_ALL_PAIR(iotlb__virtio_flush_all)
+
+SEC("kprobe")
+int BPF_KPROBE(iotlb__flush_all__kprobe)
+{
+	full_flush_enter(ctx);
 	return 0;
 }
 
@@ -94,35 +158,35 @@ int BPF_KPROBE(iotlb__sync_map__kprobe, void *domain, unsigned long iova, size_t
 SEC("kretprobe")
 int BPF_KRETPROBE(iotlb__sync_map__kretprobe)
 {
-	iommutop_exit(IOMMUTOP_OP_IOTLB_SYNC, 0);
+	iommutop_exit(ctx, IOMMUTOP_OP_IOTLB_SYNC, 0);
 	return 0;
 }
 
 SEC("kprobe")
 int BPF_KPROBE(iotlb__qi_submit__kprobe)
 {
-	iotlb_enter(ctx, IOMMUTOP_OP_IOTLB_FLUSH, 0);
+	flush_enter(ctx, 0);
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(iotlb__qi_submit__kretprobe, int err)
 {
-	iommutop_exit(IOMMUTOP_OP_IOTLB_FLUSH, err != 0);
+	iommutop_exit(ctx, IOMMUTOP_OP_IOTLB_FLUSH, err != 0);
 	return 0;
 }
 
 SEC("kprobe")
 int BPF_KPROBE(iotlb__flush_pages__kprobe, void *domain, __u64 address, size_t size)
 {
-	iotlb_enter(ctx, IOMMUTOP_OP_IOTLB_FLUSH, size);
+	flush_enter(ctx, size);
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(iotlb__flush_pages__kretprobe)
 {
-	iommutop_exit(IOMMUTOP_OP_IOTLB_FLUSH, 0);
+	iommutop_exit(ctx, IOMMUTOP_OP_IOTLB_FLUSH, 0);
 	return 0;
 }
 
@@ -136,14 +200,14 @@ int BPF_KPROBE(iotlb__fq_timeout__kprobe)
 SEC("kretprobe")
 int BPF_KRETPROBE(iotlb__fq_timeout__kretprobe)
 {
-	iommutop_exit(IOMMUTOP_OP_FQ_FLUSH, 0);
+	iommutop_exit(ctx, IOMMUTOP_OP_FQ_FLUSH, 0);
 	return 0;
 }
 
 SEC("tp_btf")
 int BPF_PROG(iotlb__qi_submit__tp)
 {
-	struct iommutop_dev_key key = iommutop_current_key(iommutop_inflight_get());
+	struct iommutop_dev_key key = iommutop_current_key(iommutop_inflight_get(ctx));
 
 	iommutop_count(&key, IOMMUTOP_OP_IOTLB_FLUSH, 1, 0, 0, NULL);
 	return 0;

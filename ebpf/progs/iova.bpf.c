@@ -50,7 +50,7 @@ int BPF_KPROBE(iova__alloc_fast__kprobe, struct iova_domain *iovad, unsigned lon
 SEC("kretprobe")
 int BPF_KRETPROBE(iova__alloc_fast__kretprobe, unsigned long pfn)
 {
-	iommutop_exit(IOMMUTOP_OP_IOVA_ALLOC, pfn == 0);
+	iommutop_exit(ctx, IOMMUTOP_OP_IOVA_ALLOC, pfn == 0);
 	return 0;
 }
 
@@ -65,7 +65,7 @@ int BPF_KPROBE(iova__free_fast__kprobe, struct iova_domain *iovad, unsigned long
 SEC("kretprobe")
 int BPF_KRETPROBE(iova__free_fast__kretprobe)
 {
-	iommutop_exit(IOMMUTOP_OP_IOVA_FREE, 0);
+	iommutop_exit(ctx, IOMMUTOP_OP_IOVA_FREE, 0);
 	return 0;
 }
 
@@ -79,7 +79,7 @@ int BPF_KPROBE(iova__alloc_slow__kprobe, struct iova_domain *iovad, unsigned lon
 SEC("kretprobe")
 int BPF_KRETPROBE(iova__alloc_slow__kretprobe, void *iova)
 {
-	iommutop_exit(IOMMUTOP_OP_IOVA_ALLOC_SLOW, iova == NULL);
+	iommutop_exit(ctx, IOMMUTOP_OP_IOVA_ALLOC_SLOW, iova == NULL);
 	return 0;
 }
 

@@ -18,9 +18,9 @@
 //! shares overlap (`iotlb_sync` is inside `iommu_map`) and need not add up to 1.
 //!
 //! # Per I/O
-//! The I/O count is the number of completions when there were any (NVMe requests, block requests,
-//! NAPI polls), else the number of `dma_map` calls (each map then stands for one I/O); which one was
-//! used is [`IoBasis`]. `cpu_share` is translation time over the interval's wall time: 1.0 means
+//! The I/O count is the number of completions when there were any (NVMe or block requests), for a
+//! NIC (a row with transmitted packets) the packets it sent and received, else the number of
+//! `dma_map` calls (each map then stands for one I/O); which one was used is [`IoBasis`]. `cpu_share` is translation time over the interval's wall time: 1.0 means
 //! one CPU busy translating all the time (several CPUs can add up to more than 1).
 
 use crate::sample::Op;
@@ -36,6 +36,8 @@ pub enum IoBasis {
     Completions,
     /// No completions were seen: each DMA map counts as one I/O.
     DmaMaps,
+    /// A NIC: packets sent and received.
+    Packets,
 }
 
 /// Overhead figures of one row over one interval; `None` where a denominator or timing is missing.
@@ -61,19 +63,27 @@ pub struct Derived {
 /// The operations `op` can run inside of; its time is part of theirs when they are timed.
 pub fn enclosing(op: Op) -> &'static [Op] {
     match op {
-        Op::IovaAlloc | Op::IommuMap => &[Op::DmaMap],
-        Op::IovaAllocSlow => &[Op::IovaAlloc, Op::DmaMap],
-        Op::IotlbSync => &[Op::IommuMap, Op::DmaMap],
-        Op::IommuUnmap => &[Op::DmaUnmap],
-        Op::IovaFree => &[Op::DmaUnmap, Op::FqFlush],
-        Op::IotlbFlush => &[Op::IommuUnmap, Op::DmaUnmap, Op::FqFlush],
-        Op::DmaMap | Op::DmaUnmap | Op::FqFlush | Op::Completion => &[],
+        Op::IovaAlloc | Op::IommuMap => &[Op::DmaMap, Op::DmaAlloc],
+        Op::IovaAllocSlow => &[Op::IovaAlloc, Op::DmaMap, Op::DmaAlloc],
+        Op::IotlbSync => &[Op::IommuMap, Op::DmaMap, Op::DmaAlloc],
+        Op::IommuUnmap => &[Op::DmaUnmap, Op::DmaFree],
+        Op::IovaFree => &[Op::DmaUnmap, Op::DmaFree, Op::FqFlush],
+        Op::IotlbFlush => &[Op::IommuUnmap, Op::DmaUnmap, Op::DmaFree, Op::FqFlush],
+        Op::DmaMap
+        | Op::DmaUnmap
+        | Op::DmaAlloc
+        | Op::DmaFree
+        | Op::FqFlush
+        | Op::Completion
+        | Op::IotlbFlushFull
+        | Op::TxPackets => &[],
     }
 }
 
-/// Operations whose time is translation time: everything but completions.
+/// Operations whose time is translation time: everything but I/O counts and the count-only
+/// subset of full flushes.
 pub fn is_translation_time(op: Op) -> bool {
-    op != Op::Completion
+    !matches!(op, Op::Completion | Op::TxPackets | Op::IotlbFlushFull)
 }
 
 /// The overhead figures of a row from its per-op stats over `interval_ns`.
@@ -92,9 +102,14 @@ pub fn derive(ops: &BTreeMap<Op, OpStats>, interval_ns: u64) -> Derived {
             .fold(0u64, |sum, &ns| sum.saturating_add(ns))
     });
 
-    let completions = count(Op::Completion);
+    let sent = count(Op::TxPackets);
+    let (completions, completions_basis) = if sent > 0 {
+        (count(Op::Completion).saturating_add(sent), IoBasis::Packets)
+    } else {
+        (count(Op::Completion), IoBasis::Completions)
+    };
     let (ios, io_basis) = if completions > 0 {
-        (completions, Some(IoBasis::Completions))
+        (completions, Some(completions_basis))
     } else if count(Op::DmaMap) > 0 {
         (count(Op::DmaMap), Some(IoBasis::DmaMaps))
     } else {
@@ -148,6 +163,36 @@ mod tests {
 
     fn ops(list: &[(Op, OpStats)]) -> BTreeMap<Op, OpStats> {
         list.iter().cloned().collect()
+    }
+
+    /// A NIC's I/O is a packet, sent or received: TCP_RR's three maps per transaction and side
+    /// (two to send, one to refill the receive ring) are 1.5 per packet.
+    #[test]
+    fn a_nic_counts_packets_sent_and_received() {
+        let row = ops(&[
+            (Op::DmaMap, op(300, Some(300_000))),
+            (Op::DmaUnmap, op(300, Some(150_000))),
+            (Op::Completion, op(100, None)),
+            (Op::TxPackets, op(100, None)),
+        ]);
+        let d = derive(&row, 1_000_000_000);
+        assert_eq!(d.io_basis, Some(IoBasis::Packets));
+        assert_eq!(d.maps_per_io, Some(1.5));
+        assert_eq!(d.translation_ns_per_io, Some(450_000.0 / 200.0));
+    }
+
+    /// Full flushes are a count-only subset of `iotlb_flush`, and coherent allocations enclose
+    /// the IOMMU work they cause, like a map does.
+    #[test]
+    fn full_flushes_are_not_time_and_allocations_enclose_their_page_tables() {
+        let row = ops(&[
+            (Op::DmaAlloc, op(2, Some(10_000))),
+            (Op::IommuMap, op(2, Some(4_000))),
+            (Op::IotlbFlushFull, op(5, None)),
+        ]);
+        let d = derive(&row, 1_000_000_000);
+        assert_eq!(d.translation_ns, Some(10_000));
+        assert!(!d.of_which.contains_key(&Op::IotlbFlushFull));
     }
 
     #[test]

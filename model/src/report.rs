@@ -42,6 +42,11 @@ pub struct Report {
     pub intervals: Vec<IntervalPoint>,
     /// Human sentences about what limits the numbers (probes missing, counters lost, ...).
     pub warnings: Vec<String>,
+    /// The probes' health counters over the run, by name (`recursion_misses`, `abandoned_frames`,
+    /// ...; see docs/probes.md): what the warnings are made from, for CI to gate on. Absent in
+    /// reports written before it existed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub health: BTreeMap<String, u64>,
     /// Sampled kernel call paths of DMA API calls, heaviest first (absent when not sampled).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stacks: Vec<StackSample>,

@@ -35,11 +35,20 @@ pub enum Op {
     Completion,
     /// IOVA allocation through the rbtree, when the per-CPU caches miss (`alloc_iova`).
     IovaAllocSlow,
+    /// Of the IOTLB invalidations, those of a whole domain (count only: a subset of `IotlbFlush`).
+    IotlbFlushFull,
+    /// Coherent DMA buffers allocated (`dma_alloc_attrs`, ...): not per-I/O maps.
+    DmaAlloc,
+    /// Coherent DMA buffers released.
+    DmaFree,
+    /// Packets a NIC's driver accepted for transmit (`net:net_dev_xmit`); a NIC's `Completion` is
+    /// the packets it received.
+    TxPackets,
 }
 
 impl Op {
     /// All operations in ABI order.
-    pub const ALL: [Op; 11] = [
+    pub const ALL: [Op; 15] = [
         Op::DmaMap,
         Op::DmaUnmap,
         Op::IommuMap,
@@ -51,6 +60,10 @@ impl Op {
         Op::FqFlush,
         Op::Completion,
         Op::IovaAllocSlow,
+        Op::IotlbFlushFull,
+        Op::DmaAlloc,
+        Op::DmaFree,
+        Op::TxPackets,
     ];
 
     /// The name used in reports and on screen (`dma_map`, `iotlb_sync`, ...).
@@ -67,12 +80,19 @@ impl Op {
             Op::FqFlush => "fq_flush",
             Op::Completion => "completion",
             Op::IovaAllocSlow => "iova_alloc_slow",
+            Op::IotlbFlushFull => "iotlb_flush_full",
+            Op::DmaAlloc => "dma_alloc",
+            Op::DmaFree => "dma_free",
+            Op::TxPackets => "tx_packets",
         }
     }
 
     /// Work that exists only because addresses are translated (what `identity` avoids).
     pub fn is_translation_work(self) -> bool {
-        !matches!(self, Op::DmaMap | Op::DmaUnmap | Op::Completion)
+        !matches!(
+            self,
+            Op::DmaMap | Op::DmaUnmap | Op::DmaAlloc | Op::DmaFree | Op::Completion | Op::TxPackets
+        )
     }
 }
 

@@ -240,7 +240,7 @@ warnings:
   - kprobes unavailable: CONFIG_KPROBES is off
   - probe iotlb_flush unavailable: no vendor IOTLB function in kallsyms
   - latency not measured for iommu_map: attached at a tier that only counts
-  - 2 calls nested deeper than the tracker follows: they were counted, not timed
+  - 2 calls nested deeper than the tracker follows (8): their nested work was charged to the call below them
 ";
         assert_eq!(render_summary(&full_report()), expected);
     }

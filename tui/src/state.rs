@@ -303,6 +303,18 @@ impl State {
         (snapshot.events > 0 && run_time > 0).then(|| run_time as f64 / snapshot.events as f64)
     }
 
+    /// Calls the probes saw at one end only or could not track over the shown interval (the
+    /// health counters that change what the numbers mean; sampled call paths excepted).
+    pub fn health_events(&self) -> u64 {
+        self.snapshot.as_ref().map_or(0, |snapshot| {
+            snapshot
+                .health
+                .iter()
+                .filter(|(name, _)| name.as_str() != "stack_lost")
+                .fold(0u64, |sum, (_, &n)| sum.saturating_add(n))
+        })
+    }
+
     fn show(&mut self, snapshot: Box<Snapshot>) {
         self.history.record(&snapshot);
         self.snapshot = Some(*snapshot);

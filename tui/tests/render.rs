@@ -207,3 +207,21 @@ fn many_devices_scroll_to_keep_the_selection_visible() {
     let y = line_with(buffer, &selected).expect("selected row drawn");
     assert!(buffer[(2, y)].modifier.contains(Modifier::REVERSED));
 }
+
+/// The probes saw calls at one end only (the kernel skipped a program): the footer says so, so
+/// that a latency figure missing samples is never shown as if complete.
+#[test]
+fn probe_misses_show_in_the_footer() {
+    let mut snapshots = busy_nvme(2);
+    if let Some(last) = snapshots.last_mut() {
+        last.health.insert("recursion_misses".into(), 12);
+        last.health.insert("abandoned_frames".into(), 3);
+        last.health.insert("stack_lost".into(), 40);
+    }
+    let state = state_after(lab_probes(), snapshots);
+    let terminal = draw(&state, 120, 40);
+    let screen = text(&terminal);
+    assert!(screen.contains("⚠ 15 probe misses"), "{screen}");
+    let clean = state_after(lab_probes(), busy_nvme(2));
+    assert!(!text(&draw(&clean, 120, 40)).contains("probe misses"));
+}

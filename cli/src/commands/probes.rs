@@ -95,6 +95,7 @@ pub fn status_json(status: &PointStatus) -> serde_json::Value {
             "hook": h.hook,
             "kernels": hook_kernels(&h.hook),
             "status": if h.is_attached() { "attached" } else if h.absent { "absent" } else { "failed" },
+            "tier": h.tier.map(|t| t.name()),
             "error": h.error,
         })).collect::<Vec<_>>(),
         "refused": status.refused.iter().map(|r| json!({
@@ -116,7 +117,7 @@ fn table(statuses: &[PointStatus]) -> String {
         } else {
             "no"
         };
-        let hooks: Vec<&str> = status.attached_hooks().collect();
+        let hooks = status.attached_hook_labels();
         let hooks = if hooks.is_empty() {
             "unavailable".to_string()
         } else {

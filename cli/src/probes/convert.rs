@@ -1,7 +1,7 @@
 //! Turns the kernel's per-CPU values into the model's summed counters.
 
 use super::abi::{
-    iommutop_dev_key, iommutop_dev_stats, iommutop_key_kind, iommutop_op_stats,
+    iommutop_dev_key, iommutop_dev_stats, iommutop_key_kind, iommutop_op, iommutop_op_stats,
     IOMMUTOP_HIST_SLOTS, IOMMUTOP_NAME_LEN,
 };
 use iommutop_model::sample::{Op, OpCounters, SourceKind, HIST_SLOTS};
@@ -15,6 +15,34 @@ const _: () = assert!(
     std::mem::size_of::<iommutop_dev_stats>()
         == Op::ALL.len() * std::mem::size_of::<iommutop_op_stats>()
 );
+
+/// `Op::ALL[i]` is the op the kernel counts at `ops[i]`: each pinned to its C enum value.
+const fn abi_index(op: Op) -> u32 {
+    let mut i = 0;
+    while i < Op::ALL.len() {
+        if Op::ALL[i] as u32 == op as u32 {
+            return i as u32;
+        }
+        i += 1;
+    }
+    u32::MAX
+}
+const _: () = assert!(abi_index(Op::DmaMap) == iommutop_op::IOMMUTOP_OP_DMA_MAP);
+const _: () = assert!(abi_index(Op::DmaUnmap) == iommutop_op::IOMMUTOP_OP_DMA_UNMAP);
+const _: () = assert!(abi_index(Op::IommuMap) == iommutop_op::IOMMUTOP_OP_IOMMU_MAP);
+const _: () = assert!(abi_index(Op::IommuUnmap) == iommutop_op::IOMMUTOP_OP_IOMMU_UNMAP);
+const _: () = assert!(abi_index(Op::IovaAlloc) == iommutop_op::IOMMUTOP_OP_IOVA_ALLOC);
+const _: () = assert!(abi_index(Op::IovaFree) == iommutop_op::IOMMUTOP_OP_IOVA_FREE);
+const _: () = assert!(abi_index(Op::IotlbSync) == iommutop_op::IOMMUTOP_OP_IOTLB_SYNC);
+const _: () = assert!(abi_index(Op::IotlbFlush) == iommutop_op::IOMMUTOP_OP_IOTLB_FLUSH);
+const _: () = assert!(abi_index(Op::FqFlush) == iommutop_op::IOMMUTOP_OP_FQ_FLUSH);
+const _: () = assert!(abi_index(Op::Completion) == iommutop_op::IOMMUTOP_OP_COMPLETION);
+const _: () = assert!(abi_index(Op::IovaAllocSlow) == iommutop_op::IOMMUTOP_OP_IOVA_ALLOC_SLOW);
+const _: () = assert!(abi_index(Op::IotlbFlushFull) == iommutop_op::IOMMUTOP_OP_IOTLB_FLUSH_FULL);
+const _: () = assert!(abi_index(Op::DmaAlloc) == iommutop_op::IOMMUTOP_OP_DMA_ALLOC);
+const _: () = assert!(abi_index(Op::DmaFree) == iommutop_op::IOMMUTOP_OP_DMA_FREE);
+const _: () = assert!(abi_index(Op::TxPackets) == iommutop_op::IOMMUTOP_OP_TX_PACKETS);
+const _: () = assert!(Op::ALL.len() == iommutop_op::IOMMUTOP_OP_COUNT as usize);
 
 /// The model's kind of a kernel key, or None for a kind this build does not know.
 pub fn source_kind(kind: u32) -> Option<SourceKind> {
@@ -46,14 +74,16 @@ pub fn sum_per_cpu<'a>(
     ops
 }
 
+/// Adds one CPU's values; saturating, since a sum of kernel values can exceed u64 (a vendor that
+/// reports a whole-domain flush as a 2^63-byte range, on several CPUs).
 fn add(total: &mut OpCounters, cpu: &iommutop_op_stats) {
-    total.count += cpu.count;
-    total.bytes += cpu.bytes;
-    total.failures += cpu.failures;
-    total.timed += cpu.timed;
-    total.total_ns += cpu.total_ns;
+    total.count = total.count.saturating_add(cpu.count);
+    total.bytes = total.bytes.saturating_add(cpu.bytes);
+    total.failures = total.failures.saturating_add(cpu.failures);
+    total.timed = total.timed.saturating_add(cpu.timed);
+    total.total_ns = total.total_ns.saturating_add(cpu.total_ns);
     for (slot, n) in total.hist.iter_mut().zip(cpu.hist.iter()) {
-        *slot += n;
+        *slot = slot.saturating_add(*n);
     }
 }
 
@@ -96,6 +126,22 @@ mod tests {
             !summed.contains_key(&Op::DmaUnmap),
             "ops without events are dropped"
         );
+    }
+
+    /// An AMD-Vi full-domain flush passed a size of 2^63: two of them summed over CPUs wrapped the
+    /// byte counter to 0 (or panicked in a debug build).
+    #[test]
+    fn sums_saturate_instead_of_wrapping() {
+        let flush = Op::IotlbFlush as usize;
+        let mut a = zeroed_stats();
+        let mut b = zeroed_stats();
+        a.ops[flush].count = 1;
+        a.ops[flush].bytes = 1 << 63;
+        b.ops[flush].count = 1;
+        b.ops[flush].bytes = 1 << 63;
+        let summed = sum_per_cpu([&a, &b]);
+        assert_eq!(summed[&Op::IotlbFlush].count, 2);
+        assert_eq!(summed[&Op::IotlbFlush].bytes, u64::MAX);
     }
 
     #[test]

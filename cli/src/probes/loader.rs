@@ -46,12 +46,17 @@ fn stack_interval_ns() -> u64 {
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/iommutop.bpf.o"));
 
 /// Names of `enum iommutop_health`, in order.
-const HEALTH_NAMES: [&str; 4] = [
+const HEALTH_NAMES: [&str; 6] = [
     "device_map_full",
     "nesting_overflow",
     "exit_without_entry",
     "stack_lost",
+    "abandoned_frames",
+    "task_map_full",
 ];
+
+/// The health counter of program runs the kernel skipped (see [`recursion_misses`]).
+pub const RECURSION_MISSES: &str = "recursion_misses";
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -209,6 +214,7 @@ impl Probes {
                 .map_err(|e| sample_error("iommutop_health", e))?;
             health.insert((*name).to_string(), per_cpu.iter().sum());
         }
+        health.insert(RECURSION_MISSES.to_string(), self.recursion_misses());
         Ok(RawSample {
             monotonic_ns,
             sources,
@@ -266,6 +272,22 @@ impl Probes {
         Ok(samples)
     }
 
+    /// Runs of our programs that the kernel skipped because the same program was already running
+    /// on that CPU (an interrupt probed while its program ran): each is an entry or exit never
+    /// seen. The kernel counts them per program (5.12+) and shows them in the program's fdinfo.
+    fn recursion_misses(&self) -> u64 {
+        self.ebpf
+            .programs()
+            .filter_map(|(_, program)| program.fd().ok())
+            .filter_map(|fd| {
+                use std::os::fd::{AsFd, AsRawFd};
+                let raw = fd.as_fd().as_raw_fd();
+                let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{raw}")).ok()?;
+                fdinfo_field(&info, "recursion_misses")
+            })
+            .fold(0u64, u64::saturating_add)
+    }
+
     fn program_stats(&self) -> BTreeMap<String, (u64, u64)> {
         self.ebpf
             .programs()
@@ -278,6 +300,14 @@ impl Probes {
             })
             .collect()
     }
+}
+
+/// A numeric `name:\tvalue` line of a /proc fdinfo file.
+fn fdinfo_field(info: &str, name: &str) -> Option<u64> {
+    info.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        (key.trim() == name).then(|| value.trim().parse().ok())?
+    })
 }
 
 /// Frames of our own program and the trampoline or kprobe that ran it, above the probed call.
@@ -407,45 +437,82 @@ pub fn verify_all_programs() -> Result<Vec<ProgramVerdict>, LoadError> {
     Ok(verdicts)
 }
 
-/// Tries the tiers in order; the first that attaches at least one hook wins.
+/// Attaches a point hook by hook: each kernel function on the cheapest tier that takes it (fentry,
+/// else kprobe: a function in a module has no vmlinux BTF for fentry but takes a kprobe), and the
+/// tracepoints only when no function could be hooked (they see the same calls: both would count
+/// them twice). The point's tier is the costliest its hooks got.
 fn attach_point(ebpf: &mut Ebpf, btf: &Btf, point: &'static Point) -> PointStatus {
-    let mut refused = Vec::new();
-    for tier in Tier::ALL {
-        let outcomes: Vec<HookOutcome> = match tier {
-            Tier::Fentry => point
-                .functions
-                .iter()
-                .map(|f| attach_fentry(ebpf, btf, f))
-                .collect(),
-            Tier::Kprobe => point
-                .functions
-                .iter()
-                .map(|f| attach_kprobe(ebpf, f))
-                .collect(),
-            Tier::Tracepoint => point
-                .tracepoints
-                .iter()
-                .map(|t| attach_tracepoint(ebpf, btf, t))
-                .collect(),
-        };
-        if outcomes.is_empty() {
-            refused.push(Refusal {
-                tier,
-                reason: format!("no {} hook exists for this point", tier.name()),
-            });
+    let mut hooks = Vec::new();
+    let mut fentry_refused = Vec::new();
+    let mut kprobe_refused = Vec::new();
+    for function in point.functions {
+        let fentry = attach_fentry(ebpf, btf, function);
+        if fentry.is_attached() {
+            hooks.push(fentry.at(Tier::Fentry));
             continue;
         }
-        if outcomes.iter().any(HookOutcome::is_attached) {
-            return PointStatus {
-                point: point.name,
-                op: point.op,
-                tier: Some(tier),
-                hooks: outcomes,
-                refused,
-            };
+        let kprobe = attach_kprobe(ebpf, function);
+        fentry_refused.push(fentry);
+        if kprobe.is_attached() {
+            hooks.push(kprobe.at(Tier::Kprobe));
+        } else {
+            kprobe_refused.push(kprobe);
         }
+    }
+    let mut refused = Vec::new();
+    let tier = hooks.iter().filter_map(|h| h.tier).max();
+    if point.functions.is_empty() {
         refused.push(Refusal {
+            tier: Tier::Fentry,
+            reason: "no fentry or kprobe hook exists for this point".into(),
+        });
+    } else if tier != Some(Tier::Fentry) && !fentry_refused.is_empty() {
+        refused.push(Refusal {
+            tier: Tier::Fentry,
+            reason: HookOutcome::summarize_failures(&fentry_refused),
+        });
+    }
+    if tier.is_some() {
+        // The functions that failed on both tiers stay listed: absent ones say so.
+        hooks.extend(kprobe_refused);
+        return PointStatus {
+            point: point.name,
+            op: point.op,
             tier,
+            hooks,
+            refused,
+        };
+    }
+    if !kprobe_refused.is_empty() {
+        refused.push(Refusal {
+            tier: Tier::Kprobe,
+            reason: HookOutcome::summarize_failures(&kprobe_refused),
+        });
+    }
+    let outcomes: Vec<HookOutcome> = point
+        .tracepoints
+        .iter()
+        .map(|t| attach_tracepoint(ebpf, btf, t))
+        .collect();
+    if outcomes.is_empty() {
+        refused.push(Refusal {
+            tier: Tier::Tracepoint,
+            reason: "no tracepoint exists for this point".into(),
+        });
+    } else if outcomes.iter().any(HookOutcome::is_attached) {
+        return PointStatus {
+            point: point.name,
+            op: point.op,
+            tier: Some(Tier::Tracepoint),
+            hooks: outcomes
+                .into_iter()
+                .map(|o| o.at(Tier::Tracepoint))
+                .collect(),
+            refused,
+        };
+    } else {
+        refused.push(Refusal {
+            tier: Tier::Tracepoint,
             reason: HookOutcome::summarize_failures(&outcomes),
         });
     }
@@ -601,6 +668,14 @@ mod tests {
         assert_eq!(owned_device_id("0000:00:04.0"), 0x40); // domain 0000, bus 00, device 04, function 0
         assert_eq!(owned_device_id("10de:81:1f.7"), 0x0001_0de8_11f7);
         assert!(owned_device_id("ffff:ff:ff.f") < 0xffff_8000_0000_0000);
+    }
+
+    #[test]
+    fn fdinfo_fields_are_read_by_name() {
+        let info = "prog_type:\t26\nrun_time_ns:\t120\nrun_cnt:\t3\nrecursion_misses:\t7\n";
+        assert_eq!(fdinfo_field(info, "recursion_misses"), Some(7));
+        assert_eq!(fdinfo_field(info, "run_cnt"), Some(3));
+        assert_eq!(fdinfo_field(info, "verified_insns"), None);
     }
 
     #[test]

@@ -18,6 +18,9 @@ pub struct HookOutcome {
     pub error: Option<String>,
     /// The hook does not exist in this kernel (renamed, inlined, other vendor): not a failure.
     pub absent: bool,
+    /// The tier it was attached at (hooks of one point may differ: a module's function takes a
+    /// kprobe where the rest take fentry).
+    pub tier: Option<Tier>,
 }
 
 impl HookOutcome {
@@ -35,6 +38,7 @@ impl HookOutcome {
                 hook,
                 error: None,
                 absent: false,
+                tier: None,
             },
             Err(error) => {
                 let absent = is_absence(&error);
@@ -42,6 +46,7 @@ impl HookOutcome {
                     hook,
                     error: Some(error),
                     absent,
+                    tier: None,
                 }
             }
         }
@@ -49,6 +54,12 @@ impl HookOutcome {
 
     pub fn is_attached(&self) -> bool {
         self.error.is_none()
+    }
+
+    /// The outcome of an attached hook, marked with its tier.
+    pub fn at(self, tier: Tier) -> HookOutcome {
+        let tier = self.is_attached().then_some(tier);
+        HookOutcome { tier, ..self }
     }
 
     /// One reason for a tier whose every hook failed: the errors of present hooks first.
@@ -94,11 +105,16 @@ pub struct PointStatus {
 }
 
 impl PointStatus {
-    pub fn attached_hooks(&self) -> impl Iterator<Item = &str> {
+    /// The attached hooks, each followed by its tier where it is not the point's.
+    pub fn attached_hook_labels(&self) -> Vec<String> {
         self.hooks
             .iter()
             .filter(|h| h.is_attached())
-            .map(|h| h.hook.as_str())
+            .map(|h| match h.tier {
+                Some(tier) if Some(tier) != self.tier => format!("{} ({})", h.hook, tier.name()),
+                _ => h.hook.clone(),
+            })
+            .collect()
     }
 
     pub fn measures_latency(&self) -> bool {

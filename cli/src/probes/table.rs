@@ -16,8 +16,6 @@ pub enum Tier {
 }
 
 impl Tier {
-    pub const ALL: [Tier; 3] = [Tier::Fentry, Tier::Kprobe, Tier::Tracepoint];
-
     pub fn name(self) -> &'static str {
         match self {
             Tier::Fentry => "fentry",
@@ -114,6 +112,18 @@ pub const POINTS: &[Point] = &[
                 ("dma__map_sg__fentry", "dma__map_sg__fexit"),
                 ("dma__map_sg__kprobe", "dma__map_sg__kretprobe"),
             ),
+            function(
+                "dma_map_sgtable",
+                "all (nvme-pci's multi-segment requests)",
+                ("dma__map_sgtable__fentry", "dma__map_sgtable__fexit"),
+                ("dma__map_sgtable__kprobe", "dma__map_sgtable__kretprobe"),
+            ),
+            function(
+                "dma_map_resource",
+                "all",
+                ("dma__map_resource__fentry", "dma__map_resource__fexit"),
+                ("dma__map_resource__kprobe", "dma__map__kretprobe"),
+            ),
         ],
         tracepoints: &[
             tracepoint("dma", "dma_map_page", "6.12-6.17", "dma__map__tp"),
@@ -140,9 +150,15 @@ pub const POINTS: &[Point] = &[
             ),
             function(
                 "dma_unmap_sg_attrs",
-                "all",
+                "all (also dma_unmap_sgtable, an inline)",
                 ("dma__unmap_sg__fentry", "dma__unmap_sg__fexit"),
                 ("dma__unmap_sg__kprobe", "dma__unmap__kretprobe"),
+            ),
+            function(
+                "dma_unmap_resource",
+                "all",
+                ("dma__unmap_resource__fentry", "dma__unmap_resource__fexit"),
+                ("dma__unmap__kprobe", "dma__unmap__kretprobe"),
             ),
         ],
         tracepoints: &[
@@ -167,6 +183,21 @@ pub const POINTS: &[Point] = &[
                 "<=6.2",
                 ("iommu__map_atomic__fentry", "iommu__map_atomic__fexit"),
                 ("iommu__map__kprobe", "iommu__map__kretprobe"),
+            ),
+            function(
+                "iommu_map_sg",
+                "6.3+ (scatter-gather maps of dma-iommu)",
+                ("iommu__map_sg__fentry", "iommu__map_sg__fexit"),
+                ("iommu__map_sg__kprobe", "iommu__map_sg__kretprobe"),
+            ),
+            function(
+                "iommu_map_sg_atomic",
+                "<=6.2 (scatter-gather maps of dma-iommu)",
+                (
+                    "iommu__map_sg_atomic__fentry",
+                    "iommu__map_sg_atomic__fexit",
+                ),
+                ("iommu__map_sg__kprobe", "iommu__map_sg__kretprobe"),
             ),
         ],
         tracepoints: &[tracepoint("iommu", "map", "all", "iommu__map__tp")],
@@ -287,9 +318,48 @@ pub const POINTS: &[Point] = &[
                     "iotlb__amd_iotlb_sync__fexit",
                 ),
                 (
-                    "iotlb__amd_iotlb_sync__kprobe",
+                    "iotlb__gather_sync__kprobe",
                     "iotlb__flush_pages__kretprobe",
                 ),
+            ),
+            function(
+                "viommu_iotlb_sync",
+                "virtio-iommu (a module: kprobe)",
+                (
+                    "iotlb__virtio_iotlb_sync__fentry",
+                    "iotlb__virtio_iotlb_sync__fexit",
+                ),
+                (
+                    "iotlb__gather_sync__kprobe",
+                    "iotlb__flush_pages__kretprobe",
+                ),
+            ),
+            function(
+                "intel_flush_iotlb_all",
+                "all (VT-d; whole domain)",
+                (
+                    "iotlb__intel_flush_all__fentry",
+                    "iotlb__intel_flush_all__fexit",
+                ),
+                ("iotlb__flush_all__kprobe", "iotlb__flush_pages__kretprobe"),
+            ),
+            function(
+                "amd_iommu_flush_iotlb_all",
+                "all (AMD-Vi; whole domain)",
+                (
+                    "iotlb__amd_flush_all__fentry",
+                    "iotlb__amd_flush_all__fexit",
+                ),
+                ("iotlb__flush_all__kprobe", "iotlb__flush_pages__kretprobe"),
+            ),
+            function(
+                "viommu_flush_iotlb_all",
+                "virtio-iommu (a module: kprobe; whole domain)",
+                (
+                    "iotlb__virtio_flush_all__fentry",
+                    "iotlb__virtio_flush_all__fexit",
+                ),
+                ("iotlb__flush_all__kprobe", "iotlb__flush_pages__kretprobe"),
             ),
         ],
         tracepoints: &[tracepoint(
@@ -312,6 +382,61 @@ pub const POINTS: &[Point] = &[
         tracepoints: &[],
     },
     Point {
+        name: "dma_alloc",
+        op: Op::DmaAlloc,
+        what: "coherent DMA buffers allocated, per device (not per-I/O maps)",
+        functions: &[
+            function(
+                "dma_alloc_attrs",
+                "all",
+                ("dma__alloc_attrs__fentry", "dma__alloc_attrs__fexit"),
+                ("dma__alloc__kprobe", "dma__alloc__kretprobe"),
+            ),
+            function(
+                "dma_alloc_pages",
+                "all",
+                ("dma__alloc_pages__fentry", "dma__alloc_pages__fexit"),
+                ("dma__alloc__kprobe", "dma__alloc__kretprobe"),
+            ),
+            function(
+                "dma_alloc_noncontiguous",
+                "all",
+                (
+                    "dma__alloc_noncontig__fentry",
+                    "dma__alloc_noncontig__fexit",
+                ),
+                ("dma__alloc__kprobe", "dma__alloc__kretprobe"),
+            ),
+        ],
+        tracepoints: &[],
+    },
+    Point {
+        name: "dma_free",
+        op: Op::DmaFree,
+        what: "coherent DMA buffers released, per device",
+        functions: &[
+            function(
+                "dma_free_attrs",
+                "all",
+                ("dma__free_attrs__fentry", "dma__free_attrs__fexit"),
+                ("dma__free__kprobe", "dma__free__kretprobe"),
+            ),
+            function(
+                "dma_free_pages",
+                "all",
+                ("dma__free_pages__fentry", "dma__free_pages__fexit"),
+                ("dma__free__kprobe", "dma__free__kretprobe"),
+            ),
+            function(
+                "dma_free_noncontiguous",
+                "all",
+                ("dma__free_noncontig__fentry", "dma__free_noncontig__fexit"),
+                ("dma__free__kprobe", "dma__free__kretprobe"),
+            ),
+        ],
+        tracepoints: &[],
+    },
+    Point {
         name: "block_complete",
         op: Op::Completion,
         what: "completed block requests, per disk",
@@ -326,13 +451,25 @@ pub const POINTS: &[Point] = &[
     Point {
         name: "napi_poll",
         op: Op::Completion,
-        what: "packets processed by NAPI polls, per netdev",
+        what: "packets received (NAPI polls' work), per NIC",
         functions: &[],
         tracepoints: &[tracepoint(
             "napi",
             "napi_poll",
             "all",
             "completion__napi_poll__tp",
+        )],
+    },
+    Point {
+        name: "net_xmit",
+        op: Op::TxPackets,
+        what: "packets a NIC's driver accepted for transmit, per NIC",
+        functions: &[],
+        tracepoints: &[tracepoint(
+            "net",
+            "net_dev_xmit",
+            "all",
+            "completion__net_dev_xmit__tp",
         )],
     },
 ];

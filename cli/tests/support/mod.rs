@@ -88,3 +88,21 @@ pub fn assert_one_line_error(output: &Output, code: i32, needles: &[&str]) {
 pub fn iommutop_bin() -> String {
     env!("CARGO_BIN_EXE_iommutop").to_string()
 }
+
+/// Boots the lab with `lab_args` and runs `cli/tests/lab/SCRIPT IOMMUTOP OUT ARGS...` in it, OUT
+/// being a fresh `target/lab-out/NAME`; fails the test unless the script succeeded. Returns OUT.
+pub fn run_guest_script(name: &str, lab_args: &[&str], script: &str, args: &[&str]) -> PathBuf {
+    let out = lab_out_dir(name);
+    let script = project_root().join("cli/tests/lab").join(script);
+    let (script, out_arg) = (script.to_string_lossy(), out.to_string_lossy());
+    let mut command = vec!["sh", &script, env!("CARGO_BIN_EXE_iommutop"), &out_arg];
+    command.extend_from_slice(args);
+    let output = lab_run(lab_args, &command);
+    assert!(
+        output.status.success(),
+        "guest script failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    out
+}

@@ -23,8 +23,11 @@
 /* Most devices tracked at once; a full map drops new devices and counts the drop. */
 #define IOMMUTOP_MAX_DEVICES 256
 
-/* Depth of the per-CPU stack of calls in flight (map inside an interrupt inside a map...). */
+/* Depth of a task's stack of calls in flight (map inside an interrupt inside a map...). */
 #define IOMMUTOP_MAX_NESTING 8
+
+/* Tasks whose calls in flight are tracked at once (least recently used ones are forgotten). */
+#define IOMMUTOP_MAX_TASKS 8192
 
 /* What a counter measures. The order is ABI: append only. */
 enum iommutop_op {
@@ -42,7 +45,14 @@ enum iommutop_op {
 	IOMMUTOP_OP_COMPLETION =
 	    9, /* completed I/O: block request (bytes), NAPI poll (count = packets) */
 	IOMMUTOP_OP_IOVA_ALLOC_SLOW = 10, /* IOVA allocation through the rbtree: alloc_iova */
-	IOMMUTOP_OP_COUNT = 11,
+	IOMMUTOP_OP_IOTLB_FLUSH_FULL =
+	    11, /* of the IOTLB invalidations, those of a whole domain (count only, no bytes) */
+	IOMMUTOP_OP_DMA_ALLOC =
+	    12,			   /* coherent DMA buffers: dma_alloc_attrs, dma_alloc_pages, ... */
+	IOMMUTOP_OP_DMA_FREE = 13, /* their release: dma_free_attrs, dma_free_pages, ... */
+	IOMMUTOP_OP_TX_PACKETS =
+	    14, /* packets a NIC's driver accepted for transmit: net:net_dev_xmit, count only */
+	IOMMUTOP_OP_COUNT = 15,
 };
 
 /* One operation's aggregate on one CPU. Cumulative: user space diffs successive reads. */
@@ -92,7 +102,10 @@ enum iommutop_health {
 	IOMMUTOP_HEALTH_NESTING_OVERFLOW = 1, /* deeper nesting than IOMMUTOP_MAX_NESTING */
 	IOMMUTOP_HEALTH_EXIT_WITHOUT_ENTRY = 2,
 	IOMMUTOP_HEALTH_STACK_LOST = 3, /* a sampled call path could not be recorded */
-	IOMMUTOP_HEALTH_COUNT = 4,
+	IOMMUTOP_HEALTH_ABANDONED_FRAMES =
+	    4, /* calls whose exit was never seen (frames dropped as stale): not counted */
+	IOMMUTOP_HEALTH_TASK_MAP_FULL = 5, /* a task's in-flight calls could not be tracked */
+	IOMMUTOP_HEALTH_COUNT = 6,
 };
 
 /* Kernel call paths of sampled DMA API calls: one stack in IOMMUTOP_STACK_PERIOD calls per CPU

@@ -87,6 +87,9 @@ pub fn verdict(report: &Report, device: Option<&str>, ab: Option<&AbOutcome>) ->
         let _ = writeln!(out, "{line}");
     }
     let devices = dma_devices(report, device);
+    if let Some(line) = health_line(report) {
+        let _ = writeln!(out, "{line}");
+    }
     if let Some(line) = headline(report, &devices, &units) {
         let _ = writeln!(out, "{line}");
     }
@@ -108,6 +111,34 @@ pub fn verdict(report: &Report, device: Option<&str>, ab: Option<&AbOutcome>) ->
         out.push_str(&deferred_lines(report));
     }
     out
+}
+
+/// Whether the probes lost sight of calls (see docs/probes.md, health counters): said before the
+/// verdict, so that no figure below is read as complete when it is not.
+fn health_line(report: &Report) -> Option<String> {
+    let seen_at_one_end = ["recursion_misses", "exit_without_entry", "abandoned_frames"]
+        .iter()
+        .filter_map(|name| report.health.get(*name))
+        .fold(0u64, |sum, &n| sum.saturating_add(n));
+    let untracked = ["nesting_overflow", "task_map_full", "device_map_full"]
+        .iter()
+        .filter_map(|name| report.health.get(*name))
+        .fold(0u64, |sum, &n| sum.saturating_add(n));
+    if seen_at_one_end == 0 && untracked == 0 {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if seen_at_one_end > 0 {
+        parts.push(format!(
+            "{seen_at_one_end} probe runs were skipped or calls seen at one end only: those calls are counted but not timed, and work nested in them may be `unattributed`"
+        ));
+    }
+    if untracked > 0 {
+        parts.push(format!(
+            "{untracked} calls could not be tracked (nesting or maps full): counts may be short"
+        ));
+    }
+    Some(format!("numbers may be incomplete: {}", parts.join("; ")))
 }
 
 /// The verdict in one sentence: what translation costs the translated devices together, and
@@ -415,6 +446,19 @@ mod tests {
             text.contains("\ndeferred flushes (deferred): 20 flush-queue runs"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn lost_calls_are_said_before_the_verdict() {
+        let mut report = full_report();
+        report.health.clear();
+        assert!(!verdict(&report, None, None).contains("numbers may be incomplete"));
+        report.health.insert("recursion_misses".into(), 7);
+        report.health.insert("stack_lost".into(), 3);
+        let text = verdict(&report, None, None);
+        let warning = text.find("numbers may be incomplete: 7 probe runs were skipped");
+        let first_device = text.find("0000:00:02.0");
+        assert!(warning.is_some() && warning < first_device, "{text}");
     }
 
     #[test]

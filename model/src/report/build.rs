@@ -53,6 +53,7 @@ impl Report {
             probes: inputs.probes,
             intervals: inputs.intervals,
             warnings,
+            health: whole_run.health.clone(),
             stacks: Vec::new(),
         }
     }
@@ -173,10 +174,19 @@ fn health_warnings(health: &BTreeMap<String, u64>) -> Vec<String> {
                 format!("{count} events of new devices were dropped: the device map was full")
             }
             "nesting_overflow" => format!(
-                "{count} calls nested deeper than the tracker follows: they were counted, not timed"
+                "{count} calls nested deeper than the tracker follows (8): their nested work was charged to the call below them"
             ),
             "exit_without_entry" => format!(
-                "{count} returns had no matching entry (probes attached mid-call): not timed"
+                "{count} calls were seen only at their return (entry program skipped, or attached mid-call): counted, not timed; their nested work went to `unattributed`"
+            ),
+            "abandoned_frames" => format!(
+                "{count} calls were never seen to return (exit program skipped): counted when found stale, not timed"
+            ),
+            "recursion_misses" => format!(
+                "the kernel skipped {count} runs of iommutop's programs (one was already running on that CPU: preempted or interrupted); the calls concerned are counted by their other end, untimed"
+            ),
+            "task_map_full" => format!(
+                "{count} calls of tasks whose in-flight stack could not be created were not counted"
             ),
             "stack_lost" => format!(
                 "{count} sampled call paths could not be recorded (stack map full or unwinding failed)"

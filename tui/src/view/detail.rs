@@ -178,13 +178,23 @@ fn summary_line(device: &Device) -> Line<'static> {
             parts.push(format!("{} I/O/s", format::rate(io.rate_per_s)))
         }
         Some(IoBasis::DmaMaps) => parts.push("no completions: 1 map = 1 I/O".to_string()),
+        Some(IoBasis::Packets) => parts.push(format!(
+            "{} rx + {} tx pkt/s",
+            format::rate(io.rate_per_s),
+            format::rate(device.op(Op::TxPackets).rate_per_s)
+        )),
     }
+    let per = if derived.io_basis == Some(IoBasis::Packets) {
+        "pkt"
+    } else {
+        "IO"
+    };
     if derived.maps_per_io.is_some() {
-        parts.push(format!("{} maps/IO", format::ratio(derived.maps_per_io)));
+        parts.push(format!("{} maps/{per}", format::ratio(derived.maps_per_io)));
     }
     if derived.iotlb_flushes_per_io.is_some() {
         parts.push(format!(
-            "{} flushes/IO",
+            "{} flushes/{per}",
             format::ratio(derived.iotlb_flushes_per_io)
         ));
     }

@@ -1,5 +1,6 @@
 //! The bottom line: the keys (or the filter being typed), the refresh interval, and what
-//! iommutop itself costs (BPF run time per event, the tool's own CPU).
+//! iommutop itself costs (BPF run time per event, the tool's own CPU), and a warning when the
+//! probes saw calls at one end only over the interval.
 
 use super::style;
 use crate::format;
@@ -89,7 +90,18 @@ fn overhead(state: &State) -> Vec<Span<'static>> {
     let tool = state
         .tool_cpu
         .map_or_else(|| format::NONE.to_string(), format::percent);
-    vec![
+    let mut spans = Vec::new();
+    let health = state.health_events();
+    if health > 0 {
+        // The probes missed or could not time some calls: the counts hold (see docs/probes.md,
+        // health counters), some latencies are missing.
+        spans.push(Span::styled(
+            format!("⚠ {} probe misses ", format::rate(health as f64)),
+            style::warn(),
+        ));
+        spans.push(Span::styled("│ ", style::dim()));
+    }
+    spans.extend([
         Span::raw(interval),
         Span::styled(" +/-", style::key()),
         Span::styled(" │ BPF ", style::dim()),
@@ -97,5 +109,6 @@ fn overhead(state: &State) -> Vec<Span<'static>> {
         Span::styled(" │ self ", style::dim()),
         Span::raw(tool),
         Span::raw(" "),
-    ]
+    ]);
+    spans
 }

@@ -1,0 +1,60 @@
+#!/bin/sh
+# Runs inside a lab guest (issue 11): work whose size an independent count knows, under iommutop.
+# Each step leaves iommutop's report and the workload's own numbers in OUT.
+#   exact.sh IOMMUTOP OUT concurrent   fio 4 KiB random reads on the NVMe (2 jobs, iodepth 16) and
+#                                      netperf TCP_RR between the NICs at once, one recording
+#   exact.sh IOMMUTOP OUT rr           TCP_RR alone
+#   exact.sh IOMMUTOP OUT multiseg     the fio-read-128k-qd128 profile; fio random reads of 4k-256k
+#   exact.sh IOMMUTOP OUT dd           2000 direct 4 KiB reads by dd
+# Every mode also writes the IOMMU groups' devices and domain types to OUT/groups.txt.
+set -u
+iommutop=$1
+out=$2
+mode=$3
+# The workloads, in a file the recorded shell sources too.
+cat >"$out/workloads.sh" <<FUNCTIONS
+fio_reads() { # NAME SECONDS FIO-ARGS...: fio's JSON goes to $out/NAME.fio.json
+	name=\$1 seconds=\$2
+	shift 2
+	fio --name="\$name" --filename=/dev/nvme0n1 --direct=1 --ioengine=libaio --time_based=1 \\
+		--runtime="\$seconds" --output-format=json --output="$out/\$name.fio.json" "\$@" \\
+		>"$out/\$name.fio.out" 2>&1
+}
+netperf_rr() { # NAME SECONDS: netperf's numbers go to $out/NAME.netperf.json
+	"$iommutop" workload netperf duration_s="\$2" nics=eth0,eth1 --json "$out/\$1.netperf.json" \\
+		>"$out/\$1.netperf.out" 2>&1
+}
+FUNCTIONS
+# record NAME SHELL-COMMANDS: iommutop's report of them goes to OUT/NAME.json, and the block
+# layer's own count of the NVMe's completed reads over the recording to OUT/NAME.block-reads.
+record() {
+	before=$(awk '{ print $1 }' /sys/block/nvme0n1/stat)
+	"$iommutop" record --json "$out/$1.json" -- sh -c ". $out/workloads.sh; $2" \
+		>"$out/$1.out" 2>"$out/$1.err"
+	echo $? >"$out/$1.rc"
+	echo $(($(awk '{ print $1 }' /sys/block/nvme0n1/stat) - before)) >"$out/$1.block-reads"
+}
+for group in /sys/kernel/iommu_groups/*; do
+	echo "$(ls "$group/devices") $(cat "$group/type" 2>/dev/null)"
+done >"$out/groups.txt"
+case $mode in
+concurrent)
+	record concurrent "netperf_rr concurrent 6 & fio_reads concurrent 6 --rw=randread --bs=4k --iodepth=16 --numjobs=2; wait"
+	;;
+rr)
+	record rr "netperf_rr rr 6"
+	;;
+multiseg)
+	"$iommutop" run fio-read-128k-qd128 --duration 4 --set filename=/dev/nvme0n1 \
+		--json "$out/read-128k.json" >"$out/read-128k.out" 2>"$out/read-128k.err"
+	echo $? >"$out/read-128k.rc"
+	record mixed "fio_reads mixed 4 --rw=randread --bsrange=4k-256k --iodepth=32"
+	;;
+dd)
+	record dd "dd if=/dev/nvme0n1 of=/dev/null bs=4k count=2000 iflag=direct"
+	;;
+*)
+	echo "exact.sh: unknown mode '$mode'" >&2
+	exit 2
+	;;
+esac

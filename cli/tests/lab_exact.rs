@@ -1,0 +1,329 @@
+//! Issue 11 in the lab: per-device counts checked against an independent count of the same work,
+//! on the conditions real machines have: two CPUs on a fully preemptible kernel with the NVMe and
+//! both NICs busy at once, multi-segment and mixed-size I/O, and every IOMMU vendor the lab has.
+//!
+//! The independent counts: fio's own I/O count and bytes, netperf's transactions, dd's block
+//! count, and the block layer's completed reads (`/sys/block/nvme0n1/stat`). The guest side is
+//! `cli/tests/lab/exact.sh`.
+
+mod support;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use support::*;
+
+/// Boots the lab with `lab_args` and runs `exact.sh MODE`, returning its output directory.
+fn boot(name: &str, lab_args: &[&str], mode: &str) -> PathBuf {
+    run_guest_script(&format!("exact-{name}"), lab_args, "exact.sh", &[mode])
+}
+
+/// A report the guest wrote, after checking that its command succeeded and it is schema-valid.
+fn read_report(out: &Path, name: &str) -> Value {
+    assert_eq!(
+        read(&out.join(format!("{name}.rc"))).trim(),
+        "0",
+        "{name}: {}",
+        read(&out.join(format!("{name}.err")))
+    );
+    let report = read_json(&out.join(format!("{name}.json")));
+    assert_valid_report(&report);
+    report
+}
+
+fn device<'a>(report: &'a Value, key: &str) -> &'a Value {
+    report["devices"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["key"] == key))
+        .unwrap_or_else(|| panic!("no row {key} in {}", report["devices"]))
+}
+
+fn count(row: &Value, op: &str) -> u64 {
+    row["ops"][op]["count"].as_u64().unwrap_or(0)
+}
+
+fn bytes(row: &Value, op: &str) -> u64 {
+    row["ops"][op]["bytes"].as_u64().unwrap_or(0)
+}
+
+/// `measured` is within `percent` of `truth`.
+fn assert_close(what: &str, measured: u64, truth: u64, percent: f64) {
+    let off = measured.abs_diff(truth) as f64 * 100.0 / truth.max(1) as f64;
+    assert!(
+        truth > 0 && off <= percent,
+        "{what}: {measured} against {truth} ({off:.3}% off, at most {percent}%)"
+    );
+}
+
+/// A read figure of fio's own (`total_ios`, `io_bytes`), summed over its jobs.
+fn fio_reads(out: &Path, name: &str, field: &str) -> u64 {
+    let fio = read_json(&out.join(format!("{name}.fio.json")));
+    fio["jobs"]
+        .as_array()
+        .expect("fio jobs")
+        .iter()
+        .map(|job| job["read"][field].as_u64().unwrap_or(0))
+        .sum()
+}
+
+fn block_reads(out: &Path, name: &str) -> u64 {
+    read(&out.join(format!("{name}.block-reads")))
+        .trim()
+        .parse()
+        .expect("block layer read count")
+}
+
+fn transactions(out: &Path, name: &str) -> u64 {
+    let netperf = read_json(&out.join(format!("{name}.netperf.json")));
+    netperf["results"]["transactions"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("netperf's transactions: {netperf}"))
+}
+
+/// The health counters that mean a call was not tracked at all: they must stay 0. (Calls seen at
+/// one end only, because the kernel skipped one of our programs, are counted; see
+/// docs/probes.md.)
+fn assert_nothing_untracked(report: &Value) {
+    let health = &report["health"];
+    assert!(health.is_object(), "the report has no health: {report}");
+    for counter in ["nesting_overflow", "task_map_full", "device_map_full"] {
+        assert_eq!(health[counter], 0, "{counter}: {health}");
+    }
+    eprintln!("health: {health}");
+}
+
+const NVME: &str = "0000:00:04.0";
+const NICS: [&str; 2] = ["0000:00:05.0", "0000:00:06.0"];
+
+/// 6.12 on two CPUs with full preemption, the NVMe reading and both NICs doing TCP_RR at once:
+/// a per-CPU tracker lost up to 15% of the NVMe's maps here and charged one task's work to
+/// another (the frames of preempted and migrated tasks).
+#[test]
+fn preempted_tasks_on_two_cpus_with_three_devices_busy_count_exactly() {
+    if lab_skipped("preempted_tasks_on_two_cpus_with_three_devices_busy_count_exactly") {
+        return;
+    }
+    let busy = boot(
+        "concurrent",
+        &[
+            "--kernel",
+            "6.12",
+            "--iommu",
+            "intel",
+            "--smp",
+            "2",
+            "--append",
+            "preempt=full",
+        ],
+        "concurrent",
+    );
+    let report = read_report(&busy, "concurrent");
+    assert_nothing_untracked(&report);
+
+    let nvme = device(&report, NVME);
+    let fio_ios = fio_reads(&busy, "concurrent", "total_ios");
+    for op in ["dma_map", "dma_unmap", "completion"] {
+        assert_close(
+            &format!("NVMe {op} vs fio's I/Os"),
+            count(nvme, op),
+            fio_ios,
+            0.5,
+        );
+    }
+    assert_close(
+        "NVMe completions vs the block layer's",
+        count(nvme, "completion"),
+        block_reads(&busy, "concurrent"),
+        0.5,
+    );
+    // A page-table map whose DMA call's entry program the kernel skipped is counted, but on
+    // `unattributed` (shared with the NICs): none is lost, and the NVMe's own row is within 1%.
+    let unattributed = report["devices"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["key"] == "unattributed"))
+        .map_or(0, |row| count(row, "iommu_map"));
+    let nvme_iommu_maps = count(nvme, "iommu_map");
+    assert!(
+        nvme_iommu_maps as f64 <= fio_ios as f64 * 1.005
+            && (nvme_iommu_maps + unattributed) as f64 >= fio_ios as f64 * 0.995,
+        "NVMe page-table maps {nvme_iommu_maps} (+{unattributed} unattributed) vs fio's {fio_ios}"
+    );
+    assert_close(
+        "NVMe page-table maps vs fio's I/Os",
+        nvme_iommu_maps,
+        fio_ios,
+        1.0,
+    );
+
+    let alone = boot(
+        "rr-one-cpu",
+        &["--kernel", "6.12", "--iommu", "intel", "--smp", "1"],
+        "rr",
+    );
+    let alone_report = read_report(&alone, "rr");
+    let (busy_rr, alone_rr) = (
+        transactions(&busy, "concurrent"),
+        transactions(&alone, "rr"),
+    );
+    for nic in NICS {
+        let row = device(&report, nic);
+        assert_close(
+            &format!("{nic} maps vs unmaps"),
+            count(row, "dma_map"),
+            count(row, "dma_unmap"),
+            0.5,
+        );
+        assert!(
+            count(row, "tx_packets") > 0 && count(row, "completion") > 0,
+            "{nic} sent and received: {row}"
+        );
+        assert_eq!(row["derived"]["io_basis"], "packets", "{row}");
+        let per_transaction = |report: &Value, transactions: u64| {
+            count(device(report, nic), "dma_map") as f64 / transactions as f64
+        };
+        let (two_cpus, one_cpu) = (
+            per_transaction(&report, busy_rr),
+            per_transaction(&alone_report, alone_rr),
+        );
+        eprintln!("{nic}: {two_cpus:.4} maps per transaction on 2 CPUs, {one_cpu:.4} on 1");
+        assert!(
+            (two_cpus - one_cpu).abs() <= one_cpu * 0.02,
+            "{nic}: {two_cpus:.4} maps per transaction on 2 CPUs, {one_cpu:.4} on 1"
+        );
+    }
+}
+
+/// nvme-pci maps a multi-segment request with dma_map_sgtable, which passes neither through
+/// dma_map_sg_attrs nor (for its page tables) through iommu_map: 5% of the maps of 128 KiB reads
+/// were missing. Mixed sizes: the block layer splits some of fio's I/Os, so requests are checked
+/// against its count and bytes against fio's.
+#[test]
+fn multi_segment_and_mixed_size_reads_count_every_map() {
+    if lab_skipped("multi_segment_and_mixed_size_reads_count_every_map") {
+        return;
+    }
+    let out = boot(
+        "multiseg",
+        &["--kernel", "6.12", "--iommu", "intel", "--smp", "2"],
+        "multiseg",
+    );
+    let large = read_report(&out, "read-128k");
+    assert_nothing_untracked(&large);
+    let nvme = device(&large, NVME);
+    let fio_ios = large["run"]["workload"]["results"]["ios"]
+        .as_u64()
+        .expect("fio's I/O count in the report");
+    for op in ["dma_map", "dma_unmap", "iommu_map", "completion"] {
+        assert_close(
+            &format!("128 KiB reads: {op} vs fio"),
+            count(nvme, op),
+            fio_ios,
+            0.5,
+        );
+    }
+    assert_eq!(
+        bytes(nvme, "dma_map"),
+        count(nvme, "dma_map") * 128 * 1024,
+        "scatter-gather maps count the bytes of their lists"
+    );
+
+    let mixed = read_report(&out, "mixed");
+    assert_nothing_untracked(&mixed);
+    let nvme = device(&mixed, NVME);
+    let requests = block_reads(&out, "mixed");
+    for op in ["dma_map", "dma_unmap", "iommu_map", "completion"] {
+        assert_close(
+            &format!("4k-256k reads: {op} vs the block layer's requests"),
+            count(nvme, op),
+            requests,
+            0.5,
+        );
+    }
+    assert_close(
+        "4k-256k reads: bytes mapped vs fio's bytes read",
+        bytes(nvme, "dma_map"),
+        fio_reads(&out, "mixed", "io_bytes"),
+        0.5,
+    );
+}
+
+/// IOTLB invalidations per 4 KiB read that the driver issues, derived from the kernel source
+/// (6.12), for a domain of the given type:
+/// - AMD-Vi, strict (`DMA`; QEMU's AMD-Vi reports NpCache, and with NpCache the driver neither
+///   uses a flush queue nor skips the flush after a map): `amd_iommu_iotlb_sync_map` flushes the
+///   new range (`domain_flush_np_cache` → `amd_iommu_domain_flush_pages`), and the unmap's
+///   `amd_iommu_iotlb_sync` flushes the gathered range (→ `amd_iommu_domain_flush_pages`, counted
+///   once with it): 2.
+/// - virtio-iommu, lazy (`DMA-FQ`): the unmap queues its request and the flush queue's timer
+///   syncs them all with `viommu_flush_iotlb_all` (charged to `deferred`, whole-domain): 0 on the
+///   device.
+fn expected_invalidations_per_read(iommu: &str, domain_type: &str) -> Option<f64> {
+    match (iommu, domain_type) {
+        ("amd", "DMA") => Some(2.0),
+        ("virtio", "DMA-FQ") => Some(0.0),
+        _ => None,
+    }
+}
+
+fn domain_type_of(out: &Path, pci: &str) -> String {
+    read(&out.join("groups.txt"))
+        .lines()
+        .find(|line| line.split_whitespace().next() == Some(pci))
+        .and_then(|line| line.split_whitespace().last())
+        .unwrap_or_else(|| panic!("no IOMMU group lists {pci}"))
+        .to_string()
+}
+
+#[test]
+fn amd_and_virtio_iommus_count_maps_and_invalidations_exactly() {
+    if lab_skipped("amd_and_virtio_iommus_count_maps_and_invalidations_exactly") {
+        return;
+    }
+    for iommu in ["amd", "virtio"] {
+        let out = boot(
+            &format!("dd-{iommu}"),
+            &["--kernel", "6.12", "--iommu", iommu, "--smp", "2"],
+            "dd",
+        );
+        let report = read_report(&out, "dd");
+        assert_nothing_untracked(&report);
+        let nvme = device(&report, NVME);
+        for op in [
+            "dma_map",
+            "dma_unmap",
+            "iommu_map",
+            "iommu_unmap",
+            "completion",
+        ] {
+            assert_close(
+                &format!("{iommu}: {op} vs dd's 2000 reads"),
+                count(nvme, op),
+                2000,
+                0.5,
+            );
+        }
+        let domain_type = domain_type_of(&out, NVME);
+        let per_read = count(nvme, "iotlb_flush") as f64 / 2000.0;
+        eprintln!("{iommu} ({domain_type}): {per_read} invalidations per read");
+        let expected = expected_invalidations_per_read(iommu, &domain_type)
+            .unwrap_or_else(|| panic!("{iommu}: no expectation for a {domain_type} domain"));
+        assert!(
+            (per_read - expected).abs() <= expected * 0.005 + 0.0025,
+            "{iommu} ({domain_type}): {per_read} invalidations per read, the driver issues {expected}"
+        );
+        // A whole-domain flush is counted as such and adds no bytes (AMD passes 2^63).
+        assert!(
+            bytes(nvme, "iotlb_flush") <= count(nvme, "iotlb_flush") * (1 << 30),
+            "{iommu}: {} bytes of invalidations",
+            bytes(nvme, "iotlb_flush")
+        );
+        if domain_type == "DMA-FQ" {
+            let deferred = device(&report, "deferred");
+            assert!(count(deferred, "fq_flush") > 0, "{deferred}");
+            assert_eq!(
+                count(deferred, "iotlb_flush_full"),
+                count(deferred, "iotlb_flush"),
+                "the flush queue's invalidations are whole-domain ones: {deferred}"
+            );
+        }
+    }
+}
