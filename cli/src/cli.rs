@@ -105,6 +105,11 @@ pub struct DiagnoseArgs {
     /// difference in the workload's own numbers.
     #[arg(long)]
     pub ab: bool,
+    /// Rerun the workload of this earlier report (its profile with the same parameters, or its
+    /// command) on this kernel and compare with it: after an upgrade, why this kernel is slower
+    /// than the last one. `--set` overrides a parameter (another device name here).
+    #[arg(long, value_name = "OLD.json", conflicts_with_all = ["profile", "ab", "command"])]
+    pub baseline: Option<PathBuf>,
     /// A command to diagnose instead of a profile.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,

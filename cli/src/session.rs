@@ -118,6 +118,11 @@ impl Session {
         let duration_s = self.started.elapsed().as_secs_f64();
         let probes = self.probes.statuses().iter().map(probe_entry).collect();
         let mut warnings = run.warnings;
+        for status in self.probes.statuses() {
+            for caveat in &status.caveats {
+                warnings.push(format!("{}: {caveat}", status.point));
+            }
+        }
         let stacks = self.probes.stack_samples().unwrap_or_else(|e| {
             warnings.push(format!("call paths not sampled: {e}"));
             Vec::new()

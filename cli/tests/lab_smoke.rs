@@ -393,7 +393,7 @@ fn lab_bad_input_is_one_line_and_exit_2() {
     let cases: &[(&[&str], &str)] = &[
         (
             &["--kernel", "5.4", "--", "true"],
-            "lab: unknown kernel '5.4': use 6.1 or 6.12",
+            "lab: unknown kernel '5.4': use one of 5.10 6.1 6.12 6.12-rt 6.18 7.3",
         ),
         (
             &["--iommu", "arm", "--", "true"],

@@ -364,14 +364,19 @@ static __always_inline void iommutop_enter(void *ctx, __u32 op,
 	/* The inherited key is read before the slot is taken: an interrupt arriving in between
 	 * runs to completion and leaves the stack as it found it. */
 	key = own_key ? *own_key : iommutop_current_key(inflight);
-	/* Take the slot atomically: an interrupt that probes a call while this program is still
-	 * filling its frame must get the next slot, not this one. */
-	depth = __sync_fetch_and_add(&inflight->depth, 1);
+	/* Take the slot before filling it: an interrupt that probes a call while this program is
+	 * still filling its frame must get the next slot, not this one. No atomic is needed (nor
+	 * available before 5.12): the stack is only ever shared with interrupts on the same CPU,
+	 * which nest, so one arriving between the load and the store runs its call to the end and
+	 * leaves depth as it found it. The barrier keeps the compiler from sinking the store below
+	 * the frame's fields. */
+	depth = inflight->depth;
 	if (depth >= IOMMUTOP_MAX_NESTING) {
-		__sync_fetch_and_sub(&inflight->depth, 1);
 		iommutop_health_inc(IOMMUTOP_HEALTH_NESTING_OVERFLOW);
 		return;
 	}
+	inflight->depth = depth + 1;
+	asm volatile("" ::: "memory");
 	frame = &inflight->frames[depth & IOMMUTOP_FRAME_MASK];
 	frame->key = key;
 	frame->op = op;

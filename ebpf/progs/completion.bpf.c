@@ -2,8 +2,8 @@
 /*
  * Completed I/O, the denominator of "translation cost per I/O".
  *   block:block_rq_complete (struct request *, blk_status_t, unsigned int nr_bytes): per disk
- *     (rq->q->disk); user space folds the disk into its controller's PCI device. Used for NVMe
- *     rather than nvme:nvme_complete_rq, whose BTF lives in a module.
+ *     (rq->q->disk; rq->rq_disk before 5.16); user space folds the disk into its controller's PCI
+ *     device. Used for NVMe rather than nvme:nvme_complete_rq, whose BTF lives in a module.
  *   napi:napi_poll (struct napi_struct *, int work, int budget): count is the packets the poll
  *     processed, charged to the NIC's parent struct device (the key of its DMA maps), or to the
  *     netdev when it has no parent (virtual devices): the packets a NIC received.
@@ -12,11 +12,25 @@
  */
 #include "common.bpf.h"
 
+/* Before 5.16 a request names its disk itself (rq->rq_disk); since, through its queue. */
+struct request___rq_disk {
+	struct gendisk *rq_disk;
+} __attribute__((preserve_access_index));
+
+static __always_inline struct gendisk *request_disk(struct request *rq)
+{
+	struct request___rq_disk *old = (void *)rq;
+
+	if (bpf_core_field_exists(old->rq_disk))
+		return BPF_CORE_READ(old, rq_disk);
+	return BPF_CORE_READ(rq, q, disk);
+}
+
 SEC("tp_btf")
 int BPF_PROG(completion__block_rq__tp, struct request *rq, blk_status_t error,
 	     unsigned int nr_bytes)
 {
-	struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
+	struct gendisk *disk = request_disk(rq);
 	struct iommutop_dev_key key = {.id = (__u64)disk, .kind = IOMMUTOP_KEY_DISK};
 
 	if (!disk)

@@ -128,6 +128,47 @@ int BPF_KRETPROBE(iommu__unmap__kretprobe, size_t unmapped)
 	return 0;
 }
 
+/*
+ * Before 5.11, VT-d had DMA ops of its own (intel_map_page, intel_map_sg, intel_unmap) that fill
+ * and clear page tables without iommu_map or iommu_unmap; the same point is hooked where they do:
+ *   static int __domain_mapping(struct dmar_domain *, unsigned long iov_pfn,
+ *                               struct scatterlist *sg, unsigned long phys_pfn,
+ *                               unsigned long nr_pages, int prot)
+ *   static struct page *domain_unmap(struct dmar_domain *, unsigned long start_pfn,
+ *                                    unsigned long last_pfn)   (returns pages to free, not errors)
+ * VT-d pages are 4 KiB. The loader attaches them only on kernels that have intel_map_page. There,
+ * iommu_map and iommu_unmap (VFIO) reach them through intel_iommu_map/unmap: twins, counted once.
+ * kprobes only: those kernels have no bpf_get_func_ret for an fexit.
+ */
+#define VTD_PAGE_SHIFT 12
+
+SEC("kprobe")
+int BPF_KPROBE(iommu__intel_domain_mapping__kprobe, void *domain, unsigned long iov_pfn, void *sg,
+	       unsigned long phys_pfn, unsigned long nr_pages)
+{
+	iommutop_enter(ctx, IOMMUTOP_OP_IOMMU_MAP, NULL, nr_pages << VTD_PAGE_SHIFT,
+		       IOMMUTOP_ENTER_TWIN);
+	return 0;
+}
+
+SEC("kprobe")
+int BPF_KPROBE(iommu__intel_domain_unmap__kprobe, void *domain, unsigned long start_pfn,
+	       unsigned long last_pfn)
+{
+	__u64 pages = last_pfn >= start_pfn ? last_pfn - start_pfn + 1 : 0;
+
+	iommutop_enter(ctx, IOMMUTOP_OP_IOMMU_UNMAP, NULL, pages << VTD_PAGE_SHIFT,
+		       IOMMUTOP_ENTER_TWIN);
+	return 0;
+}
+
+SEC("kretprobe")
+int BPF_KRETPROBE(iommu__intel_domain_unmap__kretprobe)
+{
+	iommutop_exit(ctx, IOMMUTOP_OP_IOMMU_UNMAP, 0);
+	return 0;
+}
+
 SEC("tp_btf")
 int BPF_PROG(iommu__map__tp, unsigned long iova, phys_addr_t paddr, size_t size)
 {

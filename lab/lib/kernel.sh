@@ -7,77 +7,161 @@
 # either finds a complete entry or none.
 
 # shellcheck disable=SC2034 # lab/fetch's
-readonly KERNEL_SERIES="6.1 6.12"
+readonly KERNEL_SERIES="5.10 6.1 6.12 6.12-rt 6.18 7.3"
 
 kernel_dir() { echo "$CACHE_DIR/kernels/$1"; }
 kernel_version() { cat "$(kernel_dir "$1")/version"; }
 kernel_ready() { [ -f "$(kernel_dir "$1")/ready" ]; }
+
+# is_kernel_series NAME: NAME is one of the lab's kernels.
+is_kernel_series() {
+  local s
+  for s in $KERNEL_SERIES; do [ "$s" = "$1" ] && return 0; done
+  return 1
+}
 
 # Debian's 6.1 is built without CONFIG_VIRTIO_IOMMU.
 kernel_has_virtio_iommu() {
   grep -qE '^CONFIG_VIRTIO_IOMMU=[ym]' "$(kernel_dir "$1")/boot/config-$(kernel_version "$1")"
 }
 
-# The versioned image package that linux-image-amd64 depends on: bookworm for 6.1,
-# bookworm-backports for 6.12. Prints nothing if apt does not know it.
+# Where each series comes from: the Debian suite, the archive (debian or debian-security) and the
+# image flavour. Each suite gets an apt state of its own under the cache ($CACHE_DIR/apt/SUITE),
+# so the host's apt sources are never changed to reach bullseye or trixie.
+kernel_suite() {
+  case $1 in
+    5.10) echo bullseye-security;;
+    6.1) echo bookworm;;
+    6.12 | 6.12-rt) echo bookworm-backports;;
+    6.18 | 7.3) echo trixie-backports;;
+  esac
+}
+kernel_flavour() { case $1 in *-rt) echo rt-amd64;; *) echo amd64;; esac; }
+kernel_upstream() { echo "${1%-rt}"; }
+
+# The URI of the host's Debian archive (ARCHIVE=debian) or security archive (debian-security),
+# read from its own apt sources: the lab never names a mirror itself.
+host_archive_uri() {
+  local archive=$1 f uri
+  for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list; do
+    [ -f "$f" ] || continue
+    uri=$(awk -v want="$archive" '
+      function consider(u,   n, part) { sub("/+$", "", u); n = split(u, part, "/"); if (part[n] == want) { print u; exit } }
+      /^URIs:/ { for (i = 2; i <= NF; i++) consider($i) }
+      $1 == "deb" { consider($2 ~ /^\[/ ? $3 : $2) }
+    ' "$f")
+    if [ -n "$uri" ]; then echo "$uri"; return 0; fi
+  done
+}
+
+suite_archive() { case $1 in *-security) echo debian-security;; *) echo debian;; esac; }
+
+# suite_apt SUITE ARGS...: apt-get (or apt-cache, with APT_TOOL=apt-cache) on the suite's own state.
+suite_apt() {
+  local suite=$1 root
+  shift
+  root=$CACHE_DIR/apt/$suite
+  "${APT_TOOL:-apt-get}" -q \
+    -o Dir::Etc::SourceList="$root/sources.list" -o Dir::Etc::SourceParts=/dev/null \
+    -o Dir::Etc::Preferences=/dev/null -o Dir::Etc::PreferencesParts=/dev/null \
+    -o Dir::State::Lists="$root/lists" -o Dir::Cache="$root/cache" \
+    -o Dir::State::status=/dev/null -o APT::Sandbox::User=root "$@"
+}
+
+# suite_update SUITE: writes the suite's sources.list (from the host's archive URI) and refreshes
+# its package lists. apt checks the Release signatures with the host's Debian keyring.
+suite_update() {
+  local suite=$1 root archive uri
+  root=$CACHE_DIR/apt/$suite
+  archive=$(suite_archive "$suite")
+  uri=$(host_archive_uri "$archive")
+  if [ -z "$uri" ] && [ "$archive" = debian-security ]; then
+    uri=$(host_archive_uri debian)
+    uri=${uri%/debian}/debian-security
+  fi
+  [ -n "$uri" ] || die_env "found no apt source for the $archive archive in /etc/apt to fetch $suite from: add one to /etc/apt/sources.list.d/"
+  mkdir -p "$root/lists/partial" "$root/cache/archives/partial"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri $suite main" >"$root/sources.list"
+  say "refreshing the package lists of $suite"
+  suite_apt "$suite" update >"$root/update.log" 2>&1 ||
+    die_env "apt-get update for $suite failed: $(grep -iE 'err|fail|sign' "$root/update.log" | tail -n1)"
+  touch "$root/updated"
+}
+
+# kernel_package_lookup SERIES: the newest image package of the series in its suite, e.g.
+# linux-image-5.10.0-46-amd64 or linux-image-7.3.4+deb13-amd64 (not -unsigned, -dbg, cloud).
 kernel_package_lookup() {
-  local series=$1 target=()
-  [ "$series" = 6.12 ] && target=(-t bookworm-backports)
-  apt-cache depends "${target[@]}" linux-image-amd64 2>/dev/null |
-    awk -v re="^linux-image-${series//./\\.}[.-]" '$1 == "Depends:" && $2 ~ re { print $2; exit }'
+  local series=$1 suite upstream flavour
+  suite=$(kernel_suite "$series")
+  upstream=$(kernel_upstream "$series")
+  flavour=$(kernel_flavour "$series")
+  APT_TOOL=apt-cache suite_apt "$suite" pkgnames linux-image- 2>/dev/null |
+    grep -E "^linux-image-${upstream//./\\.}[.-][0-9][0-9.]*(-[0-9]+|\+deb[0-9]+)?-${flavour}\$" |
+    sort -V | tail -n1
 }
 
 kernel_package() {
-  local pkg
-  pkg=$(kernel_package_lookup "$1")
+  local series=$1 suite pkg
+  suite=$(kernel_suite "$series")
+  [ -f "$CACHE_DIR/apt/$suite/updated" ] || suite_update "$suite"
+  pkg=$(kernel_package_lookup "$series")
   if [ -z "$pkg" ]; then
-    apt_update
-    pkg=$(kernel_package_lookup "$1")
+    suite_update "$suite"
+    pkg=$(kernel_package_lookup "$series")
   fi
-  [ -n "$pkg" ] ||
-    die_env "apt knows no linux-image-amd64 for kernel $1 (6.1 comes from bookworm, 6.12 from bookworm-backports): run scripts/install-deps"
+  [ -n "$pkg" ] || die_env "$suite has no $(kernel_flavour "$series") image of Linux $(kernel_upstream "$series")"
   echo "$pkg"
 }
 
-apt_update() {
-  say "refreshing the apt package lists"
-  apt-get update -qq >/dev/null 2>&1 || say "apt-get update failed; trying with the lists we have"
+# kernel_parts SERIES IMAGE_PACKAGE: the packages that hold the image and its modules. Since 7.x,
+# Debian splits the kernel into linux-binary-VERSION and linux-modules-VERSION, on which the
+# linux-image package depends; before, the image package holds both.
+kernel_parts() {
+  local suite parts
+  suite=$(kernel_suite "$1")
+  parts=$(APT_TOOL=apt-cache suite_apt "$suite" depends "$2" 2>/dev/null |
+    awk -v ver="${2#linux-image-}" '$1 == "Depends:" && ($2 == "linux-binary-" ver || $2 == "linux-modules-" ver || $2 == "linux-base-" ver) { print $2 }' | sort -u)
+  if [ -n "$parts" ]; then echo "$parts"; else echo "$2"; fi
 }
 
-# apt_download PACKAGE DIR LOG: the .deb into DIR. apt drops privileges to _apt, which cannot
-# write into our root-owned temporary directory: download as root.
-apt_download() {
-  (cd "$2" && apt-get download -q -o APT::Sandbox::User=root "$1") >"$3" 2>&1
-}
-
-# download_kernel SERIES DIR: downloads the package into DIR; prints the .deb's path. Retries
-# once after refreshing the package lists (a point release removes the old image from mirrors).
+# download_kernel SERIES DIR: downloads the series' packages into DIR; a failed download is
+# retried once after refreshing the lists (a point release removes the old image from mirrors).
 download_kernel() {
-  local series=$1 dir=$2 pkg deb
-  pkg=$(kernel_package "$series")
-  say "downloading $pkg for kernel $series (first run only)"
-  if ! apt_download "$pkg" "$dir" "$dir/apt.log"; then
-    apt_update
+  local series=$1 dir=$2 suite pkg part attempt
+  suite=$(kernel_suite "$series")
+  for attempt in 1 2; do
+    [ "$attempt" = 1 ] || suite_update "$suite"
     pkg=$(kernel_package "$series")
-    apt_download "$pkg" "$dir" "$dir/apt.log" ||
-      die_env "downloading $pkg failed: $(grep -v '^ *$' "$dir/apt.log" | tail -n1)"
-  fi
-  deb=$(find "$dir" -maxdepth 1 -name "${pkg}_*.deb" | head -n1)
-  [ -n "$deb" ] || die_env "apt-get download $pkg left no .deb in $dir"
-  echo "$pkg" >"$dir/package"
-  echo "$deb"
+    say "downloading $pkg from $suite for kernel $series (first run only)"
+    rm -f "$dir"/*.deb
+    for part in $(kernel_parts "$series" "$pkg"); do
+      (cd "$dir" && suite_apt "$suite" download "$part") >"$dir/apt.log" 2>&1 || continue 2
+    done
+    echo "$pkg" >"$dir/package"
+    return 0
+  done
+  die_env "downloading $pkg failed: $(grep -v '^ *$' "$dir/apt.log" | tail -n1)"
 }
 
-# unpack_kernel DEB ROOT OUT: the image package's boot/ and lib/modules/ into OUT, with modules.dep.
+# unpack_kernel ROOT OUT DEB...: the packages' boot/ and lib/modules/ into OUT, with modules.dep.
 unpack_kernel() {
-  local deb=$1 root=$2 out=$3 mods version
-  dpkg-deb -x "$deb" "$root" || die_env "dpkg-deb could not unpack $deb"
+  local root=$1 out=$2 deb mods version
+  shift 2
+  for deb in "$@"; do
+    dpkg-deb -x "$deb" "$root" || die_env "dpkg-deb could not unpack $deb"
+  done
   mods=$root/lib/modules
   [ -d "$mods" ] || mods=$root/usr/lib/modules
   version=$(find "$mods" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | head -n1)
-  if [ -z "$version" ] || [ ! -f "$root/boot/vmlinuz-$version" ]; then
-    die_env "$deb holds no kernel image and modules"
-  fi
+  [ -n "$version" ] || die_env "$* hold no kernel modules"
+  # The split packages keep the image, config and System.map beside the modules.
+  mkdir -p "$root/boot"
+  for f in vmlinuz config System.map; do
+    if [ ! -f "$root/boot/$f-$version" ] && [ -f "$mods/$version/$f" ]; then
+      mv "$mods/$version/$f" "$root/boot/$f-$version"
+    fi
+  done
+  [ -f "$root/boot/vmlinuz-$version" ] || die_env "$* hold no kernel image"
   mkdir -p "$out/lib/modules"
   mv "$root/boot" "$out/boot"
   mv "$mods/$version" "$out/lib/modules/$version"
@@ -87,15 +171,17 @@ unpack_kernel() {
 
 # Runs under the series' lock.
 fetch_kernel_locked() {
-  local series=$1 final tmp deb
+  local series=$1 final tmp debs
   final=$(kernel_dir "$series")
   [ -f "$final/ready" ] && return 0 # fetched by another run while we waited for the lock
   rm -rf "$CACHE_DIR/kernels/.fetch-$series".* # left by an interrupted fetch (we hold the lock)
   tmp=$(mktemp -d "$CACHE_DIR/kernels/.fetch-$series.XXXXXX")
   fetch_tmp=$tmp
   trap 'rm -rf "$fetch_tmp"' EXIT # in with_lock's subshell: cleans up a failed fetch
-  deb=$(download_kernel "$series" "$tmp")
-  unpack_kernel "$deb" "$tmp/root" "$tmp/entry"
+  download_kernel "$series" "$tmp"
+  debs=("$tmp"/*.deb)
+  [ -f "${debs[0]}" ] || die_env "apt-get download left no .deb for kernel $series in $tmp"
+  unpack_kernel "$tmp/root" "$tmp/entry" "${debs[@]}"
   mv "$tmp/package" "$tmp/entry/package"
   touch "$tmp/entry/ready"
   rm -rf "$final"
@@ -109,6 +195,7 @@ ensure_kernel() {
   kernel_ready "$1" && return 0
   require_cache_dir
   require_tool apt-get apt
+  require_tool dpkg-deb dpkg
   require_tool depmod kmod
   with_lock "$1" fetch_kernel_locked "$1"
 }

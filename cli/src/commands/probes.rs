@@ -102,6 +102,7 @@ pub fn status_json(status: &PointStatus) -> serde_json::Value {
             "tier": r.tier.name(),
             "reason": r.reason,
         })).collect::<Vec<_>>(),
+        "caveats": status.caveats,
     })
 }
 
@@ -135,6 +136,9 @@ fn table(statuses: &[PointStatus]) -> String {
                 "",
                 refusal.reason
             ));
+        }
+        for caveat in &status.caveats {
+            out.push_str(&format!("{:<16} {:<11} {:<8} ⚠ {caveat}\n", "", "", ""));
         }
     }
     out

@@ -2,6 +2,36 @@
 
 use std::path::Path;
 
+/// The names of the functions this kernel has (built-in and loaded modules), whatever
+/// kptr_restrict hides of their addresses: what can be hooked by name.
+pub struct KernelFunctions {
+    names: std::collections::HashSet<String>,
+}
+
+impl KernelFunctions {
+    pub fn load(path: &Path) -> std::io::Result<KernelFunctions> {
+        Ok(KernelFunctions::parse(&std::fs::read_to_string(path)?))
+    }
+
+    pub fn parse(text: &str) -> KernelFunctions {
+        let names = text
+            .lines()
+            .filter_map(|line| {
+                let mut fields = line.split_whitespace();
+                let _address = fields.next()?;
+                let kind = fields.next()?;
+                let name = fields.next()?;
+                matches!(kind, "t" | "T" | "w" | "W").then(|| name.to_string())
+            })
+            .collect();
+        KernelFunctions { names }
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.names.contains(name)
+    }
+}
+
 pub struct Kallsyms {
     /// (start address, name), sorted by address; text symbols only.
     symbols: Vec<(u64, String)>,
@@ -50,6 +80,16 @@ ffffffff81234700 t __iommu_dma_map
 ffffffff81300000 D some_data
 ffffffffc0001000 t e1000_xmit_frame\t[e1000e]
 ";
+
+    #[test]
+    fn function_names_are_known_even_with_hidden_addresses() {
+        let hidden = SAMPLE.replace("ffffffff", "00000000");
+        let functions = KernelFunctions::parse(&hidden);
+        assert!(functions.contains("dma_map_page_attrs"));
+        assert!(functions.contains("e1000_xmit_frame"));
+        assert!(!functions.contains("some_data"));
+        assert!(!functions.contains("dma_map_phys"));
+    }
 
     #[test]
     fn addresses_resolve_to_the_enclosing_function() {

@@ -6,7 +6,7 @@ use super::abi::{
     iommutop_stack_value, IOMMUTOP_NAME_LEN,
 };
 use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
-use super::kallsyms::Kallsyms;
+use super::kallsyms::{Kallsyms, KernelFunctions};
 use super::status::{HookOutcome, PointStatus, Refusal};
 use super::table::{FunctionHook, Point, Tier, TracepointHook, POINTS};
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, StackTraceMap};
@@ -125,9 +125,10 @@ impl Probes {
         } else {
             None
         };
+        let mut kernel = KernelSupport::probe();
         let statuses: Vec<PointStatus> = POINTS
             .iter()
-            .map(|point| attach_point(&mut ebpf, &btf, point))
+            .map(|point| attach_point(&mut ebpf, &btf, &mut kernel, point))
             .collect();
         if statuses.iter().all(|s| s.tier.is_none()) {
             let reasons = statuses
@@ -394,12 +395,15 @@ pub fn verify_all_programs() -> Result<Vec<ProgramVerdict>, LoadError> {
     };
     for point in POINTS {
         for hook in point.functions {
-            let result = program::<FEntry>(&mut ebpf, hook.fentry.0)
-                .and_then(|p| p.load(hook.symbol, &btf).map_err(|e| describe(&e)));
-            record(hook.fentry.0, hook.symbol.to_string(), Tier::Fentry, result);
-            let result = program::<FExit>(&mut ebpf, hook.fentry.1)
-                .and_then(|p| p.load(hook.symbol, &btf).map_err(|e| describe(&e)));
-            record(hook.fentry.1, hook.symbol.to_string(), Tier::Fentry, result);
+            if let Some((entry, exit)) = hook.fentry {
+                let result = program::<FEntry>(&mut ebpf, entry)
+                    .and_then(|p| p.load(hook.symbol, &btf).map_err(|e| describe(&e)));
+                record(entry, hook.symbol.to_string(), Tier::Fentry, result);
+                let result = program::<FExit>(&mut ebpf, exit)
+                    .and_then(|p| p.load(hook.symbol, &btf).map_err(|e| describe(&e)))
+                    .map_err(|e| missing_func_ret(&e).map_or(e, str::to_string));
+                record(exit, hook.symbol.to_string(), Tier::Fentry, result);
+            }
             for name in [hook.kprobe.0, hook.kprobe.1] {
                 let result = program::<KProbe>(&mut ebpf, name).and_then(load_once);
                 record(name, hook.symbol.to_string(), Tier::Kprobe, result);
@@ -441,12 +445,24 @@ pub fn verify_all_programs() -> Result<Vec<ProgramVerdict>, LoadError> {
 /// else kprobe: a function in a module has no vmlinux BTF for fentry but takes a kprobe), and the
 /// tracepoints only when no function could be hooked (they see the same calls: both would count
 /// them twice). The point's tier is the costliest its hooks got.
-fn attach_point(ebpf: &mut Ebpf, btf: &Btf, point: &'static Point) -> PointStatus {
+fn attach_point(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    kernel: &mut KernelSupport,
+    point: &'static Point,
+) -> PointStatus {
     let mut hooks = Vec::new();
     let mut fentry_refused = Vec::new();
     let mut kprobe_refused = Vec::new();
     for function in point.functions {
-        let fentry = attach_fentry(ebpf, btf, function);
+        if !kernel.is_era_of(function) {
+            continue;
+        }
+        if let Some(absent) = kernel.absence(function.symbol) {
+            kprobe_refused.push(absent);
+            continue;
+        }
+        let fentry = kernel.attach_fentry(ebpf, btf, function);
         if fentry.is_attached() {
             hooks.push(fentry.at(Tier::Fentry));
             continue;
@@ -481,6 +497,7 @@ fn attach_point(ebpf: &mut Ebpf, btf: &Btf, point: &'static Point) -> PointStatu
             tier,
             hooks,
             refused,
+            caveats: kernel.caveats_of(point),
         };
     }
     if !kprobe_refused.is_empty() {
@@ -509,6 +526,7 @@ fn attach_point(ebpf: &mut Ebpf, btf: &Btf, point: &'static Point) -> PointStatu
                 .map(|o| o.at(Tier::Tracepoint))
                 .collect(),
             refused,
+            caveats: kernel.caveats_of(point),
         };
     } else {
         refused.push(Refusal {
@@ -522,20 +540,106 @@ fn attach_point(ebpf: &mut Ebpf, btf: &Btf, point: &'static Point) -> PointStatu
         tier: None,
         hooks: Vec::new(),
         refused,
+        caveats: Vec::new(),
     }
 }
 
-fn attach_fentry(ebpf: &mut Ebpf, btf: &Btf, hook: &FunctionHook) -> HookOutcome {
-    let (entry, exit) = hook.fentry;
+/// What the running kernel offers, learnt while attaching: which functions exist, and whether an
+/// fexit program can read a return value (bpf_get_func_ret, 5.17+), found out by the first fexit
+/// the verifier refuses for it, so that no later one is tried.
+struct KernelSupport {
+    functions: Option<KernelFunctions>,
+    fexit_refusal: Option<String>,
+}
+
+impl KernelSupport {
+    fn probe() -> KernelSupport {
+        KernelSupport {
+            functions: KernelFunctions::load(Path::new("/proc/kallsyms")).ok(),
+            fexit_refusal: None,
+        }
+    }
+
+    /// Whether the hook belongs on this kernel (see [`FunctionHook::only_with`]).
+    fn is_era_of(&self, hook: &FunctionHook) -> bool {
+        match (hook.only_with, &self.functions) {
+            (Some(marker), Some(functions)) => functions.contains(marker),
+            (Some(_), None) => false,
+            (None, _) => true,
+        }
+    }
+
+    /// The point's known gaps on this kernel.
+    fn caveats_of(&self, point: &Point) -> Vec<&'static str> {
+        let Some(functions) = &self.functions else {
+            return Vec::new();
+        };
+        point
+            .caveats
+            .iter()
+            .filter(|c| functions.contains(c.era_marker))
+            .map(|c| c.says)
+            .collect()
+    }
+
+    /// The outcome of a function this kernel does not have, said plainly, without trying it.
+    fn absence(&self, symbol: &str) -> Option<HookOutcome> {
+        let functions = self.functions.as_ref()?;
+        (!functions.contains(symbol)).then(|| {
+            HookOutcome::absent(
+                symbol,
+                "not in this kernel (renamed, inlined, another vendor's or a module not loaded)",
+            )
+        })
+    }
+
+    fn attach_fentry(&mut self, ebpf: &mut Ebpf, btf: &Btf, hook: &FunctionHook) -> HookOutcome {
+        let Some(programs) = hook.fentry else {
+            return HookOutcome::new(
+                hook.symbol,
+                Err(format!(
+                    "no fentry program: {} is only in kernels whose fexit cannot read a return value",
+                    hook.symbol
+                )),
+            );
+        };
+        if let Some(refusal) = &self.fexit_refusal {
+            return HookOutcome::new(hook.symbol, Err(refusal.clone()));
+        }
+        let outcome = attach_fentry(ebpf, btf, hook.symbol, programs);
+        if let Some(refusal) = outcome.error.as_deref().and_then(missing_func_ret) {
+            self.fexit_refusal = Some(refusal.to_string());
+            return HookOutcome::new(hook.symbol, Err(refusal.to_string()));
+        }
+        outcome
+    }
+}
+
+/// BPF_FUNC_get_func_ret's number, which a verifier that does not know the helper prints.
+const GET_FUNC_RET_HELPER: &str = "unknown#184";
+
+/// Plain words for a verifier that refused an fexit program for want of bpf_get_func_ret.
+fn missing_func_ret(error: &str) -> Option<&'static str> {
+    (error.contains(GET_FUNC_RET_HELPER) || error.contains("bpf_get_func_ret")).then_some(
+        "this kernel's fexit programs cannot read a return value (bpf_get_func_ret is Linux 5.17+): kprobes instead",
+    )
+}
+
+fn attach_fentry(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    symbol: &str,
+    (entry, exit): (&str, &str),
+) -> HookOutcome {
     let result = (|| -> Result<(), String> {
         // The exit is attached first: an exit without its entry is harmless, the reverse leaves
         // frames that are never popped.
         let fexit: &mut FExit = program(ebpf, exit)?;
-        fexit.load(hook.symbol, btf).map_err(|e| describe(&e))?;
+        fexit.load(symbol, btf).map_err(|e| describe(&e))?;
         let exit_link = fexit.attach().map_err(|e| describe(&e))?;
         let fentry: &mut FEntry = program(ebpf, entry)?;
         let entry_result = fentry
-            .load(hook.symbol, btf)
+            .load(symbol, btf)
             .map_err(|e| describe(&e))
             .and_then(|()| fentry.attach().map(|_| ()).map_err(|e| describe(&e)));
         if let Err(e) = entry_result {
@@ -545,7 +649,7 @@ fn attach_fentry(ebpf: &mut Ebpf, btf: &Btf, hook: &FunctionHook) -> HookOutcome
         }
         Ok(())
     })();
-    HookOutcome::new(hook.symbol, result)
+    HookOutcome::new(symbol, result)
 }
 
 fn attach_kprobe(ebpf: &mut Ebpf, hook: &FunctionHook) -> HookOutcome {

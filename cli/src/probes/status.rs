@@ -52,6 +52,16 @@ impl HookOutcome {
         }
     }
 
+    /// A function this kernel does not have, with the reason in plain words.
+    pub fn absent(symbol: &str, reason: &str) -> HookOutcome {
+        HookOutcome {
+            hook: symbol.to_string(),
+            error: Some(reason.to_string()),
+            absent: true,
+            tier: None,
+        }
+    }
+
     pub fn is_attached(&self) -> bool {
         self.error.is_none()
     }
@@ -102,6 +112,8 @@ pub struct PointStatus {
     pub tier: Option<Tier>,
     pub hooks: Vec<HookOutcome>,
     pub refused: Vec<Refusal>,
+    /// What the point is known to miss on this kernel (see `table::EraCaveat`).
+    pub caveats: Vec<&'static str>,
 }
 
 impl PointStatus {

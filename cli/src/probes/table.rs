@@ -35,10 +35,15 @@ pub struct FunctionHook {
     pub symbol: &'static str,
     /// Kernels the symbol exists in, for humans (the loader checks the running kernel).
     pub kernels: &'static str,
-    /// fentry and fexit programs (each bound to this one function when loaded).
-    pub fentry: (&'static str, &'static str),
+    /// fentry and fexit programs (each bound to this one function when loaded); None where the
+    /// function only exists on kernels whose fexit cannot read a return value (before 5.17).
+    pub fentry: Option<(&'static str, &'static str)>,
     /// kprobe and kretprobe programs (may be shared with other functions of the same shape).
     pub kprobe: (&'static str, &'static str),
+    /// Attach only on kernels that have this function too: an era's own code path, whose
+    /// function names live on in later kernels with other callers (VT-d's `__domain_mapping`
+    /// is hooked only where `intel_map_page`, the pre-5.11 DMA ops, exists).
+    pub only_with: Option<&'static str>,
 }
 
 /// A kernel tracepoint, attached as a BTF-typed tracepoint (`tp_btf`).
@@ -58,6 +63,15 @@ pub struct Point {
     pub what: &'static str,
     pub functions: &'static [FunctionHook],
     pub tracepoints: &'static [TracepointHook],
+    /// What the point misses on the kernels of an era, said in every report made there.
+    pub caveats: &'static [EraCaveat],
+}
+
+/// A known gap of a point on the kernels that have `era_marker`.
+#[derive(Debug, Clone, Copy)]
+pub struct EraCaveat {
+    pub era_marker: &'static str,
+    pub says: &'static str,
 }
 
 const fn function(
@@ -69,8 +83,26 @@ const fn function(
     FunctionHook {
         symbol,
         kernels,
-        fentry,
+        fentry: Some(fentry),
         kprobe,
+        only_with: None,
+    }
+}
+
+/// A function of one kernel era's own code path, hooked by kprobe only where `era_marker`
+/// exists (see [`FunctionHook::only_with`]).
+const fn era_function(
+    symbol: &'static str,
+    kernels: &'static str,
+    era_marker: &'static str,
+    kprobe: (&'static str, &'static str),
+) -> FunctionHook {
+    FunctionHook {
+        symbol,
+        kernels,
+        fentry: None,
+        kprobe,
+        only_with: Some(era_marker),
     }
 }
 
@@ -130,6 +162,7 @@ pub const POINTS: &[Point] = &[
             tracepoint("dma", "dma_map_phys", "6.18+", "dma__map__tp"),
             tracepoint("dma", "dma_map_sg", "6.12+", "dma__map_sg__tp"),
         ],
+        caveats: &[],
     },
     Point {
         name: "dma_unmap",
@@ -166,6 +199,7 @@ pub const POINTS: &[Point] = &[
             tracepoint("dma", "dma_unmap_phys", "6.18+", "dma__unmap__tp"),
             tracepoint("dma", "dma_unmap_sg", "6.12+", "dma__unmap_sg__tp"),
         ],
+        caveats: &[],
     },
     Point {
         name: "iommu_map",
@@ -199,8 +233,18 @@ pub const POINTS: &[Point] = &[
                 ),
                 ("iommu__map_sg__kprobe", "iommu__map_sg__kretprobe"),
             ),
+            era_function(
+                "__domain_mapping",
+                "<=5.10 (VT-d's own DMA ops)",
+                "intel_map_page",
+                (
+                    "iommu__intel_domain_mapping__kprobe",
+                    "iommu__map__kretprobe",
+                ),
+            ),
         ],
         tracepoints: &[tracepoint("iommu", "map", "all", "iommu__map__tp")],
+        caveats: &[],
     },
     Point {
         name: "iommu_unmap",
@@ -219,8 +263,18 @@ pub const POINTS: &[Point] = &[
                 ("iommu__unmap_fast__fentry", "iommu__unmap_fast__fexit"),
                 ("iommu__unmap__kprobe", "iommu__unmap__kretprobe"),
             ),
+            era_function(
+                "domain_unmap",
+                "<=5.10 (VT-d's own DMA ops)",
+                "intel_map_page",
+                (
+                    "iommu__intel_domain_unmap__kprobe",
+                    "iommu__intel_domain_unmap__kretprobe",
+                ),
+            ),
         ],
         tracepoints: &[tracepoint("iommu", "unmap", "all", "iommu__unmap__tp")],
+        caveats: &[],
     },
     Point {
         name: "iova_alloc",
@@ -233,6 +287,7 @@ pub const POINTS: &[Point] = &[
             ("iova__alloc_fast__kprobe", "iova__alloc_fast__kretprobe"),
         )],
         tracepoints: &[],
+        caveats: &[],
     },
     Point {
         name: "iova_alloc_slow",
@@ -245,6 +300,7 @@ pub const POINTS: &[Point] = &[
             ("iova__alloc_slow__kprobe", "iova__alloc_slow__kretprobe"),
         )],
         tracepoints: &[],
+        caveats: &[],
     },
     Point {
         name: "iova_free",
@@ -257,6 +313,12 @@ pub const POINTS: &[Point] = &[
             ("iova__free_fast__kprobe", "iova__free_fast__kretprobe"),
         )],
         tracepoints: &[],
+        caveats: &[EraCaveat {
+            era_marker: "init_iova_flush_queue",
+            says: "IOVAs freed by a lazy domain's flush queue are not seen on this kernel \
+                   (free_iova_fast is inlined into iova.c's fq_ring_free, before 5.17); \
+                   strict unmaps' frees are counted",
+        }],
     },
     Point {
         name: "iotlb_sync",
@@ -289,6 +351,7 @@ pub const POINTS: &[Point] = &[
             ),
         ],
         tracepoints: &[],
+        caveats: &[],
     },
     Point {
         name: "iotlb_flush",
@@ -368,6 +431,7 @@ pub const POINTS: &[Point] = &[
             "6.1+ (VT-d)",
             "iotlb__qi_submit__tp",
         )],
+        caveats: &[],
     },
     Point {
         name: "fq_flush",
@@ -380,6 +444,7 @@ pub const POINTS: &[Point] = &[
             ("iotlb__fq_timeout__kprobe", "iotlb__fq_timeout__kretprobe"),
         )],
         tracepoints: &[],
+        caveats: &[],
     },
     Point {
         name: "dma_alloc",
@@ -409,6 +474,7 @@ pub const POINTS: &[Point] = &[
             ),
         ],
         tracepoints: &[],
+        caveats: &[],
     },
     Point {
         name: "dma_free",
@@ -435,6 +501,7 @@ pub const POINTS: &[Point] = &[
             ),
         ],
         tracepoints: &[],
+        caveats: &[],
     },
     Point {
         name: "block_complete",
@@ -447,6 +514,7 @@ pub const POINTS: &[Point] = &[
             "all",
             "completion__block_rq__tp",
         )],
+        caveats: &[],
     },
     Point {
         name: "napi_poll",
@@ -459,6 +527,7 @@ pub const POINTS: &[Point] = &[
             "all",
             "completion__napi_poll__tp",
         )],
+        caveats: &[],
     },
     Point {
         name: "net_xmit",
@@ -471,6 +540,7 @@ pub const POINTS: &[Point] = &[
             "all",
             "completion__net_dev_xmit__tp",
         )],
+        caveats: &[],
     },
 ];
 
@@ -525,9 +595,9 @@ mod tests {
     fn fentry_programs_are_not_shared() {
         let mut seen = HashSet::new();
         for p in POINTS {
-            for f in p.functions {
-                assert!(seen.insert(f.fentry.0), "{} shared", f.fentry.0);
-                assert!(seen.insert(f.fentry.1), "{} shared", f.fentry.1);
+            for (entry, exit) in p.functions.iter().filter_map(|f| f.fentry) {
+                assert!(seen.insert(entry), "{entry} shared");
+                assert!(seen.insert(exit), "{exit} shared");
             }
         }
     }
@@ -536,12 +606,11 @@ mod tests {
     fn program_names_follow_family_hook_tier() {
         for p in POINTS {
             for f in p.functions {
-                for (name, suffix) in [
-                    (f.fentry.0, "__fentry"),
-                    (f.fentry.1, "__fexit"),
-                    (f.kprobe.0, "__kprobe"),
-                    (f.kprobe.1, "__kretprobe"),
-                ] {
+                let fentry = f.fentry.map_or(Vec::new(), |(entry, exit)| {
+                    vec![(entry, "__fentry"), (exit, "__fexit")]
+                });
+                let kprobe = [(f.kprobe.0, "__kprobe"), (f.kprobe.1, "__kretprobe")];
+                for (name, suffix) in fentry.into_iter().chain(kprobe) {
                     assert!(name.ends_with(suffix), "{name} should end with {suffix}");
                     assert_eq!(
                         name.matches("__").count(),

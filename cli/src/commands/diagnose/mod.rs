@@ -1,4 +1,5 @@
-//! `iommutop diagnose [--profile P] [--device ADDR] [--ab] [--json FILE] [-- COMMAND...]`: the
+//! `iommutop diagnose [--profile P | --baseline OLD.json] [--device ADDR] [--ab] [--json FILE]
+//! [-- COMMAND...]`: the
 //! system facts that decide translation, then a workload under the probes, and a verdict per
 //! device: what translation costs per unit of work and in CPU share, where the time goes, which
 //! call paths pay it, and what to try — with `--ab`, the gain of identity measured on the same
@@ -22,6 +23,7 @@ use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use crate::sysinfo;
 use anyhow::{anyhow, Context};
+use iommutop_model::compare::compare;
 use iommutop_model::diagnose::{folded_stacks, render_system, verdict};
 use iommutop_model::report::Report;
 use plan::Plan;
@@ -35,7 +37,15 @@ const INTERVAL: Duration = Duration::from_secs(1);
 
 pub fn run(args: &DiagnoseArgs) -> Outcome<ExitCode> {
     let facts = sysinfo::collect(Path::new("/")).context("reading system facts")?;
-    if !facts.iommu_present() && args.command.is_empty() && args.profile.is_none() {
+    let baseline = match &args.baseline {
+        Some(path) => Some((path, Report::read(path).map_err(Failure::usage)?)),
+        None => None,
+    };
+    if !facts.iommu_present()
+        && args.command.is_empty()
+        && args.profile.is_none()
+        && baseline.is_none()
+    {
         print!("{}", render_system(&facts));
         println!(
             "\nverdict: no IOMMU translates DMA on this machine, so translation costs nothing \
@@ -44,7 +54,10 @@ pub fn run(args: &DiagnoseArgs) -> Outcome<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let plan = plan::choose(args, &facts)?;
+    let plan = match &baseline {
+        Some((path, report)) => plan::from_baseline(path, report, &args.set)?,
+        None => plan::choose(args, &facts)?,
+    };
     check(&plan)?;
     let ab_device = if args.ab {
         Some(ab::device_for(args, &plan, &facts)?)
@@ -89,6 +102,17 @@ pub fn run(args: &DiagnoseArgs) -> Outcome<ExitCode> {
     if let Some(ab) = &ab {
         println!();
         print!("{}", ab.render());
+    }
+    if let Some((path, old)) = &baseline {
+        let comparison = compare(old, &first.report);
+        println!(
+            "\nagainst the baseline (A: {}, B: this run):",
+            path.display()
+        );
+        print!(
+            "{}",
+            comparison.render((&path.display().to_string(), "this run"))
+        );
     }
     if let Some(failure) = first.failure {
         return Err(failure);

@@ -5,8 +5,11 @@ use crate::cli::DiagnoseArgs;
 use crate::exit::{Failure, Outcome};
 use anyhow::anyhow;
 use iommutop_model::facts::{DeviceFacts, HostFacts};
+use iommutop_model::report::Report;
 use iommutop_workloads::process::find_in_path;
 use iommutop_workloads::{Profile, ProfileSet};
+use serde_json::Value;
+use std::path::Path;
 
 /// The profile picked for a NIC.
 pub const NIC_PROFILE: &str = "tcp-rr-1k";
@@ -82,6 +85,62 @@ pub fn choose(args: &DiagnoseArgs, facts: &HostFacts) -> Outcome<Plan> {
             .map_err(|e| Failure::usage(anyhow!("--duration: {e}")))?;
     }
     Ok(Plan::Profile(Box::new(profile)))
+}
+
+/// The workload of an earlier report, to run again here: its profile with the parameters it ran
+/// with (then `overrides`), else its command.
+pub fn from_baseline(path: &Path, baseline: &Report, overrides: &[String]) -> Outcome<Plan> {
+    let shown = path.display();
+    let run = &baseline.run;
+    let profile_name = run.profile.as_deref().filter(|name| {
+        // `diagnose -- COMMAND` names its run "diagnose": the command is the workload.
+        *name != "diagnose" || run.command.is_empty()
+    });
+    let Some(name) = profile_name else {
+        if run.command.is_empty() {
+            return Err(Failure::usage(anyhow!(
+                "--baseline {shown}: the report names no workload to run again (no profile, no \
+                 command); record the baseline with `iommutop run PROFILE --json` or `diagnose --json`"
+            )));
+        }
+        if !overrides.is_empty() {
+            return Err(Failure::usage(anyhow!(
+                "--baseline {shown} ran a command (`{}`): --set applies to profiles only",
+                run.command.join(" ")
+            )));
+        }
+        return Ok(Plan::Command(run.command.clone()));
+    };
+    let mut profile = ProfileSet::discover().find(name).map_err(|e| {
+        Failure::usage(anyhow!(
+            "--baseline {shown}: its profile cannot run here: {e}"
+        ))
+    })?;
+    let params = run.workload.as_ref().map(|w| &w.params);
+    for (key, value) in params.into_iter().flatten() {
+        let assignment = format!("{key}={}", param_text(value));
+        profile.set(&assignment).map_err(|e| {
+            Failure::usage(anyhow!(
+                "--baseline {shown}: its parameter {assignment} does not apply here: {e}"
+            ))
+        })?;
+    }
+    for assignment in overrides {
+        profile
+            .set(assignment)
+            .map_err(|e| Failure::usage(anyhow!("--set {assignment}: {e}")))?;
+    }
+    Ok(Plan::Profile(Box::new(profile)))
+}
+
+/// A parameter as `--set` writes it: strings bare, lists comma-separated, numbers and booleans
+/// as JSON prints them.
+fn param_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items.iter().map(param_text).collect::<Vec<_>>().join(","),
+        other => other.to_string(),
+    }
 }
 
 fn find(name: &str) -> Outcome<Profile> {
@@ -187,5 +246,20 @@ fn default_plan(facts: &HostFacts, device: Option<&DeviceFacts>) -> Outcome<Defa
                     ))
                 })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn report_parameters_are_written_as_set_takes_them() {
+        assert_eq!(param_text(&json!("eth0")), "eth0");
+        assert_eq!(param_text(&json!(["eth0", "eth1"])), "eth0,eth1");
+        assert_eq!(param_text(&json!(3.5)), "3.5");
+        assert_eq!(param_text(&json!(32)), "32");
+        assert_eq!(param_text(&json!(true)), "true");
     }
 }
