@@ -425,7 +425,7 @@ fn lab_bad_input_is_one_line_and_exit_2() {
     for (args, needle) in [
         (
             &["--kernel", "5.4"][..],
-            "lab: unknown kernel '5.4': use 6.1, 6.12 or all",
+            "lab: unknown kernel '5.4': use one of 5.10 6.1 6.12 6.12-rt 6.18 7.3, or all",
         ),
         (&["--frobnicate"][..], "unknown argument '--frobnicate'"),
     ] {
