@@ -27,6 +27,8 @@ pub enum FindingKind {
     Translation,
     /// Strict against lazy invalidation.
     Invalidation,
+    /// Both runs translate, through different kernel code (an era's own DMA ops).
+    CodePath,
     /// Translation time per unit changed beyond noise.
     Cost,
     /// Maps, syncs or invalidations per unit changed.
@@ -65,6 +67,7 @@ pub fn findings(c: &Comparison) -> Vec<Finding> {
             out.push(translation_finding(c, &devices, on, off));
         }
     }
+    out.extend(code_path_finding(c));
     out.extend(invalidation_findings(c));
     out.extend(cost_findings(c));
     out.extend(count_findings(c));
@@ -208,6 +211,36 @@ fn translation_finding(c: &Comparison, devices: &[&DeviceChange], on: &str, off:
         headline,
         details,
     }
+}
+
+/// Both runs translate a device, through different code: the per-unit work and time each path
+/// costs it, side by side.
+fn code_path_finding(c: &Comparison) -> Option<Finding> {
+    let path = c.host.iter().find(|h| h.what == super::DMA_PATH)?;
+    let devices = by_key(
+        c.devices
+            .iter()
+            .filter(|d| d.transition == Transition::Both)
+            .collect(),
+    );
+    if devices.is_empty() {
+        return None;
+    }
+    let mut details = vec![format!("A: {}", path.a), format!("B: {}", path.b)];
+    for d in &devices {
+        details.push(work_line(c, d));
+    }
+    Some(Finding {
+        kind: FindingKind::CodePath,
+        share_of_gap: share_sum(&devices),
+        headline: format!(
+            "{} translated through different kernel code in A and B: the IOMMU work per {} \
+             below is what each path costs",
+            who(&devices),
+            c.unit
+        ),
+        details,
+    })
 }
 
 fn invalidation_findings(c: &Comparison) -> Vec<Finding> {

@@ -17,6 +17,7 @@
 
 pub mod explain;
 pub mod noise;
+pub mod path;
 pub mod threshold;
 pub mod work;
 
@@ -292,6 +293,9 @@ pub fn config_role(option: &str) -> Role {
     }
 }
 
+/// The host difference naming the code that translates DMA (see [`path`]).
+pub const DMA_PATH: &str = "DMA translation code";
+
 fn host_differences(a: &Report, b: &Report) -> Vec<HostDifference> {
     let mut out = Vec::new();
     let mut push = |what: String, va: String, vb: String, role: Role| {
@@ -354,6 +358,14 @@ fn host_differences(a: &Report, b: &Report) -> Vec<HostDifference> {
                 config_role_for(key, &[a.host.iommu.vendor, b.host.iommu.vendor]),
             );
         }
+    }
+    if let (Some(pa), Some(pb)) = (path::dma_path(a), path::dma_path(b)) {
+        push(
+            DMA_PATH.into(),
+            pa.describe().into(),
+            pb.describe().into(),
+            Role::Cost,
+        );
     }
     push(
         "kernel".into(),
@@ -557,8 +569,35 @@ fn workload_changes(a: &Report, b: &Report, ua: &WorkUnits, ub: &WorkUnits) -> V
             b: vb,
         })
         .collect();
+    share_verdicts_with_twins(&mut changes);
     changes.sort_by_key(|c| !c.headline);
     changes
+}
+
+/// Workload results derived from one measured rate: a count is the rate times the run's length,
+/// a bandwidth the rate times the I/O size. They move together, so they carry the verdict of the
+/// rate they come from (its interval samples are the ones that measure the noise).
+const DERIVED_TWINS: &[(&str, &[&str])] = &[
+    ("transactions_per_s", &["transactions"]),
+    ("iops", &["bw_bytes_per_s", "ios"]),
+];
+
+fn share_verdicts_with_twins(changes: &mut [MetricChange]) {
+    for (rate, twins) in DERIVED_TWINS {
+        let Some(verdict) = changes
+            .iter()
+            .find(|c| c.metric == *rate)
+            .map(|c| c.significance)
+        else {
+            continue;
+        };
+        for change in changes
+            .iter_mut()
+            .filter(|c| twins.contains(&c.metric.as_str()))
+        {
+            change.significance = verdict;
+        }
+    }
 }
 
 #[cfg(test)]

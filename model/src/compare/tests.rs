@@ -161,10 +161,14 @@ fn report(run: &Run1) -> Report {
                     .as_object()
                     .cloned()
                     .unwrap_or_default(),
-                results: json!({"transactions_per_s": run.tps, "elapsed_s": duration})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
+                results: json!({
+                    "transactions_per_s": run.tps,
+                    "transactions": transactions,
+                    "elapsed_s": duration
+                })
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
             }),
         },
         first: &first,
@@ -449,4 +453,74 @@ fn the_comparison_serializes() {
     assert_eq!(value["findings"][1]["kind"], "translation");
     assert_eq!(value["devices"][0]["transition"], "only_b");
     assert_eq!(value["host"][0]["role"], "translation");
+}
+
+/// A 5.10 report: VT-d's own DMA ops, whose page-table hook only exists on that era.
+fn with_vtd_own_ops(mut report: Report) -> Report {
+    report.probes.push(crate::report::ProbeEntry {
+        point: "iommu_map".into(),
+        tier: Some(crate::report::Tier::Kprobe),
+        symbol: Some("iommu_map, iommu_map_atomic, __domain_mapping".into()),
+        status: crate::report::ProbeStatus::Attached,
+        latency: true,
+        reason: None,
+        refused: vec![],
+    });
+    report
+}
+
+#[test]
+fn translation_through_another_era_s_code_is_named_with_the_work_of_each() {
+    let old = Run1 {
+        kernel: "5.10.0-46-amd64",
+        ..translated_612()
+    };
+    let c = compare(&with_vtd_own_ops(report(&old)), &report(&translated_612()));
+    let finding = c
+        .findings
+        .iter()
+        .find(|f| f.kind == FindingKind::CodePath)
+        .unwrap_or_else(|| panic!("no code-path finding: {:?}", c.findings));
+    assert!(
+        finding
+            .headline
+            .contains("translated through different kernel code"),
+        "{}",
+        finding.headline
+    );
+    assert!(
+        finding.details[0].starts_with("A: VT-d's own DMA ops"),
+        "{:?}",
+        finding.details
+    );
+    assert!(
+        finding.details[1].starts_with("B: dma-iommu"),
+        "{:?}",
+        finding.details
+    );
+    assert!(
+        finding.details[2].contains("IOMMU page-table maps 3.00 → 3.00"),
+        "{:?}",
+        finding.details
+    );
+    let same_era = compare(&report(&translated_612()), &report(&translated_612()));
+    assert!(!kinds(&same_era).contains(&FindingKind::CodePath));
+}
+
+#[test]
+fn a_count_derived_from_the_rate_gets_the_rate_s_noise_verdict() {
+    let slower = Run1 {
+        tps: 700.0,
+        ..translated_612()
+    };
+    let c = compare(&report(&translated_612()), &report(&slower));
+    let verdict = |name: &str| {
+        c.workload
+            .iter()
+            .find(|m| m.metric == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+            .significance
+    };
+    assert!(verdict("transactions_per_s").is_some());
+    assert_eq!(verdict("transactions"), verdict("transactions_per_s"));
 }
