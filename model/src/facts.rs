@@ -160,6 +160,33 @@ impl IommuCmdline {
     }
 }
 
+/// `(major, minor)` of a kernel release string (`5.10.0-46-amd64` → `(5, 10)`).
+pub fn release_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// The first kernel whose sysfs tells a lazy domain (`DMA-FQ`) from a strict one (`DMA`).
+const DMA_FQ_TYPE_SINCE: (u32, u32) = (5, 15);
+
+/// What an IOMMU group's domain type means. Before 5.15 a lazy domain (flush queue on) and a
+/// strict one were both `DMA` in sysfs: the mode was the driver's default, lazy for VT-d and
+/// AMD-Vi, unless the command line asked for strict (`intel_iommu=strict`, `iommu.strict=1`,
+/// `amd_iommu=fullflush`). Such a group is reported as what it behaves as, `DMA-FQ`.
+pub fn effective_domain_type(raw: &str, kernel_release: Option<&str>, cmdline: &str) -> String {
+    let before_fq_type = kernel_release
+        .and_then(release_version)
+        .is_some_and(|version| version < DMA_FQ_TYPE_SINCE);
+    let strict = IommuCmdline::parse(cmdline).requested_mode() == Some(DmaMode::Strict);
+    if raw == "DMA" && before_fq_type && !strict {
+        DmaMode::Lazy.domain_type().to_string()
+    } else {
+        raw.to_string()
+    }
+}
+
 /// `key=value` pairs of a kernel command line; a bare word has the value `""`. Quoted values keep
 /// their spaces.
 pub fn cmdline_params(cmdline: &str) -> Vec<(&str, &str)> {
@@ -371,6 +398,26 @@ mod tests {
                 .collect(),
             ..HostFacts::default()
         }
+    }
+
+    #[test]
+    fn lazy_domains_before_5_15_are_told_from_strict_ones_by_the_command_line() {
+        assert_eq!(release_version("5.10.0-46-amd64"), Some((5, 10)));
+        assert_eq!(release_version("7.3.4+deb13-amd64"), Some((7, 3)));
+        let old = Some("5.10.0-46-amd64");
+        assert_eq!(
+            effective_domain_type("DMA", old, "intel_iommu=on"),
+            "DMA-FQ"
+        );
+        assert_eq!(
+            effective_domain_type("DMA", old, "intel_iommu=on,strict"),
+            "DMA"
+        );
+        assert_eq!(effective_domain_type("DMA", old, "iommu.strict=1"), "DMA");
+        assert_eq!(effective_domain_type("identity", old, ""), "identity");
+        let new = Some("6.12.95+deb12-amd64");
+        assert_eq!(effective_domain_type("DMA", new, "intel_iommu=on"), "DMA");
+        assert_eq!(effective_domain_type("DMA", None, ""), "DMA");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use kernel::{cmdline, is_lab, kernel_config, kernel_release};
 pub use pci::device_facts;
 use pci::pci_devices;
 
-use iommutop_model::facts::HostFacts;
+use iommutop_model::facts::{effective_domain_type, HostFacts};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +37,16 @@ pub fn collect(root: &Path) -> Result<HostFacts, SysinfoError> {
     })?;
     let kernel_release = kernel_release(root);
     let cmdline = cmdline(root);
-    let groups = iommu_groups(root);
+    let mut groups = iommu_groups(root);
+    for group in &mut groups {
+        group.domain_type = group.domain_type.take().map(|raw| {
+            effective_domain_type(
+                &raw,
+                kernel_release.as_deref(),
+                cmdline.as_deref().unwrap_or(""),
+            )
+        });
+    }
     Ok(HostFacts {
         kernel_config: kernel_config(root, kernel_release.as_deref()),
         lab: cmdline.as_deref().is_some_and(is_lab),

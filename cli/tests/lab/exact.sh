@@ -25,14 +25,24 @@ netperf_rr() { # NAME SECONDS: netperf's numbers go to $out/NAME.netperf.json
 		>"$out/\$1.netperf.out" 2>&1
 }
 FUNCTIONS
-# record NAME SHELL-COMMANDS: iommutop's report of them goes to OUT/NAME.json, and the block
-# layer's own count of the NVMe's completed reads over the recording to OUT/NAME.block-reads.
+# record NAME SHELL-COMMANDS: iommutop's report of them goes to OUT/NAME.json, the block layer's
+# own count of the NVMe's completed reads over the recording to OUT/NAME.block-reads, and the
+# NICs' own packet counters before and after to OUT/NAME.nic-packets-{before,after}.
+# The kernel's own packet counters of each NIC (sent + received), as "PCI-ADDRESS PACKETS" lines.
+nic_packets() {
+	for n in /sys/class/net/eth*; do
+		echo "$(basename "$(readlink -f "$n/device")") \
+$(($(cat "$n/statistics/tx_packets") + $(cat "$n/statistics/rx_packets")))"
+	done
+}
 record() {
 	before=$(awk '{ print $1 }' /sys/block/nvme0n1/stat)
+	nic_packets >"$out/$1.nic-packets-before"
 	"$iommutop" record --json "$out/$1.json" -- sh -c ". $out/workloads.sh; $2" \
 		>"$out/$1.out" 2>"$out/$1.err"
 	echo $? >"$out/$1.rc"
 	echo $(($(awk '{ print $1 }' /sys/block/nvme0n1/stat) - before)) >"$out/$1.block-reads"
+	nic_packets >"$out/$1.nic-packets-after"
 }
 for group in /sys/kernel/iommu_groups/*; do
 	echo "$(ls "$group/devices") $(cat "$group/type" 2>/dev/null)"
