@@ -105,14 +105,21 @@ impl Launched {
             })
             .stderr(Stdio::piped())
             .process_group(0);
-        // SAFETY: the closure runs in the child between fork and exec and only calls prctl(),
-        // which is async-signal-safe. The tool gets SIGTERM if iommutop dies without stopping
-        // it (SIGKILL): no netperf or netserver is left running. It survives the exec of
-        // `ip netns exec` and of the tool.
+        // SAFETY: the closure runs in the child between fork and exec and only calls prctl()
+        // and signal(), which are async-signal-safe. The tool gets SIGTERM if iommutop dies
+        // without stopping it (SIGKILL): no netperf or netserver is left running. It survives
+        // the exec of `ip netns exec` and of the tool. SIGINT and SIGTERM get their default
+        // action back: iommutop started in the background by a shell inherits them ignored, and
+        // a tool that ignored them could only be stopped by SIGKILL, without cleaning up.
         unsafe {
             command.pre_exec(|| {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                for signal in [libc::SIGINT, libc::SIGTERM] {
+                    if libc::signal(signal, libc::SIG_DFL) == libc::SIG_ERR {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });
