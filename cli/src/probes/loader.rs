@@ -7,6 +7,7 @@ use super::abi::{
 };
 use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
 use super::kallsyms::{Kallsyms, KernelFunctions};
+use super::selection::PointSelection;
 use super::status::{HookOutcome, PointStatus, Refusal};
 use super::table::{FunctionHook, Point, Tier, TracepointHook, POINTS};
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, StackTraceMap};
@@ -104,9 +105,10 @@ fn load_btf() -> Result<Btf, LoadError> {
 }
 
 impl Probes {
-    /// Loads the object and attaches every point it can, each on the cheapest tier that works.
+    /// Loads the object and attaches every selected point it can, each on the cheapest tier that
+    /// works.
     /// `enable_stats` turns on the kernel's BPF run-time statistics for as long as this lives.
-    pub fn attach(enable_stats: bool) -> Result<Probes, LoadError> {
+    pub fn attach(enable_stats: bool, selection: &PointSelection) -> Result<Probes, LoadError> {
         let btf = load_btf()?;
         let stack_interval = stack_interval_ns();
         let mut ebpf = EbpfLoader::new()
@@ -128,6 +130,7 @@ impl Probes {
         let mut kernel = KernelSupport::probe();
         let statuses: Vec<PointStatus> = POINTS
             .iter()
+            .filter(|point| selection.includes(point))
             .map(|point| attach_point(&mut ebpf, &btf, &mut kernel, point))
             .collect();
         if statuses.iter().all(|s| s.tier.is_none()) {

@@ -57,6 +57,7 @@ pub fn without_subcommand() -> Outcome<ExitCode> {
             set: Vec::new(),
             duration: None,
             json: None,
+            points: None,
         });
     }
     use clap::CommandFactory;
@@ -92,7 +93,7 @@ pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
         restore_leftovers();
     }
     eprintln!("iommutop: attaching probes…");
-    let session = Session::start()?;
+    let session = Session::start(&args.points.clone().unwrap_or_default())?;
 
     let mut state = State::new(
         HostSummary::from_facts(session.facts()),
