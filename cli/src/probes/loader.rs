@@ -563,13 +563,15 @@ impl KernelSupport {
         }
     }
 
-    /// Whether the hook belongs on this kernel (see [`FunctionHook::only_with`]).
+    /// Whether the hook belongs on this kernel (see [`FunctionHook::only_with`] and
+    /// [`FunctionHook::unless`]). Without kallsyms, era hooks are left out and wrappers kept.
     fn is_era_of(&self, hook: &FunctionHook) -> bool {
-        match (hook.only_with, &self.functions) {
-            (Some(marker), Some(functions)) => functions.contains(marker),
-            (Some(_), None) => false,
-            (None, _) => true,
-        }
+        let has = |name: &str| self.functions.as_ref().map(|f| f.contains(name));
+        let era = hook
+            .only_with
+            .is_none_or(|marker| has(marker) == Some(true));
+        let wrapper_of_hooked = hook.unless.is_some_and(|inner| has(inner) == Some(true));
+        era && !wrapper_of_hooked
     }
 
     /// The point's known gaps on this kernel.
