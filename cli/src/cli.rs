@@ -1,5 +1,6 @@
 //! Command-line interface (clap). Parsing only: the commands live in `commands/`.
 
+use crate::probes::PointSelection;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -69,6 +70,10 @@ pub struct RecordArgs {
     /// The PCI device (or its NIC or disk) whose group --domain switches.
     #[arg(long, value_name = "ADDR", requires = "domain")]
     pub device: Option<String>,
+    /// Attach only these probe points (comma-separated, `iommutop probes` lists them) and the
+    /// DMA API points the IOMMU-side ones need for attribution: less cost, fewer numbers.
+    #[arg(long, value_name = "LIST", value_parser = parse_points)]
+    pub points: Option<PointSelection>,
     /// The command to run under the probes.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -148,6 +153,10 @@ pub struct RunArgs {
     /// Sampling interval in seconds.
     #[arg(long, value_name = "S", default_value = "1", value_parser = parse_seconds)]
     pub interval: f64,
+    /// Attach only these probe points (comma-separated, `iommutop probes` lists them) and the
+    /// DMA API points the IOMMU-side ones need for attribution: less cost, fewer numbers.
+    #[arg(long, value_name = "LIST", value_parser = parse_points)]
+    pub points: Option<PointSelection>,
 }
 
 #[derive(Debug, Args)]
@@ -203,6 +212,14 @@ pub struct TopArgs {
     /// workload ends).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Attach only these probe points (comma-separated, `iommutop probes` lists them) and the
+    /// DMA API points the IOMMU-side ones need for attribution: less cost, fewer numbers.
+    #[arg(long, value_name = "LIST", value_parser = parse_points)]
+    pub points: Option<PointSelection>,
+}
+
+fn parse_points(text: &str) -> Result<PointSelection, String> {
+    PointSelection::parse(text).map_err(|e| e.to_string())
 }
 
 fn parse_seconds(text: &str) -> Result<f64, String> {

@@ -4,7 +4,7 @@
 use crate::commands::probes::load_failure;
 use crate::exit::Outcome;
 use crate::privileges::require_bpf_privileges;
-use crate::probes::{PointStatus, Probes, Tier};
+use crate::probes::{PointSelection, PointStatus, Probes, Tier};
 use crate::sysinfo;
 use anyhow::Context;
 use iommutop_model::facts::HostFacts;
@@ -25,6 +25,8 @@ pub struct Session {
     first: RawSample,
     previous: RawSample,
     intervals: Vec<IntervalPoint>,
+    /// Points `--points` left out, said in the report.
+    left_out: Vec<&'static str>,
 }
 
 /// What the caller ran, for the report's `run` section.
@@ -64,10 +66,10 @@ impl RunDescription {
 
 impl Session {
     /// Checks privileges, attaches the probes and takes the first sample.
-    pub fn start() -> Outcome<Session> {
+    pub fn start(points: &PointSelection) -> Outcome<Session> {
         require_bpf_privileges()?;
         let facts = host_facts()?;
-        let probes = Probes::attach(true).map_err(load_failure)?;
+        let probes = Probes::attach(true, points).map_err(load_failure)?;
         let first = probes.sample().context("first sample")?;
         Ok(Session {
             probes,
@@ -77,6 +79,7 @@ impl Session {
             previous: first.clone(),
             first,
             intervals: Vec::new(),
+            left_out: points.left_out(),
         })
     }
 
@@ -118,6 +121,13 @@ impl Session {
         let duration_s = self.started.elapsed().as_secs_f64();
         let probes = self.probes.statuses().iter().map(probe_entry).collect();
         let mut warnings = run.warnings;
+        if !self.left_out.is_empty() {
+            warnings.push(format!(
+                "points not attached (--points): {}; their counts read 0 here because they were \
+                 not measured",
+                self.left_out.join(", ")
+            ));
+        }
         for status in self.probes.statuses() {
             for caveat in &status.caveats {
                 warnings.push(format!("{}: {caveat}", status.point));

@@ -377,3 +377,53 @@ fn json_dash_streams_one_object_per_interval_then_the_report() {
     assert_eq!(last["type"], "report");
     assert_eq!(last["schema_version"], 1);
 }
+
+/// `--points`: only the named points attach (with the DMA API points an IOMMU-side one needs for
+/// attribution), the report says which were left out, and a wrong name is refused before any
+/// program is loaded.
+#[test]
+fn points_option_attaches_only_those_points_and_what_they_need() {
+    let _bpf = require_root();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("points.json");
+    let output = iommutop()
+        .args(["record", "--points", "iommu_map,block_complete", "--json"])
+        .arg(&path)
+        .args(["--", "true"])
+        .output()
+        .expect("runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("report")).expect("JSON");
+    assert_valid_report(&report);
+    let attached: Vec<&str> = report["probes"]
+        .as_array()
+        .expect("probes")
+        .iter()
+        .filter_map(|p| p["point"].as_str())
+        .collect();
+    assert_eq!(
+        attached,
+        ["dma_map", "dma_unmap", "iommu_map", "block_complete"]
+    );
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings.contains("points not attached (--points): iommu_unmap"),
+        "{warnings}"
+    );
+
+    let refused = iommutop()
+        .args(["record", "--points", "dma_mapp", "--", "true"])
+        .output()
+        .expect("runs");
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("no point `dma_mapp`: use a comma-separated list of dma_map,"),
+        "{stderr}"
+    );
+}

@@ -111,6 +111,15 @@ fn lab_top_shows_the_nvme_under_dd_and_quits_cleanly() {
         .unwrap_or_else(|| panic!("no {nvme} in the report"));
     assert!(device["ops"]["dma_map"]["count"].as_u64().unwrap_or(0) > 0);
     assert!(top_err.contains("report written to"), "{top_err}");
+    // q gave the terminal back first; the report and the probes' detach finished behind it.
+    assert!(
+        top_err.contains("iommutop: stopping: writing the report and detaching the probes"),
+        "{top_err}"
+    );
+    eprintln!(
+        "q gave the terminal back in {} ms",
+        read(&file("quit-ms")).trim()
+    );
 }
 
 #[test]

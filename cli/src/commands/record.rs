@@ -26,7 +26,7 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
         (Some(domain_type), Some(device)) => Some(switch_domain(device, domain_type)?),
         _ => None,
     };
-    let mut session = Session::start()?;
+    let mut session = Session::start(&args.points.clone().unwrap_or_default())?;
     let recorded = record_while(
         &mut session,
         &args.command,

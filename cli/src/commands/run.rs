@@ -75,7 +75,7 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
     let mut sink = ReportSink::open(args.json.as_deref().map(JsonTarget::parse))?;
     let stop = StopSignal::install()?;
     restore_leftovers();
-    let mut session = Session::start()?;
+    let mut session = Session::start(&args.points.clone().unwrap_or_default())?;
     eprintln!(
         "iommutop: probes attached; running profile {} ({})",
         profile.name,

@@ -7,6 +7,7 @@ use super::abi::{
 };
 use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
 use super::kallsyms::{Kallsyms, KernelFunctions};
+use super::selection::PointSelection;
 use super::status::{HookOutcome, PointStatus, Refusal};
 use super::table::{FunctionHook, Point, Tier, TracepointHook, POINTS};
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, StackTraceMap};
@@ -104,9 +105,10 @@ fn load_btf() -> Result<Btf, LoadError> {
 }
 
 impl Probes {
-    /// Loads the object and attaches every point it can, each on the cheapest tier that works.
+    /// Loads the object and attaches every selected point it can, each on the cheapest tier that
+    /// works.
     /// `enable_stats` turns on the kernel's BPF run-time statistics for as long as this lives.
-    pub fn attach(enable_stats: bool) -> Result<Probes, LoadError> {
+    pub fn attach(enable_stats: bool, selection: &PointSelection) -> Result<Probes, LoadError> {
         let btf = load_btf()?;
         let stack_interval = stack_interval_ns();
         let mut ebpf = EbpfLoader::new()
@@ -128,6 +130,7 @@ impl Probes {
         let mut kernel = KernelSupport::probe();
         let statuses: Vec<PointStatus> = POINTS
             .iter()
+            .filter(|point| selection.includes(point))
             .map(|point| attach_point(&mut ebpf, &btf, &mut kernel, point))
             .collect();
         if statuses.iter().all(|s| s.tier.is_none()) {
@@ -560,13 +563,15 @@ impl KernelSupport {
         }
     }
 
-    /// Whether the hook belongs on this kernel (see [`FunctionHook::only_with`]).
+    /// Whether the hook belongs on this kernel (see [`FunctionHook::only_with`] and
+    /// [`FunctionHook::unless`]). Without kallsyms, era hooks are left out and wrappers kept.
     fn is_era_of(&self, hook: &FunctionHook) -> bool {
-        match (hook.only_with, &self.functions) {
-            (Some(marker), Some(functions)) => functions.contains(marker),
-            (Some(_), None) => false,
-            (None, _) => true,
-        }
+        let has = |name: &str| self.functions.as_ref().map(|f| f.contains(name));
+        let era = hook
+            .only_with
+            .is_none_or(|marker| has(marker) == Some(true));
+        let wrapper_of_hooked = hook.unless.is_some_and(|inner| has(inner) == Some(true));
+        era && !wrapper_of_hooked
     }
 
     /// The point's known gaps on this kernel.

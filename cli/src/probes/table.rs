@@ -44,6 +44,20 @@ pub struct FunctionHook {
     /// function names live on in later kernels with other callers (VT-d's `__domain_mapping`
     /// is hooked only where `intel_map_page`, the pre-5.11 DMA ops, exists).
     pub only_with: Option<&'static str>,
+    /// Not attached on kernels that have this function: there the hooked function only wraps
+    /// it (6.18's `dma_map_page_attrs` calls `dma_map_phys` for every map), so hooking the inner
+    /// one alone counts every call at half the cost.
+    pub unless: Option<&'static str>,
+}
+
+impl FunctionHook {
+    /// The same hook, left out where `inner` exists (see [`FunctionHook::unless`]).
+    const fn unless(self, inner: &'static str) -> FunctionHook {
+        FunctionHook {
+            unless: Some(inner),
+            ..self
+        }
+    }
 }
 
 /// A kernel tracepoint, attached as a BTF-typed tracepoint (`tp_btf`).
@@ -86,6 +100,7 @@ const fn function(
         fentry: Some(fentry),
         kprobe,
         only_with: None,
+        unless: None,
     }
 }
 
@@ -103,6 +118,7 @@ const fn era_function(
         fentry: None,
         kprobe,
         only_with: Some(era_marker),
+        unless: None,
     }
 }
 
@@ -128,10 +144,11 @@ pub const POINTS: &[Point] = &[
         functions: &[
             function(
                 "dma_map_page_attrs",
-                "all",
+                "all (not where dma_map_phys exists: 6.18+ wraps it)",
                 ("dma__map_page__fentry", "dma__map_page__fexit"),
                 ("dma__map_page__kprobe", "dma__map__kretprobe"),
-            ),
+            )
+            .unless("dma_map_phys"),
             function(
                 "dma_map_phys",
                 "6.18+",
@@ -171,10 +188,11 @@ pub const POINTS: &[Point] = &[
         functions: &[
             function(
                 "dma_unmap_page_attrs",
-                "all",
+                "all (not where dma_unmap_phys exists: 6.18+ wraps it)",
                 ("dma__unmap_page__fentry", "dma__unmap_page__fexit"),
                 ("dma__unmap__kprobe", "dma__unmap__kretprobe"),
-            ),
+            )
+            .unless("dma_unmap_phys"),
             function(
                 "dma_unmap_phys",
                 "6.18+",

@@ -3,8 +3,8 @@
 # NVMe with O_DIRECT; captures the pane once the NVMe row shows a non-zero map rate (or after
 # 90 s), sends q, and records how the view ended.
 # Usage: top-tmux.sh IOMMUTOP OUTDIR
-# Writes into OUTDIR: nvme-pci, pane-attached.txt, pane.txt, rc, stty, alternate, top.json,
-# top.err; the host-side test (cli/tests/lab_tui.rs) asserts on them.
+# Writes into OUTDIR: nvme-pci, pane-attached.txt, pane.txt, quit-ms, rc, stty, alternate,
+# top.json, top.err; the host-side test (cli/tests/lab_tui.rs) asserts on them.
 set -u
 iommutop=$1
 out=$2
@@ -43,6 +43,14 @@ sleep 2
 tm capture-pane -p >"$out/pane.txt"
 
 tm send-keys q
+# How long q takes to give the terminal back (the alternate screen left), in ms.
+start=$(date +%s%N)
+i=0
+while [ "$(tm display -p '#{alternate_on}')" = 1 ] && [ $i -lt 300 ]; do
+	sleep 0.05
+	i=$((i + 1))
+done
+echo $((($(date +%s%N) - start) / 1000000)) >"$out/quit-ms"
 i=0
 while [ ! -s "$out/rc" ] && [ $i -lt 120 ]; do
 	sleep 0.5

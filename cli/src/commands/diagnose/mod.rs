@@ -19,6 +19,7 @@ use crate::commands::workload::{
 use crate::domain::{self, Host};
 use crate::exit::{Failure, Outcome};
 use crate::output::{JsonTarget, ReportSink};
+use crate::probes::PointSelection;
 use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use crate::sysinfo;
@@ -149,7 +150,7 @@ fn measure(
     stop: &StopSignal,
     sink: &mut ReportSink,
 ) -> Outcome<Measured> {
-    let mut session = Session::start()?;
+    let mut session = Session::start(&PointSelection::all())?;
     match plan {
         Plan::Command(argv) => {
             let duration = duration.map(Duration::from_secs_f64);

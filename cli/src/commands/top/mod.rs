@@ -57,6 +57,7 @@ pub fn without_subcommand() -> Outcome<ExitCode> {
             set: Vec::new(),
             duration: None,
             json: None,
+            points: None,
         });
     }
     use clap::CommandFactory;
@@ -92,7 +93,7 @@ pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
         restore_leftovers();
     }
     eprintln!("iommutop: attaching probes…");
-    let session = Session::start()?;
+    let session = Session::start(&args.points.clone().unwrap_or_default())?;
 
     let mut state = State::new(
         HostSummary::from_facts(session.facts()),
@@ -134,6 +135,9 @@ pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
         shown
     }));
     drop(samples_rx);
+    if !handle.is_finished() {
+        eprintln!("iommutop: stopping: writing the report and detaching the probes…");
+    }
     let end = handle.join();
     let shown = match shown {
         Ok(shown) => shown,
@@ -146,8 +150,9 @@ pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
     end.map(|()| ExitCode::SUCCESS)
 }
 
-/// The view until the user quits or a signal comes (and the sampler has then ended), or until
-/// the sampler ends in a failure, which the sampler thread returns.
+/// The view until the user quits or a signal comes (the sampler, told to stop, finishes behind
+/// the restored terminal), or until the sampler ends in a failure, which the sampler thread
+/// returns.
 fn view_loop(
     screen: &mut Screen,
     state: &mut State,
@@ -160,8 +165,6 @@ fn view_loop(
     let mut next_tick = started;
     let mut dirty = true;
     let mut last_draw = started;
-    let mut quitting = false;
-    let mut sampler_done = false;
     loop {
         if dirty {
             screen
@@ -176,11 +179,10 @@ fn view_loop(
                 panic!("IOMMUTOP_TOP_TEST_PANIC is set: panicking after the first frame");
             }
         }
-        if signals.load(Ordering::Relaxed) && !quitting {
-            quitting = true;
+        // Quitting gives the terminal back at once: the sampler stops the workload, writes the
+        // report and detaches the probes behind it (seconds under emulation).
+        if signals.load(Ordering::Relaxed) {
             control.stop();
-        }
-        if quitting && sampler_done {
             return Ok(());
         }
         let now = Instant::now();
@@ -202,17 +204,14 @@ fn view_loop(
                 Event::Key(key) => {
                     if let Some(key) = key_of(key) {
                         match update(state, Action::Key(key)) {
-                            Effect::Quit if !quitting => {
-                                quitting = true;
+                            Effect::Quit => {
                                 control.stop();
-                                if !sampler_done {
-                                    update(state, Action::Status("stopping…".into()));
-                                }
+                                return Ok(());
                             }
                             Effect::SetInterval(interval) => {
                                 control.send(ToSampler::Interval(interval))
                             }
-                            Effect::Quit | Effect::None => {}
+                            Effect::None => {}
                         }
                         dirty = true;
                     }
@@ -230,18 +229,10 @@ fn view_loop(
                     update(state, Action::Workload(event));
                 }
                 Ok(FromSampler::Done(line)) => {
-                    sampler_done = true;
                     update(state, Action::Status(line));
                 }
                 Ok(FromSampler::Failed) => return Ok(()),
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => {
-                    sampler_done = true;
-                    if quitting {
-                        return Ok(());
-                    }
-                    break;
-                }
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
             }
             dirty = true;
         }
