@@ -15,6 +15,7 @@ fn main() {
     let out = PathBuf::from(env::var("OUT_DIR").unwrap_or_else(|_| fail("OUT_DIR is not set")));
 
     rerun_if_changed(&ebpf);
+    export_git_commit(&manifest);
     println!("cargo:rerun-if-env-changed=CLANG");
     println!("cargo:rerun-if-env-changed=BPFTOOL");
     println!("cargo:rerun-if-env-changed=IOMMUTOP_VMLINUX_H");
@@ -177,5 +178,32 @@ fn rerun_if_changed(dir: &Path) {
                 println!("cargo:rerun-if-changed={}", path.display());
             }
         }
+    }
+}
+
+/// `IOMMUTOP_GIT_COMMIT` for `--version`: the commit the binary was built from, or `unknown`
+/// outside a git checkout. Rebuilt when HEAD moves (not on every change to the index, which
+/// would rebuild the BPF object for nothing).
+fn export_git_commit(manifest: &Path) {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(manifest)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=IOMMUTOP_GIT_COMMIT={commit}");
+    // HEAD is the worktree's own, the refs are shared; a path that does not exist would make
+    // cargo rerun this script on every build.
+    let own = git(&["rev-parse", "--absolute-git-dir"]).map(|d| PathBuf::from(d).join("HEAD"));
+    let common = git(&["rev-parse", "--git-common-dir"]).map(|d| manifest.join(d));
+    let refs = common
+        .iter()
+        .flat_map(|dir| [dir.join("refs/heads"), dir.join("packed-refs")]);
+    for watched in own.into_iter().chain(refs).filter(|p| p.exists()) {
+        println!("cargo:rerun-if-changed={}", watched.display());
     }
 }

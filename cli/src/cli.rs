@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(
     name = "iommutop",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("IOMMUTOP_GIT_COMMIT"), ")"),
     about = "Per-device IOMMU translation cost, measured with eBPF",
     long_about = "iommutop attaches BPF programs to the DMA map/unmap, IOVA allocation, IOTLB \
 sync/flush and completion paths, and shows per PCI device what address translation costs."
@@ -126,7 +126,8 @@ pub struct CompareArgs {
     pub a: PathBuf,
     /// The report compared with it.
     pub b: PathBuf,
-    /// Also write the comparison as JSON to FILE.
+    /// Also write the comparison as JSON to FILE, or to standard output with `-` (the text then
+    /// goes to stderr).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Exit with code 4 when this holds, e.g. `workload.transactions_per_s < -2%` or

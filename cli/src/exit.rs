@@ -7,13 +7,28 @@ use std::process::ExitCode;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Code {
     /// A runtime failure (the kernel refused, a file could not be written, ...).
-    Failure = 1,
+    Failure,
     /// Bad input: arguments, files, a command that does not exist.
-    Usage = 2,
+    Usage,
     /// The system lacks what is needed: root, BTF, a kernel feature.
-    Environment = 3,
+    Environment,
     /// A threshold given with --fail-if was crossed.
-    Threshold = 4,
+    Threshold,
+    /// The command run under the probes failed: its own status, passed on as `time` and
+    /// `perf stat` do.
+    Command(u8),
+}
+
+impl Code {
+    pub fn value(self) -> u8 {
+        match self {
+            Code::Failure => 1,
+            Code::Usage => 2,
+            Code::Environment => 3,
+            Code::Threshold => 4,
+            Code::Command(status) => status,
+        }
+    }
 }
 
 /// An error on its way to `main`, with the exit code it ends in.
@@ -58,7 +73,7 @@ impl Failure {
     pub fn report(&self) -> ExitCode {
         let line = self.to_string().replace('\n', " ");
         eprintln!("iommutop: {line}");
-        ExitCode::from(self.code as u8)
+        ExitCode::from(self.code.value())
     }
 }
 

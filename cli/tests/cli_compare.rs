@@ -257,3 +257,21 @@ fn thresholds_on_lab_reports_gate_ci() {
         "{stdout}"
     );
 }
+
+#[test]
+fn json_dash_is_standard_output_with_the_text_on_stderr() {
+    let output = compare(&[
+        lab_report("pt-6.12").as_os_str(),
+        lab_report("intel-6.12").as_os_str(),
+        "--json".as_ref(),
+        "-".as_ref(),
+    ]);
+    let stdout = stdout_of(&output);
+    let value: serde_json::Value = serde_json::from_str(&stdout).expect("stdout is the JSON alone");
+    assert!(value["comparison"]["findings"].is_array(), "{value}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("IOMMU translation on"),
+        "the text goes to stderr"
+    );
+    assert!(!dir().join("-").exists(), "no file named `-`");
+}

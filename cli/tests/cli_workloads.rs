@@ -634,3 +634,31 @@ fn iommutop_answers_as_the_vfio_nvme_worker() {
         "{reply}"
     );
 }
+
+/// `--json -`: the results alone on stdout, the summary on stderr, no file named `-`.
+#[test]
+fn workload_json_dash_is_standard_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = std::process::Command::new(iommutop_bin())
+        .current_dir(dir.path())
+        .args([
+            "workload",
+            "tlb",
+            "max_size=1m",
+            "sizes_per_octave=1",
+            "time_per_size_ms=5",
+            "--json",
+            "-",
+        ])
+        .output()
+        .expect("runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let value: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("stdout is the JSON alone");
+    assert_eq!(value["name"], "tlb");
+    assert!(!dir.path().join("-").exists(), "no file named `-`");
+}

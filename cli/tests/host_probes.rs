@@ -427,3 +427,25 @@ fn points_option_attaches_only_those_points_and_what_they_need() {
         "{stderr}"
     );
 }
+
+/// `record -- COMMAND` passes a failing command's status on, as `time` and `perf stat` do, after
+/// writing the report.
+#[test]
+fn a_failing_command_s_status_is_passed_on() {
+    let _bpf = require_root();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("failed.json");
+    let output = iommutop()
+        .args(["record", "--json"])
+        .arg(&path)
+        .args(["--", "sh", "-c", "exit 7"])
+        .output()
+        .expect("runs");
+    assert_eq!(
+        output.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(path.exists(), "the report is written first");
+}

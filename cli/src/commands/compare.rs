@@ -1,7 +1,8 @@
-//! `iommutop compare A.json B.json [--json FILE] [--fail-if EXPR]...`: lines up two reports and
+//! `iommutop compare A.json B.json [--json FILE|-] [--fail-if EXPR]...`: lines up two reports and
 //! explains the difference (see `iommutop_model::compare`); thresholds set exit code 4 for CI.
 
 use crate::cli::CompareArgs;
+use crate::commands::workload::is_stdout;
 use crate::exit::{Code, Failure, Outcome};
 use anyhow::{anyhow, Context};
 use iommutop_model::compare::{compare, Threshold};
@@ -19,7 +20,14 @@ pub fn run(args: &CompareArgs) -> Outcome<ExitCode> {
     let b = Report::read(&args.b).map_err(Failure::usage)?;
     let comparison = compare(&a, &b);
     let names = (args.a.display().to_string(), args.b.display().to_string());
-    print!("{}", comparison.render((&names.0, &names.1)));
+    // With `--json -` stdout carries the JSON alone; the text goes to stderr.
+    let json_to_stdout = args.json.as_deref().is_some_and(is_stdout);
+    let text = comparison.render((&names.0, &names.1));
+    if json_to_stdout {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
     let evaluations = thresholds
         .iter()
         .map(|t| {
@@ -28,9 +36,15 @@ pub fn run(args: &CompareArgs) -> Outcome<ExitCode> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     if !evaluations.is_empty() {
-        println!("\nthresholds:");
-        for evaluation in &evaluations {
-            println!("  {}", evaluation.sentence());
+        let lines: Vec<String> = evaluations
+            .iter()
+            .map(|e| format!("  {}", e.sentence()))
+            .collect();
+        let text = format!("\nthresholds:\n{}\n", lines.join("\n"));
+        if json_to_stdout {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
         }
     }
     if let Some(path) = &args.json {
@@ -40,8 +54,12 @@ pub fn run(args: &CompareArgs) -> Outcome<ExitCode> {
             "comparison": comparison,
             "thresholds": evaluations,
         });
-        let text = serde_json::to_string_pretty(&value)?;
-        std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+        let text = serde_json::to_string_pretty(&value)? + "\n";
+        if json_to_stdout {
+            print!("{text}");
+        } else {
+            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        }
     }
     let crossed: Vec<String> = evaluations
         .iter()

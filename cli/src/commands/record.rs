@@ -3,7 +3,7 @@
 
 use crate::cli::RecordArgs;
 use crate::domain::{DomainError, DomainSwitch, Host};
-use crate::exit::{Failure, Outcome};
+use crate::exit::{Code, Failure, Outcome};
 use crate::output::{JsonTarget, ReportSink};
 use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
@@ -130,10 +130,13 @@ pub fn record_while(
 /// A command that failed makes the run fail, after its report was written.
 pub fn command_outcome(command: &[String], exit_status: Option<i32>) -> Outcome<ExitCode> {
     match exit_status {
-        Some(code) if code != 0 => Err(Failure::from(anyhow!(
-            "`{}` exited with status {code} (the report covers the run up to then)",
-            command.join(" ")
-        ))),
+        Some(code) if code != 0 => Err(Failure {
+            code: Code::Command(u8::try_from(code).unwrap_or(1)),
+            error: anyhow!(
+                "`{}` exited with status {code} (the report covers the run up to then)",
+                command.join(" ")
+            ),
+        }),
         _ => Ok(ExitCode::SUCCESS),
     }
 }

@@ -181,7 +181,7 @@ fn parse_args(kind: WorkloadKind, args: &[String]) -> Result<Parsed, String> {
 /// `iommutop workload NAME --help`: the parameters, their values and defaults.
 fn parameter_help(kind: WorkloadKind) -> String {
     let mut out = format!(
-        "{}: {}\n\nusage: iommutop workload {} [KEY=VALUE]... [--json FILE]{}\n\nparameters:\n",
+        "{}: {}\n\nusage: iommutop workload {} [KEY=VALUE]... [--json FILE|-]{}\n\nparameters:\n",
         kind.name(),
         kind.description(),
         kind.name(),
@@ -241,7 +241,7 @@ pub fn run(args: &WorkloadArgs) -> Outcome<ExitCode> {
     let params = kind.params(parsed.given).map_err(workload_failure)?;
     let mut workload = build_workload(kind, params)?;
     workload.check().map_err(workload_failure)?;
-    if let Some(path) = &json {
+    if let Some(path) = json.as_deref().filter(|p| !is_stdout(p)) {
         check_writable(path)?;
     }
     restore_leftovers();
@@ -259,7 +259,12 @@ pub fn run(args: &WorkloadArgs) -> Outcome<ExitCode> {
         mut warnings,
     } = result.map_err(workload_failure)?;
     warnings.extend(problems.iter().map(|p| format!("not restored: {p}")));
-    print!("{}", kind.summarize(&results));
+    // With `--json -` stdout carries the JSON alone; the summary goes to stderr.
+    if json.as_deref().is_some_and(is_stdout) {
+        eprint!("{}", kind.summarize(&results));
+    } else {
+        print!("{}", kind.summarize(&results));
+    }
     match &json {
         Some(path) => {
             let value = json!({
@@ -268,11 +273,15 @@ pub fn run(args: &WorkloadArgs) -> Outcome<ExitCode> {
                 "results": results,
                 "warnings": warnings,
             });
-            write_json(path, &value)?;
             for warning in &warnings {
                 eprintln!("iommutop: warning: {warning}");
             }
-            eprintln!("iommutop: results written to {}", path.display());
+            if is_stdout(path) {
+                println!("{}", serde_json::to_string_pretty(&value)?);
+            } else {
+                write_json(path, &value)?;
+                eprintln!("iommutop: results written to {}", path.display());
+            }
         }
         None => {
             for warning in &warnings {
@@ -293,6 +302,11 @@ pub fn run(args: &WorkloadArgs) -> Outcome<ExitCode> {
             problems.join("; ")
         )))
     }
+}
+
+/// `--json -`: standard output.
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
 }
 
 /// Fails early if `path` cannot be written; a file created to find out is removed again, so a

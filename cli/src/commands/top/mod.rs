@@ -62,7 +62,7 @@ pub fn without_subcommand() -> Outcome<ExitCode> {
     }
     use clap::CommandFactory;
     eprintln!("{}", crate::cli::Cli::command().render_help());
-    Ok(ExitCode::from(crate::exit::Code::Usage as u8))
+    Ok(ExitCode::from(crate::exit::Code::Usage.value()))
 }
 
 pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
