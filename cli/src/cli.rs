@@ -13,6 +13,10 @@ use std::path::PathBuf;
 sync/flush and completion paths, and shows per PCI device what address translation costs."
 )]
 pub struct Cli {
+    /// Say what iommutop does on stderr: -v which tier each probe got, -vv every hook tried
+    /// and why it was refused (RUST_LOG, e.g. `RUST_LOG=iommutop=debug`, overrides).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
     /// Without one: `top` on a terminal, this help otherwise.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -38,6 +42,19 @@ pub enum Command {
     /// The live view: per device, what translation costs, every interval (what `iommutop`
     /// alone runs on a terminal).
     Top(TopArgs),
+    /// Print a shell completion script, e.g. `iommutop completions bash >
+    /// /etc/bash_completion.d/iommutop`.
+    Completions(CompletionsArgs),
+    /// Write the manual pages (iommutop.1, iommutop-COMMAND.1) into DIR; docs/man/ holds them.
+    #[command(hide = true)]
+    Man { dir: PathBuf },
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// bash, zsh, fish, elvish or powershell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]

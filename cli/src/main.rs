@@ -20,6 +20,7 @@ fn main() -> ExitCode {
         return code;
     }
     let cli = cli::Cli::parse();
+    init_logging(cli.verbose);
     let result = match cli.command {
         None => commands::top::without_subcommand(),
         Some(command) => run(command),
@@ -28,6 +29,22 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(failure) => failure.report(),
     }
+}
+
+/// Warnings by default, more of iommutop's own with each -v (the libraries stay at warnings);
+/// RUST_LOG, when set, decides instead.
+fn init_logging(verbose: u8) {
+    let level = match verbose {
+        0 => log::LevelFilter::Warn,
+        1 => log::LevelFilter::Info,
+        _ => log::LevelFilter::Debug,
+    };
+    env_logger::Builder::new()
+        .filter_level(log::LevelFilter::Warn)
+        .filter_module("iommutop", level)
+        .parse_env("RUST_LOG")
+        .format_timestamp(None)
+        .init();
 }
 
 fn run(command: cli::Command) -> exit::Outcome<ExitCode> {
@@ -40,5 +57,7 @@ fn run(command: cli::Command) -> exit::Outcome<ExitCode> {
         cli::Command::Workload(args) => commands::workload::run(&args),
         cli::Command::Profiles(args) => commands::profiles::run(&args),
         cli::Command::Top(args) => commands::top::run(&args),
+        cli::Command::Completions(args) => commands::docs::completions(args.shell),
+        cli::Command::Man { dir } => commands::docs::man_pages(&dir),
     }
 }

@@ -449,3 +449,23 @@ fn a_failing_command_s_status_is_passed_on() {
     );
     assert!(path.exists(), "the report is written first");
 }
+
+/// `-v` says which tier each point got, on stderr, without touching stdout's output.
+#[test]
+fn verbose_logs_the_loader_s_decisions() {
+    let _bpf = require_root();
+    let output = iommutop()
+        .args(["-v", "probes", "--json"])
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("runs");
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains("iommutop::probes::loader] dma_map: ")),
+        "{stderr}"
+    );
+    json_of(&output.stdout);
+}

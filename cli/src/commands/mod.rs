@@ -2,6 +2,7 @@
 
 pub mod compare;
 pub mod diagnose;
+pub mod docs;
 pub mod probes;
 pub mod profiles;
 pub mod record;

@@ -132,6 +132,15 @@ impl Probes {
             .iter()
             .filter(|point| selection.includes(point))
             .map(|point| attach_point(&mut ebpf, &btf, &mut kernel, point))
+            .inspect(|status| match status.tier {
+                Some(tier) => log::info!(
+                    "{}: {} ({})",
+                    status.point,
+                    tier.name(),
+                    status.attached_hook_labels().join(", ")
+                ),
+                None => log::info!("{}: unavailable", status.point),
+            })
             .collect();
         if statuses.iter().all(|s| s.tier.is_none()) {
             let reasons = statuses
@@ -459,18 +468,32 @@ fn attach_point(
     let mut kprobe_refused = Vec::new();
     for function in point.functions {
         if !kernel.is_era_of(function) {
+            log::debug!(
+                "{}: {} left out here: another era's code path, or a wrapper of a hooked function",
+                point.name,
+                function.symbol
+            );
             continue;
         }
         if let Some(absent) = kernel.absence(function.symbol) {
+            log::debug!("{}: {} is not in this kernel", point.name, function.symbol);
             kprobe_refused.push(absent);
             continue;
         }
         let fentry = kernel.attach_fentry(ebpf, btf, function);
         if fentry.is_attached() {
+            log::debug!("{}: {} attached on fentry", point.name, function.symbol);
             hooks.push(fentry.at(Tier::Fentry));
             continue;
         }
         let kprobe = attach_kprobe(ebpf, function);
+        log::debug!(
+            "{}: {} refused on fentry ({}); kprobe: {}",
+            point.name,
+            function.symbol,
+            fentry.error.as_deref().unwrap_or(""),
+            kprobe.error.as_deref().unwrap_or("attached")
+        );
         fentry_refused.push(fentry);
         if kprobe.is_attached() {
             hooks.push(kprobe.at(Tier::Kprobe));
@@ -737,16 +760,7 @@ fn describe(error: &dyn std::error::Error) -> String {
 }
 
 fn one_line(text: &str) -> String {
-    let line = match text.split_once("Verifier output:") {
-        Some((syscall, log)) => {
-            let syscall = syscall.trim().trim_end_matches('.');
-            match verifier_verdict(log) {
-                Some(verdict) => format!("{syscall}; verifier: {verdict}"),
-                None => format!("{syscall} (empty verifier log)"),
-            }
-        }
-        None => text.lines().next().unwrap_or("").to_string(),
-    };
+    let line = plain_words(&raw_line(text));
     const LIMIT: usize = 240;
     if line.len() <= LIMIT {
         return line;
@@ -756,6 +770,36 @@ fn one_line(text: &str) -> String {
         cut -= 1;
     }
     format!("{}…", &line[..cut])
+}
+
+/// What the kernel's terse answers mean, where it is known.
+fn plain_words(line: &str) -> String {
+    if line.contains("/sys/bus/event_source/devices/kprobe/type") {
+        return "this kernel has no kprobe PMU (kprobe events not built in, or hidden by a \
+                sandbox): No such file or directory"
+            .into();
+    }
+    if line.contains("Operation not permitted") && line.contains("(empty verifier log)") {
+        return format!(
+            "{line}: the kernel refuses this program type before verifying it (kernel \
+             lockdown, an LSM such as SELinux or a sandbox's seccomp filter, or no BPF \
+             trampolines)"
+        );
+    }
+    line.to_string()
+}
+
+fn raw_line(text: &str) -> String {
+    match text.split_once("Verifier output:") {
+        Some((syscall, log)) => {
+            let syscall = syscall.trim().trim_end_matches('.');
+            match verifier_verdict(log) {
+                Some(verdict) => format!("{syscall}; verifier: {verdict}"),
+                None => format!("{syscall} (empty verifier log)"),
+            }
+        }
+        None => text.lines().next().unwrap_or("").to_string(),
+    }
 }
 
 /// The verifier's reason: the last log line that is not a statistic.
@@ -790,10 +834,23 @@ mod tests {
     #[test]
     fn empty_verifier_log_is_said_in_words() {
         let text = "the BPF_PROG_LOAD syscall returned Operation not permitted (os error 1). Verifier output: ";
-        assert_eq!(
-            one_line(text),
-            "the BPF_PROG_LOAD syscall returned Operation not permitted (os error 1) (empty verifier log)"
+        let line = one_line(text);
+        assert!(
+            line.starts_with(
+                "the BPF_PROG_LOAD syscall returned Operation not permitted (os error 1) (empty verifier log): the kernel refuses this program type"
+            ),
+            "{line}"
         );
+        assert!(line.contains("lockdown"), "{line}");
+    }
+
+    #[test]
+    fn a_missing_kprobe_pmu_is_named() {
+        let text =
+            "`/sys/bus/event_source/devices/kprobe/type`: No such file or directory (os error 2)";
+        let line = one_line(text);
+        assert!(line.starts_with("this kernel has no kprobe PMU"), "{line}");
+        assert!(super::super::status::HookOutcome::new("f", Err(line)).absent);
     }
 
     #[test]
