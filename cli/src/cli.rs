@@ -42,12 +42,39 @@ pub enum Command {
     /// The live view: per device, what translation costs, every interval (what `iommutop`
     /// alone runs on a terminal).
     Top(TopArgs),
+    /// Show a saved report again: its summary and verdict, the report in the current schema, its
+    /// call paths as folded stacks or a flame graph.
+    Report(ReportArgs),
     /// Print a shell completion script, e.g. `iommutop completions bash >
     /// /etc/bash_completion.d/iommutop`.
     Completions(CompletionsArgs),
     /// Write the manual pages (iommutop.1, iommutop-COMMAND.1) into DIR; docs/man/ holds them.
     #[command(hide = true)]
     Man { dir: PathBuf },
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A report written by `record`, `run`, `diagnose` or `top` with --json.
+    pub file: PathBuf,
+    /// text: the summary table and the verdict; json: the report in the current schema.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: ReportFormat,
+    /// The device the verdict is about (PCI address, NIC or disk name); default: every device.
+    #[arg(long, value_name = "DEV")]
+    pub device: Option<String>,
+    /// Write the sampled call paths as folded stacks to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
+    /// Write a flame graph (SVG) of the sampled call paths to FILE.
+    #[arg(long, value_name = "FILE.svg")]
+    pub flamegraph: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ReportFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Args)]
@@ -87,6 +114,12 @@ pub struct RecordArgs {
     /// The PCI device (or its NIC or disk) whose group --domain switches.
     #[arg(long, value_name = "ADDR", requires = "domain")]
     pub device: Option<String>,
+    /// Write the sampled call paths as folded stacks (for flame-graph tools) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
+    /// Write a flame graph (SVG) of the sampled call paths to FILE.
+    #[arg(long, value_name = "FILE.svg")]
+    pub flamegraph: Option<PathBuf>,
     /// Attach only these probe points (comma-separated, `iommutop probes` lists them) and the
     /// DMA API points the IOMMU-side ones need for attribution: less cost, fewer numbers.
     #[arg(long, value_name = "LIST", value_parser = parse_points)]

@@ -1,11 +1,13 @@
 //! One module per subcommand.
 
+pub mod call_paths;
 pub mod compare;
 pub mod diagnose;
 pub mod docs;
 pub mod probes;
 pub mod profiles;
 pub mod record;
+pub mod report;
 pub mod run;
 pub mod top;
 pub mod workload;

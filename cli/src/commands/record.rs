@@ -2,6 +2,7 @@
 //! [-- COMMAND ARGS...]`
 
 use crate::cli::RecordArgs;
+use crate::commands::call_paths;
 use crate::domain::{DomainError, DomainSwitch, Host};
 use crate::exit::{Code, Failure, Outcome};
 use crate::output::{JsonTarget, ReportSink};
@@ -50,6 +51,7 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
         );
     }
     sink.report(&report)?;
+    call_paths::write(&report, args.folded.as_deref(), args.flamegraph.as_deref())?;
     command_outcome(&args.command, recorded)
 }
 

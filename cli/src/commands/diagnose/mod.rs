@@ -11,6 +11,7 @@ mod ab;
 mod plan;
 
 use crate::cli::DiagnoseArgs;
+use crate::commands::call_paths;
 use crate::commands::record::{command_outcome, record_while, require_runnable};
 use crate::commands::run::{run_under_session, Finished};
 use crate::commands::workload::{
@@ -25,7 +26,7 @@ use crate::stop::StopSignal;
 use crate::sysinfo;
 use anyhow::{anyhow, Context};
 use iommutop_model::compare::compare;
-use iommutop_model::diagnose::{folded_stacks, render_system, verdict};
+use iommutop_model::diagnose::{render_system, verdict};
 use iommutop_model::report::Report;
 use plan::Plan;
 use serde_json::{Map, Value};
@@ -226,35 +227,7 @@ fn measure(
 
 /// `--folded` and `--flamegraph`: the sampled call paths for flame-graph readers.
 fn write_call_paths(report: &Report, args: &DiagnoseArgs) -> Outcome {
-    let folded = folded_stacks(report);
-    if let Some(path) = &args.folded {
-        let mut text = folded.join("\n");
-        text.push('\n');
-        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("iommutop: folded call paths written to {}", path.display());
-    }
-    if let Some(path) = &args.flamegraph {
-        if folded.is_empty() {
-            return Err(anyhow!(
-                "no call path was sampled (stack sampling needs the fentry or kprobe tier): no \
-                 flame graph written"
-            )
-            .into());
-        }
-        let file =
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        let mut options = inferno::flamegraph::Options::default();
-        options.title = "iommutop: call paths of DMA API calls (sampled)".into();
-        options.count_name = "samples".into();
-        inferno::flamegraph::from_lines(
-            &mut options,
-            folded.iter().map(String::as_str),
-            std::io::BufWriter::new(file),
-        )
-        .map_err(|e| anyhow!("rendering the flame graph: {e}"))?;
-        eprintln!("iommutop: flame graph written to {}", path.display());
-    }
-    Ok(())
+    call_paths::write(report, args.folded.as_deref(), args.flamegraph.as_deref())
 }
 
 /// `run.json` → `run-identity.json`: where the other mode's report of `--ab` goes.

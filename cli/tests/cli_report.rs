@@ -1,0 +1,66 @@
+//! `iommutop report FILE`: a saved report shown again without probes or root — its summary and
+//! verdict, the report in the current schema, its call paths as folded stacks.
+
+mod support;
+
+use assert_cmd::Command;
+use std::path::PathBuf;
+use support::{assert_one_line_error, assert_valid_report};
+
+fn lab_report() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tcp-rr-intel-6.12.json")
+}
+
+fn iommutop() -> Command {
+    Command::cargo_bin("iommutop").expect("built")
+}
+
+#[test]
+fn a_saved_report_is_shown_again_as_summary_and_verdict() {
+    let output = iommutop()
+        .arg("report")
+        .arg(lab_report())
+        .output()
+        .expect("runs");
+    assert!(output.status.success());
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("DEVICE"), "no summary table: {text}");
+    assert!(text.contains("0000:00:05.0"), "{text}");
+    assert!(text.contains("verdict:"), "no verdict: {text}");
+}
+
+#[test]
+fn a_saved_report_is_written_again_in_the_current_schema_with_its_call_paths() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let folded = dir.path().join("paths.folded");
+    let output = iommutop()
+        .arg("report")
+        .arg(lab_report())
+        .args(["--format", "json", "--folded"])
+        .arg(&folded)
+        .output()
+        .expect("runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_valid_report(&report);
+    let lines = std::fs::read_to_string(&folded).expect("folded stacks");
+    assert!(
+        lines.lines().all(|l| l
+            .rsplit_once(' ')
+            .is_some_and(|(_, n)| n.parse::<u64>().is_ok())),
+        "not `frame;frame COUNT` lines: {lines}"
+    );
+}
+
+#[test]
+fn a_missing_report_is_one_line_and_exit_2() {
+    let output = iommutop()
+        .args(["report", "/nonexistent/r.json"])
+        .output()
+        .expect("runs");
+    assert_one_line_error(&output, 2, &["/nonexistent/r.json"]);
+}
