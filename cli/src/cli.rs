@@ -267,6 +267,13 @@ pub struct TopArgs {
     /// DMA API points the IOMMU-side ones need for attribution: less cost, fewer numbers.
     #[arg(long, value_name = "LIST", value_parser = parse_points)]
     pub points: Option<PointSelection>,
+    /// Print the table as text to stdout, one timestamped block per interval, instead of the
+    /// view (as `top -b` does): for pipes and logs.
+    #[arg(short, long)]
+    pub batch: bool,
+    /// With --batch: stop after COUNT intervals (default: at Ctrl-C).
+    #[arg(short = 'n', long, value_name = "COUNT", requires = "batch")]
+    pub iterations: Option<u64>,
 }
 
 fn parse_points(text: &str) -> Result<PointSelection, String> {

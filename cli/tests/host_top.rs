@@ -30,7 +30,44 @@ fn without_a_terminal_iommutop_alone_prints_help_and_exits_2() {
 #[test]
 fn top_without_a_terminal_is_a_usage_error() {
     let output = iommutop().args(["top"]).output().expect("runs");
-    assert_one_line_error(&output, 2, &["draws on a terminal", "iommutop record"]);
+    assert_one_line_error(
+        &output,
+        2,
+        &[
+            "draws on a terminal",
+            "iommutop top --batch",
+            "iommutop record",
+        ],
+    );
+}
+
+/// `top --batch -n 2` on a pipe: two timestamped tables with the view's columns, then it ends by
+/// itself (and writes the report when asked).
+#[test]
+fn batch_mode_prints_one_table_per_interval_to_a_pipe() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("batch.json");
+    let output = iommutop()
+        .args(["top", "--batch", "-n", "2", "--interval", "0.5", "--json"])
+        .arg(&json)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .expect("runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let times: Vec<&str> = stdout.lines().filter(|l| l.starts_with("time ")).collect();
+    assert_eq!(times.len(), 2, "{stdout}");
+    assert!(times[0].contains("interval 0.5 s"), "{stdout}");
+    let headers = stdout
+        .lines()
+        .filter(|l| l.starts_with("DEVICE ") && l.contains("MAPS/s") && l.contains("NS/IO"))
+        .count();
+    assert_eq!(headers, 2, "{stdout}");
+    assert_valid_report(&read_json(&json));
 }
 
 #[test]

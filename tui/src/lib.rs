@@ -3,6 +3,7 @@
 //! only (no terminal, no threads, no BPF), so that every screen is tested with ratatui's
 //! `TestBackend`; the `iommutop top` command owns the terminal and the sampler and feeds this.
 
+pub mod batch;
 pub mod columns;
 pub mod format;
 pub mod history;

@@ -780,11 +780,7 @@ fn plain_words(line: &str) -> String {
             .into();
     }
     if line.contains("Operation not permitted") && line.contains("(empty verifier log)") {
-        return format!(
-            "{line}: the kernel refuses this program type before verifying it (kernel \
-             lockdown, an LSM such as SELinux or a sandbox's seccomp filter, or no BPF \
-             trampolines)"
-        );
+        return format!("{line}: refused before verification (lockdown, an LSM or a sandbox)");
     }
     line.to_string()
 }
@@ -837,7 +833,7 @@ mod tests {
         let line = one_line(text);
         assert!(
             line.starts_with(
-                "the BPF_PROG_LOAD syscall returned Operation not permitted (os error 1) (empty verifier log): the kernel refuses this program type"
+                "the BPF_PROG_LOAD syscall returned Operation not permitted (os error 1) (empty verifier log): refused before verification"
             ),
             "{line}"
         );

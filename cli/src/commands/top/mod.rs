@@ -31,6 +31,7 @@ use std::sync::mpsc::{self, Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod batch;
 mod sampler;
 mod self_cpu;
 mod terminal;
@@ -58,6 +59,8 @@ pub fn without_subcommand() -> Outcome<ExitCode> {
             duration: None,
             json: None,
             points: None,
+            batch: false,
+            iterations: None,
         });
     }
     use clap::CommandFactory;
@@ -66,10 +69,13 @@ pub fn without_subcommand() -> Outcome<ExitCode> {
 }
 
 pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
+    if args.batch {
+        return batch::run(args, Duration::from_secs_f64(args.interval));
+    }
     if !std::io::stdout().is_terminal() {
         return Err(Failure::usage(anyhow!(
             "`iommutop top` draws on a terminal and stdout is not one (to record without a \
-             view, use `iommutop record --json FILE`)"
+             view: `iommutop top --batch`, or `iommutop record --json FILE`)"
         )));
     }
     let target = args.json.as_deref().map(JsonTarget::parse);

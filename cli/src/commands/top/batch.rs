@@ -1,0 +1,74 @@
+//! `iommutop top --batch [-n COUNT]`: the live view's table as text, one timestamped block per
+//! interval on stdout, for pipes and logs (as `top -b` prints); Ctrl-C or COUNT blocks end it.
+
+use crate::cli::TopArgs;
+use crate::exit::{Failure, Outcome};
+use crate::output::{JsonTarget, ReportSink};
+use crate::session::{RunDescription, Session};
+use crate::stop::StopSignal;
+use anyhow::anyhow;
+use iommutop_model::time::rfc3339_utc;
+use iommutop_tui::batch::render_interval;
+use iommutop_tui::Column;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime};
+
+/// How often the wait between intervals looks at Ctrl-C.
+const POLL: Duration = Duration::from_millis(50);
+
+pub fn run(args: &TopArgs, interval: Duration) -> Outcome<ExitCode> {
+    if args.profile.is_some() {
+        return Err(Failure::usage(anyhow!(
+            "--batch runs no workload: for a profile's numbers with the probes', use \
+             `iommutop run PROFILE --json -`"
+        )));
+    }
+    let target = args.json.as_deref().map(JsonTarget::parse);
+    if matches!(target, Some(JsonTarget::Stream)) {
+        return Err(Failure::usage(anyhow!(
+            "`--json -` would mix into the table on stdout: give `top --batch --json` a file"
+        )));
+    }
+    let mut sink = match target {
+        Some(target) => ReportSink::open(Some(target))?,
+        None => ReportSink::Silent,
+    };
+    let stop = StopSignal::install()?;
+    let mut session = Session::start(&args.points.clone().unwrap_or_default())?;
+    let mut printed = 0u64;
+    let mut stdout = std::io::stdout();
+    while args.iterations.is_none_or(|count| printed < count) {
+        if !wait(interval, &stop) {
+            break;
+        }
+        let snapshot = session.sample(None)?;
+        let block = render_interval(&rfc3339_utc(SystemTime::now()), &snapshot, Column::MapsPerS);
+        if stdout
+            .write_all(block.as_bytes())
+            .and_then(|()| stdout.flush())
+            .is_err()
+        {
+            break; // the reader went away (`| head`)
+        }
+        printed += 1;
+    }
+    let report = session.finish(RunDescription {
+        interval,
+        ..RunDescription::default()
+    })?;
+    sink.report(&report)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Sleeps one interval; false when Ctrl-C came first.
+fn wait(interval: Duration, stop: &StopSignal) -> bool {
+    let until = Instant::now() + interval;
+    while Instant::now() < until {
+        if stop.requested() {
+            return false;
+        }
+        std::thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
+    }
+    !stop.requested()
+}
