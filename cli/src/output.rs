@@ -4,9 +4,12 @@ use crate::exit::{Failure, Outcome};
 use anyhow::{anyhow, Context};
 use iommutop_model::report::Report;
 use iommutop_model::snapshot::Snapshot;
+use iommutop_model::time::rfc3339_utc;
+use serde_json::Value;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 pub enum JsonTarget {
     /// One JSON object per interval on stdout, then the report.
@@ -28,7 +31,10 @@ pub enum ReportSink {
     Summary,
     /// The caller prints its own view; nothing is written.
     Silent,
-    Stream,
+    /// NDJSON on stdout; `start_ns` is CLOCK_MONOTONIC at the start of the first interval.
+    Stream {
+        start_ns: Option<u64>,
+    },
     /// The report is written to `temporary` and renamed over `path` when complete.
     File {
         path: PathBuf,
@@ -42,7 +48,7 @@ impl ReportSink {
     pub fn open(target: Option<JsonTarget>) -> Outcome<ReportSink> {
         match target {
             None => Ok(ReportSink::Summary),
-            Some(JsonTarget::Stream) => Ok(ReportSink::Stream),
+            Some(JsonTarget::Stream) => Ok(ReportSink::Stream { start_ns: None }),
             Some(JsonTarget::File(path)) => {
                 let mut temporary = path.clone().into_os_string();
                 temporary.push(".iommutop-tmp");
@@ -62,13 +68,19 @@ impl ReportSink {
         }
     }
 
-    /// One interval's numbers: streamed as a JSON line in stream mode, kept silent otherwise.
-    pub fn interval(&mut self, snapshot: &Snapshot) -> Outcome {
-        if let ReportSink::Stream = self {
+    /// One interval's numbers: streamed as a JSON line in stream mode (with the time, the
+    /// seconds since the probes attached and the workload's live numbers), silent otherwise.
+    pub fn interval(&mut self, snapshot: &Snapshot, workload: Option<&Value>) -> Outcome {
+        if let ReportSink::Stream { start_ns } = self {
+            let start =
+                *start_ns.get_or_insert(snapshot.monotonic_ns.saturating_sub(snapshot.interval_ns));
             let line = serde_json::json!({
                 "type": "interval",
+                "time": rfc3339_utc(SystemTime::now()),
+                "t_s": snapshot.monotonic_ns.saturating_sub(start) as f64 / 1e9,
                 "interval_s": snapshot.interval_s(),
                 "devices": snapshot.devices,
+                "workload": workload,
             });
             let mut stdout = std::io::stdout().lock();
             writeln!(stdout, "{line}").context("writing to stdout")?;
@@ -83,12 +95,10 @@ impl ReportSink {
                 print!("{}", iommutop_model::summary::render_summary(report));
             }
             ReportSink::Silent => {}
-            ReportSink::Stream => {
-                let mut value = serde_json::to_value(report)?;
-                if let Some(object) = value.as_object_mut() {
-                    object.insert("type".into(), "report".into());
-                }
-                println!("{value}");
+            ReportSink::Stream { .. } => {
+                // Wrapped, so that the report itself is exactly what the schema describes.
+                let line = serde_json::json!({ "type": "report", "report": report });
+                println!("{line}");
             }
             ReportSink::File {
                 path,

@@ -371,11 +371,26 @@ fn json_dash_streams_one_object_per_interval_then_the_report() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("each line is one JSON object"))
         .collect();
-    let intervals = lines.iter().filter(|l| l["type"] == "interval").count();
-    assert_eq!(intervals, 2, "one object per whole interval: {lines:#?}");
+    let intervals: Vec<&Value> = lines.iter().filter(|l| l["type"] == "interval").collect();
+    assert_eq!(
+        intervals.len(),
+        2,
+        "one object per whole interval: {lines:#?}"
+    );
+    for (i, line) in intervals.iter().enumerate() {
+        assert!(
+            line["time"].as_str().is_some_and(|t| t.ends_with('Z')),
+            "{line}"
+        );
+        let t_s = line["t_s"].as_f64().expect("t_s");
+        assert!(
+            (t_s - (i + 1) as f64).abs() < 0.5,
+            "t_s {t_s} of interval {i}"
+        );
+    }
     let last = lines.last().expect("a report line");
     assert_eq!(last["type"], "report");
-    assert_eq!(last["schema_version"], 1);
+    assert_valid_report(&last["report"]);
 }
 
 /// `--points`: only the named points attach (with the DMA API points an IOMMU-side one needs for

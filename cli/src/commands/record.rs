@@ -116,7 +116,7 @@ pub fn record_while(
         }
         if Instant::now() >= next_sample {
             let snapshot = session.sample(None)?;
-            sink.interval(&snapshot)?;
+            sink.interval(&snapshot, None)?;
             next_sample += interval;
         }
         std::thread::sleep(Duration::from_millis(20));

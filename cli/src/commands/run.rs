@@ -125,7 +125,7 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
         interval,
         warnings,
     ))?;
-    if let Some(summary) = summary.filter(|_| !matches!(sink, ReportSink::Stream)) {
+    if let Some(summary) = summary.filter(|_| !matches!(sink, ReportSink::Stream { .. })) {
         if error.is_none() {
             print!("{summary}");
         }
@@ -185,9 +185,9 @@ fn sample(
     accumulator: &mut WindowAccumulator,
     sink: &mut ReportSink,
 ) -> Outcome {
-    let snapshot = session.sample(live)?;
+    let snapshot = session.sample(live.clone())?;
     accumulator.add(&snapshot);
-    sink.interval(&snapshot)
+    sink.interval(&snapshot, live.as_ref())
 }
 
 /// A userspace driver's IOMMU work (its VFIO mappings) goes under the device it drives; if the
