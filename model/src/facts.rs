@@ -334,18 +334,6 @@ impl HostFacts {
     }
 }
 
-/// Whether a device name is a PCI address (`0000:00:02.0`: domain, bus, device, function in hex).
-pub fn is_pci_address(name: &str) -> bool {
-    let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
-    let Some((domain_bus_dev, function)) = name.split_once('.') else {
-        return false;
-    };
-    let parts: Vec<&str> = domain_bus_dev.split(':').collect();
-    matches!(parts.as_slice(), [domain, bus, dev] if hex(domain, 4) && hex(bus, 2) && hex(dev, 2))
-        && function.len() == 1
-        && function.bytes().all(|b| (b'0'..=b'7').contains(&b))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,22 +358,6 @@ mod tests {
                 })
                 .collect(),
             ..HostFacts::default()
-        }
-    }
-
-    #[test]
-    fn pci_addresses_are_recognised() {
-        assert!(is_pci_address("0000:00:02.0"));
-        assert!(is_pci_address("10de:af:1f.7"));
-        for name in [
-            "nvme0n1",
-            "eth0",
-            "0000:00:02",
-            "0000:00:02.8",
-            "000:00:02.0",
-            "",
-        ] {
-            assert!(!is_pci_address(name), "{name}");
         }
     }
 

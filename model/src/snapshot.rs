@@ -10,9 +10,10 @@
 //! the PCI address, found through [`DeviceFacts`]. See [`crate::derive`] for the overhead figures.
 
 use crate::derive::{derive, Derived};
-use crate::facts::{is_pci_address, DeviceFacts};
+use crate::facts::DeviceFacts;
 use crate::hist::Histogram;
 use crate::sample::{Op, OpCounters, RawSample, RawSource, SourceKind};
+use iommutop_host::pci::is_pci_address;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 

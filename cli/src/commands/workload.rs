@@ -67,11 +67,12 @@ pub fn checked_profile_workload(profile: &Profile) -> Outcome<Box<dyn Workload>>
     Ok(workload)
 }
 
-/// Puts back what an interrupted run left (as root: only root changes anything), saying so.
+/// Puts back what killed runs left (as root: only root changes anything), saying so: the host
+/// layer's one sweep over /run/iommutop.
 pub fn restore_leftovers() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
-        for line in iommutop_workloads::restore_leftovers() {
+        for line in iommutop_host::sweep(&iommutop_host::HostRoot::system()) {
             eprintln!("iommutop: {line}");
         }
     }

@@ -6,8 +6,8 @@
 //! (network namespaces, huge pages, a netserver), [run](Workload::run) with a [`RunControl`]
 //! through which it reports live numbers and asks the session for probe numbers at step
 //! boundaries, and [restored](Workload::restore) — also when dropped, so that an error or Ctrl-C
-//! unwinds what it changed. What a killed run left behind is put back by the next one
-//! ([`restore_leftovers`]).
+//! unwinds what it changed. Every change goes through the host layer ([`iommutop_host`]), whose
+//! one sweep puts back what a killed run left behind.
 //!
 //! The workloads launch the real tools (netperf and netserver, fio) and parse their output with
 //! pure functions tested on real output (`testdata/`), or run in-process (the TLB pointer chase).
@@ -26,7 +26,6 @@ pub mod params;
 pub mod process;
 pub mod profile;
 pub mod registry;
-pub mod state;
 pub mod tlb;
 pub mod vfio_nvme;
 pub mod window;
@@ -78,14 +77,4 @@ pub trait Workload: Send {
     fn userspace_driver_of(&self) -> Option<String> {
         None
     }
-}
-
-/// Puts back what runs killed before they could restore left behind (NICs in namespaces, huge
-/// page reservations); returns one line per record found.
-pub fn restore_leftovers() -> Vec<String> {
-    let dir = std::path::Path::new(state::STATE_DIR);
-    let mut lines = netns::restore_leftovers(dir);
-    lines.extend(tlb::hugepages::restore_leftovers(dir));
-    lines.extend(vfio_nvme::restore_leftovers());
-    lines
 }

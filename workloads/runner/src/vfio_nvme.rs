@@ -406,11 +406,6 @@ pub fn summarize(results: &Map<String, Value>) -> String {
     }
 }
 
-/// Puts back controllers killed runs left on vfio-pci (and their huge pages).
-pub fn restore_leftovers() -> Vec<String> {
-    driver::restore_all_leftovers()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,7 +39,7 @@ pub mod worker;
 
 pub use error::{Error, ParamError};
 pub use hist::{CcdfPoint, Histogram, LatencySummary};
-pub use host::{restore_all_leftovers, restore_leftovers, HostChanges};
+pub use host::HostChanges;
 pub use params::{Backend, PageSize, Params, Pattern, Stop, SweepParams, Target};
 pub use report::{DeviceInfo, MapCost, RunResult, SetupCost, ThreadResult, VerifySummary};
 pub use sweep::{Knee, SweepResult, SweepSeries, SweepStep};

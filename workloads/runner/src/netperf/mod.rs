@@ -17,7 +17,7 @@ use crate::netns::{self, Namespaces, Placement};
 use crate::params::{Default, Kind, ParamSpec, Params};
 use crate::process::{require_tool, run_quiet, Launched};
 use crate::window::{per_unit, ProbeWindow};
-use crate::{state, Workload, WorkloadOutput};
+use crate::{Workload, WorkloadOutput};
 use parse::{parse_line, parse_rr, Line, RrResult, SELECTORS};
 use serde_json::{json, Map, Value};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
@@ -482,7 +482,7 @@ impl Workload for Netperf {
         match self.mode.clone() {
             Mode::Local { client, server } => {
                 self.warnings
-                    .extend(netns::restore_leftovers(Path::new(state::STATE_DIR)));
+                    .extend(iommutop_host::sweep(&iommutop_host::HostRoot::system()));
                 let client_ns = self.namespace_name("client");
                 let server_ns = self.namespace_name("server");
                 for (role, name, namespace, address) in [
@@ -515,11 +515,7 @@ impl Workload for Netperf {
                         address: self.server_addr.clone(),
                     },
                 ];
-                self.namespaces = Some(Namespaces::set_up(
-                    &placements,
-                    Path::new(state::STATE_DIR),
-                    Duration::from_secs(20),
-                )?);
+                self.namespaces = Some(Namespaces::set_up(&placements, Duration::from_secs(20))?);
                 self.client_namespace = Some(client_ns);
                 let server_ip = ip_of("server_addr", &self.server_addr)?;
                 self.server_ip = Some(server_ip);

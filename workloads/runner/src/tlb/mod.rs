@@ -15,11 +15,10 @@ pub mod steps;
 use crate::control::RunControl;
 use crate::error::WorkloadError;
 use crate::params::{format_size, Default, Kind, ParamSpec, Params};
-use crate::{state, Workload, WorkloadOutput};
+use crate::{Workload, WorkloadOutput};
 use chase::{Backing, Buffer, Tsc, PAGE_2M};
 use hugepages::Reservation;
 use serde_json::{json, Map, Value};
-use std::path::Path;
 use std::time::Duration;
 use steps::Point;
 
@@ -214,9 +213,9 @@ impl Workload for Tlb {
 
     fn prepare(&mut self) -> Result<(), WorkloadError> {
         if self.reserve && self.wants_2m() {
-            let dir = Path::new(state::STATE_DIR);
-            self.warnings.extend(hugepages::restore_leftovers(dir));
-            let reservation = Reservation::ensure_2m(self.huge_pages_needed(), dir)?;
+            self.warnings
+                .extend(iommutop_host::sweep(&iommutop_host::HostRoot::system()));
+            let reservation = Reservation::ensure_2m(self.huge_pages_needed())?;
             if reservation.free < self.huge_pages_needed() {
                 self.warnings.push(format!(
                     "the kernel granted {} of {} huge pages of 2 MiB (memory fragmented?)",
