@@ -8,8 +8,21 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Who made the IOMMU, as far as the kernel's IOMMU units tell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum IommuVendor {
     /// Intel VT-d (`dmar*` units).
     Intel,
@@ -34,17 +47,26 @@ impl IommuVendor {
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            IommuVendor::Intel => "intel",
-            IommuVendor::Amd => "amd",
-            IommuVendor::Virtio => "virtio",
-        }
+        self.into()
     }
 }
 
 /// How unmapped IOVAs are invalidated, i.e. what the default DMA domain does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum DmaMode {
     /// IOTLB invalidated synchronously on every unmap (domain type `DMA`).
     Strict,
@@ -75,11 +97,7 @@ impl DmaMode {
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            DmaMode::Strict => "strict",
-            DmaMode::Lazy => "lazy",
-            DmaMode::Passthrough => "passthrough",
-        }
+        self.into()
     }
 }
 

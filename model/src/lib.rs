@@ -7,6 +7,7 @@ pub mod derive;
 pub mod diagnose;
 pub mod facts;
 pub mod hist;
+pub mod op_stats;
 mod ops_map;
 pub mod report;
 pub mod sample;

@@ -9,7 +9,7 @@ use crate::block::Target;
 use crate::control::RunControl;
 use crate::error::WorkloadError;
 use crate::fio::{self, run_job, FioJob};
-use crate::params::{Default, Kind, ParamSpec, Params};
+use crate::params::{DefaultValue, Kind, ParamSpec, Params};
 use crate::process::require_tool;
 use crate::window::{per_unit, ProbeWindow};
 use crate::{Workload, WorkloadOutput};
@@ -21,13 +21,13 @@ pub const SPECS: &[ParamSpec] = &[
     ParamSpec {
         key: "filename",
         kind: Kind::Str,
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "device or file to read (default: the first NVMe namespace)",
     },
     ParamSpec {
         key: "threads",
         kind: Kind::IntList { min: 1, max: 1024 },
-        default: Default::Ints(&[1, 2, 4, 8]),
+        default: DefaultValue::Ints(&[1, 2, 4, 8]),
         help: "job counts, one step each",
     },
     ParamSpec {
@@ -36,13 +36,13 @@ pub const SPECS: &[ParamSpec] = &[
             min: 1.0,
             max: 3600.0,
         },
-        default: Default::Float(5.0),
+        default: DefaultValue::Float(5.0),
         help: "seconds per step",
     },
     ParamSpec {
         key: "rw",
         kind: Kind::Choice(&["randread", "read"]),
-        default: Default::Str("randread"),
+        default: DefaultValue::Str("randread"),
         help: "access pattern (reads only)",
     },
     ParamSpec {
@@ -51,19 +51,19 @@ pub const SPECS: &[ParamSpec] = &[
             min: 512,
             max: 64 << 20,
         },
-        default: Default::Int(4096),
+        default: DefaultValue::Int(4096),
         help: "bytes per I/O",
     },
     ParamSpec {
         key: "iodepth",
         kind: Kind::Int { min: 1, max: 65536 },
-        default: Default::Int(4),
+        default: DefaultValue::Int(4),
         help: "I/Os in flight per job",
     },
     ParamSpec {
         key: "ioengine",
         kind: Kind::Choice(&["libaio", "io_uring", "psync", "pvsync2"]),
-        default: Default::Str("libaio"),
+        default: DefaultValue::Str("libaio"),
         help: "fio I/O engine",
     },
 ];

@@ -3,6 +3,7 @@
 //! and the workload reads the checked values through [`Params`].
 
 use crate::error::WorkloadError;
+use iommutop_model::units::{self, format_size};
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
 
@@ -45,7 +46,7 @@ pub enum Kind {
 
 /// A parameter's value when neither the profile nor the command line gives one.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Default {
+pub enum DefaultValue {
     /// No default: the parameter is absent unless given (the workload decides what that means).
     Unset,
     Bool(bool),
@@ -56,16 +57,16 @@ pub enum Default {
     Ints(&'static [i64]),
 }
 
-impl Default {
+impl DefaultValue {
     fn value(self) -> Option<Value> {
         Some(match self {
-            Default::Unset => return None,
-            Default::Bool(b) => Value::from(b),
-            Default::Int(n) => Value::from(n),
-            Default::Float(x) => Value::from(x),
-            Default::Str(s) => Value::from(s),
-            Default::Strs(list) => Value::from(list.to_vec()),
-            Default::Ints(list) => Value::from(list.to_vec()),
+            DefaultValue::Unset => return None,
+            DefaultValue::Bool(b) => Value::from(b),
+            DefaultValue::Int(n) => Value::from(n),
+            DefaultValue::Float(x) => Value::from(x),
+            DefaultValue::Str(s) => Value::from(s),
+            DefaultValue::Strs(list) => Value::from(list.to_vec()),
+            DefaultValue::Ints(list) => Value::from(list.to_vec()),
         })
     }
 }
@@ -75,7 +76,7 @@ impl Default {
 pub struct ParamSpec {
     pub key: &'static str,
     pub kind: Kind,
-    pub default: Default,
+    pub default: DefaultValue,
     /// One line for `iommutop workload NAME --help` and docs/profiles.md.
     pub help: &'static str,
 }
@@ -121,7 +122,7 @@ impl ParamSpec {
     /// The default, as a profile would write it; `None` if it has none.
     pub fn default_text(&self) -> Option<String> {
         match (self.kind, self.default) {
-            (Kind::Size { .. }, Default::Int(n)) if n > 0 => {
+            (Kind::Size { .. }, DefaultValue::Int(n)) if n > 0 => {
                 Some(format!("\"{}\"", format_size(n.unsigned_abs())))
             }
             _ => self.default.value().map(|v| v.to_string()),
@@ -161,34 +162,10 @@ fn parse_int(text: &str) -> Result<i64, String> {
         .map_err(|_| format!("expected a whole number, got `{text}`"))
 }
 
-/// Parses a byte count: `4096`, `4k`, `128K`, `1m`, `256MiB`, `2g` (binary units).
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let bad = || {
-        format!("expected bytes with an optional k, m or g suffix (4096, 4k, 256m), got `{text}`")
-    };
-    let t = text.trim().to_ascii_lowercase();
-    let t = t
-        .strip_suffix("ib")
-        .or_else(|| t.strip_suffix('b'))
-        .unwrap_or(&t);
-    let (digits, shift) = match t.as_bytes().last() {
-        Some(b'k') => (&t[..t.len() - 1], 10),
-        Some(b'm') => (&t[..t.len() - 1], 20),
-        Some(b'g') => (&t[..t.len() - 1], 30),
-        _ => (t, 0),
-    };
-    let n: u64 = digits.trim().parse().map_err(|_| bad())?;
-    n.checked_mul(1u64 << shift).ok_or_else(bad)
-}
-
-/// `4096` → `4k`, `268435456` → `256m`; sizes that are not a whole number of units stay bytes.
-pub fn format_size(bytes: u64) -> String {
-    for (shift, unit) in [(30, "g"), (20, "m"), (10, "k")] {
-        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
-            return format!("{}{unit}", bytes >> shift);
-        }
-    }
-    bytes.to_string()
+/// Parses a byte count (see [`iommutop_model::units::parse_size`]), the message as parameters
+/// give it.
+fn parse_size(text: &str) -> Result<u64, String> {
+    units::parse_size(text).map_err(|e| e.to_string())
 }
 
 fn describe(kind: Kind) -> String {
@@ -505,7 +482,7 @@ mod tests {
         ParamSpec {
             key: "iodepth",
             kind: Kind::Int { min: 1, max: 4096 },
-            default: Default::Int(1),
+            default: DefaultValue::Int(1),
             help: "",
         },
         ParamSpec {
@@ -514,13 +491,13 @@ mod tests {
                 min: 512,
                 max: 1 << 26,
             },
-            default: Default::Int(4096),
+            default: DefaultValue::Int(4096),
             help: "",
         },
         ParamSpec {
             key: "rw",
             kind: Kind::Choice(&["read", "randread"]),
-            default: Default::Str("randread"),
+            default: DefaultValue::Str("randread"),
             help: "",
         },
         ParamSpec {
@@ -529,24 +506,10 @@ mod tests {
                 min_len: 2,
                 max_len: 2,
             },
-            default: Default::Unset,
+            default: DefaultValue::Unset,
             help: "",
         },
     ];
-
-    #[test]
-    fn sizes_take_binary_suffixes() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("4k"), Ok(4096));
-        assert_eq!(parse_size("128K"), Ok(128 << 10));
-        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
-        assert_eq!(parse_size("2g"), Ok(2 << 30));
-        assert!(parse_size("4x").is_err());
-        assert!(parse_size("").is_err());
-        assert_eq!(format_size(4096), "4k");
-        assert_eq!(format_size(256 << 20), "256m");
-        assert_eq!(format_size(1500), "1500");
-    }
 
     #[test]
     fn defaults_fill_in_and_given_values_are_normalized() {

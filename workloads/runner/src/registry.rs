@@ -5,7 +5,19 @@ use crate::params::{ParamSpec, Params};
 use crate::{dma_contention, fio, netperf, tlb, vfio_nvme, Workload};
 use serde_json::{Map, Value};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::EnumCount,
+    strum::VariantArray,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
+#[strum(serialize_all = "kebab-case")]
 pub enum WorkloadKind {
     Netperf,
     Fio,
@@ -16,26 +28,26 @@ pub enum WorkloadKind {
 }
 
 impl WorkloadKind {
-    pub const ALL: [WorkloadKind; 5] = [
-        WorkloadKind::Netperf,
-        WorkloadKind::Fio,
-        WorkloadKind::DmaContention,
-        WorkloadKind::Tlb,
-        WorkloadKind::VfioNvme,
-    ];
+    pub const ALL: [WorkloadKind; <WorkloadKind as strum::EnumCount>::COUNT] =
+        WorkloadKind::in_declaration_order();
+
+    const fn in_declaration_order() -> [WorkloadKind; <WorkloadKind as strum::EnumCount>::COUNT] {
+        let variants = <WorkloadKind as strum::VariantArray>::VARIANTS;
+        let mut all = [WorkloadKind::Netperf; <WorkloadKind as strum::EnumCount>::COUNT];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = variants[i];
+            i += 1;
+        }
+        all
+    }
 
     pub fn name(self) -> &'static str {
-        match self {
-            WorkloadKind::Netperf => "netperf",
-            WorkloadKind::Fio => "fio",
-            WorkloadKind::DmaContention => "dma-contention",
-            WorkloadKind::Tlb => "tlb",
-            WorkloadKind::VfioNvme => "vfio-nvme",
-        }
+        self.into()
     }
 
     pub fn from_name(name: &str) -> Option<WorkloadKind> {
-        WorkloadKind::ALL.into_iter().find(|k| k.name() == name)
+        name.parse().ok()
     }
 
     /// All names, for messages.

@@ -6,7 +6,7 @@
 
 use crate::control::RunControl;
 use crate::error::WorkloadError;
-use crate::params::{Default, Kind, ParamSpec, Params};
+use crate::params::{DefaultValue, Kind, ParamSpec, Params};
 use crate::{Workload, WorkloadOutput};
 use iommutop_vfio_nvme as driver;
 use serde_json::{json, Map, Value};
@@ -18,31 +18,31 @@ pub const SPECS: &[ParamSpec] = &[
     ParamSpec {
         key: "mode",
         kind: Kind::Choice(&["run", "iotlb-sweep"]),
-        default: Default::Str("run"),
+        default: DefaultValue::Str("run"),
         help: "`run`: I/O at a queue depth; `iotlb-sweep`: QD1 reads over 1, 2, 4 … pages per page size",
     },
     ParamSpec {
         key: "device",
         kind: Kind::Str,
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "PCI address, nvme0 or /dev/nvme0n1 (default: the only NVMe controller; writes need it named)",
     },
     ParamSpec {
         key: "bind",
         kind: Kind::Bool,
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "bind the controller to vfio-pci for the run and back to its driver after",
     },
     ParamSpec {
         key: "reserve_hugepages",
         kind: Kind::Bool,
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "raise nr_hugepages as the run needs and put it back after",
     },
     ParamSpec {
         key: "backend",
         kind: Kind::Choice(&["auto", "legacy", "iommufd"]),
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "VFIO interface: the legacy container/group or iommufd (default auto)",
     },
     ParamSpec {
@@ -51,13 +51,13 @@ pub const SPECS: &[ParamSpec] = &[
             min: 1,
             max: 0xffff_fffe,
         },
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "namespace (default 1)",
     },
     ParamSpec {
         key: "pattern",
         kind: Kind::Choice(&["randread", "randwrite", "read", "write"]),
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "access pattern (default randread)",
     },
     ParamSpec {
@@ -66,19 +66,19 @@ pub const SPECS: &[ParamSpec] = &[
             min: 512,
             max: 2 << 20,
         },
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "bytes per I/O (default 4k)",
     },
     ParamSpec {
         key: "qd",
         kind: Kind::Int { min: 1, max: 1024 },
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "commands in flight per thread (default 1)",
     },
     ParamSpec {
         key: "threads",
         kind: Kind::Int { min: 1, max: 64 },
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "threads, one I/O queue pair each (default 1)",
     },
     ParamSpec {
@@ -87,7 +87,7 @@ pub const SPECS: &[ParamSpec] = &[
             min: 0.001,
             max: 86_400.0,
         },
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "how long a run does I/O (default 10)",
     },
     ParamSpec {
@@ -96,43 +96,43 @@ pub const SPECS: &[ParamSpec] = &[
             min: 1,
             max: i64::MAX,
         },
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "I/Os in total instead of a duration; the sweep: I/Os per step",
     },
     ParamSpec {
         key: "pages",
         kind: Kind::Str,
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "distinct buffer pages per thread; the sweep: the largest count, or per size (`4k=4096,2m=128`)",
     },
     ParamSpec {
         key: "page_size",
         kind: Kind::ChoiceList(&["4k", "2m", "1g"]),
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "page size of the DMA buffers; the sweep takes a list",
     },
     ParamSpec {
         key: "allow_write",
         kind: Kind::Bool,
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "writes overwrite the device: needed for randwrite and write, with `device`",
     },
     ParamSpec {
         key: "verify",
         kind: Kind::Bool,
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "writes a pattern derived from the LBA and seed; reads check it",
     },
     ParamSpec {
         key: "ccdf_csv",
         kind: Kind::Str,
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "also write the latency CCDF here as CSV (thread,latency_ns,ccdf)",
     },
     ParamSpec {
         key: "svg",
         kind: Kind::Str,
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "the sweep: also write its latency-per-pages plot here as SVG",
     },
     ParamSpec {
@@ -141,7 +141,7 @@ pub const SPECS: &[ParamSpec] = &[
             min: 0,
             max: i64::MAX,
         },
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "seeds the random LBAs and the verify pattern (default 1)",
     },
 ];
@@ -232,7 +232,7 @@ impl VfioNvme {
             Job::Run(params) => &params.target,
             Job::Sweep(params) => &params.target,
         };
-        driver::host::Host::system()
+        driver::host::NvmeHost::system()
             .resolve_device(target.device.as_deref())
             .map_err(classify)
     }

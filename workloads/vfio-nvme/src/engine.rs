@@ -28,15 +28,7 @@ const IO_TIMEOUT: Duration = Duration::from_secs(30);
 /// Empty polls before a polling thread yields its CPU (threads may outnumber CPUs).
 const SPINS_BEFORE_YIELD: u32 = 64;
 
-/// Where the device is: the worker gets this from the parent, which did the binding.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct Located {
-    pub pci: String,
-    pub group: u32,
-    /// `/sys` and `/dev` (other roots only in tests).
-    pub sys_root: std::path::PathBuf,
-    pub dev_root: std::path::PathBuf,
-}
+pub use crate::located::Located;
 
 /// A data buffer slot: its offset in the thread's data slice and its precomputed PRPs.
 #[derive(Debug, Clone, Copy)]

@@ -8,8 +8,9 @@
 //! Refusals: a controller with a namespace that is mounted, partitioned, held or used as swap
 //! is not touched ([`iommutop_host::block::disk_uses`]).
 
-use crate::engine::Located;
+use crate::changes::HostChanges;
 use crate::error::Error;
+use crate::located::Located;
 use crate::mem::reserve_advice;
 use crate::params::{PageSize, Target};
 use iommutop_host::hugepages::{Counts, Pool};
@@ -17,143 +18,26 @@ use iommutop_host::nvme::NVME_CLASS;
 use iommutop_host::pci::{self, is_pci_address, pci_address_in, PciState};
 use iommutop_host::record::claimed_by_other;
 use iommutop_host::{Change, HostError, HostRoot, Journal};
-use serde::{Deserialize, Serialize};
 use std::fs;
 
 const VFIO_PCI: &str = "vfio-pci";
 
 /// The machine a run prepares (`/` outside tests).
 #[derive(Debug, Clone)]
-pub struct Host {
+pub struct NvmeHost {
     root: HostRoot,
 }
 
-/// A driver binding change, as made and as undone.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Rebind {
-    pub pci_address: String,
-    /// The driver before the run (`None`: unbound).
-    pub from: Option<String>,
-    /// `driver_override` before the run.
-    pub override_before: Option<String>,
-    pub to: String,
-    /// Namespace block devices the controller had, which must come back.
-    pub namespaces: Vec<String>,
-    pub restored: bool,
-}
-
-/// A huge page reservation change.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HugeChange {
-    pub page_size: PageSize,
-    pub from: u64,
-    pub to: u64,
-    pub restored: bool,
-}
-
-/// What the tool changed on the host for a run, and whether each was put back.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HostChanges {
-    pub rebind: Option<Rebind>,
-    pub hugepages: Vec<HugeChange>,
-    /// What earlier runs that were killed left, restored before this one started.
-    pub recovered: Option<String>,
-}
-
-impl HostChanges {
-    pub fn is_empty(&self) -> bool {
-        self.rebind.is_none() && self.hugepages.is_empty() && self.recovered.is_none()
-    }
-
-    /// One sentence per change.
-    pub fn notes(&self) -> Vec<String> {
-        let mut notes = Vec::new();
-        if let Some(r) = &self.recovered {
-            notes.push(r.clone());
-        }
-        if let Some(b) = &self.rebind {
-            let from = b.from.as_deref().unwrap_or("no driver");
-            notes.push(if b.restored {
-                format!(
-                    "{} was bound to {} for the run and is back on {from}",
-                    b.pci_address, b.to
-                )
-            } else {
-                format!(
-                    "{} is bound to {} (was {from}): NOT restored",
-                    b.pci_address, b.to
-                )
-            });
-        }
-        for h in &self.hugepages {
-            notes.push(format!(
-                "{} huge pages raised from {} to {} for the run{}",
-                h.page_size,
-                h.from,
-                h.to,
-                if h.restored {
-                    " and put back"
-                } else {
-                    ": NOT put back"
-                }
-            ));
-        }
-        notes
-    }
-
-    /// The changes a journal holds, each restored or not.
-    fn from_journal(journal: &Journal, recovered: Option<String>) -> HostChanges {
-        let mut changes = HostChanges {
-            recovered,
-            ..HostChanges::default()
-        };
-        for entry in journal.entries() {
-            match &entry.change {
-                Change::Driver(d) => {
-                    changes.rebind = Some(Rebind {
-                        pci_address: d.pci_address.clone(),
-                        from: d.from.clone(),
-                        override_before: d.override_before.clone(),
-                        to: d.to.clone(),
-                        namespaces: d.disks.clone(),
-                        restored: entry.undone,
-                    })
-                }
-                Change::HugePages(h) => {
-                    changes
-                        .hugepages
-                        .extend(page_size_of_kb(h.size_kb).map(|page_size| HugeChange {
-                            page_size,
-                            from: h.from,
-                            to: h.to,
-                            restored: entry.undone,
-                        }))
-                }
-                _ => {}
-            }
-        }
-        changes
-    }
-}
-
-fn size_kb(page: PageSize) -> u64 {
-    page.bytes() >> 10
-}
-
-fn page_size_of_kb(kb: u64) -> Option<PageSize> {
-    PageSize::ALL.into_iter().find(|p| size_kb(*p) == kb)
-}
-
-impl Host {
-    pub fn system() -> Host {
-        Host {
+impl NvmeHost {
+    pub fn system() -> NvmeHost {
+        NvmeHost {
             root: HostRoot::system(),
         }
     }
 
     /// A host rooted elsewhere (tests build a fake sysfs there).
-    pub fn at(root: HostRoot) -> Host {
-        Host { root }
+    pub fn at(root: HostRoot) -> NvmeHost {
+        NvmeHost { root }
     }
 
     /// Every NVMe controller's PCI address.
@@ -246,7 +130,7 @@ impl Host {
         if !page.is_huge() {
             return Err(Error::HugePages(format!("{page} pages are not huge pages")));
         }
-        Pool::of_size(&self.root, size_kb(page)).map_err(|e| match e {
+        Pool::of_size(&self.root, page.kib()).map_err(|e| match e {
             HostError::NoHugePages { dir, .. } => Error::HugePages(format!(
                 "this kernel has no {page} huge pages ({} missing): {}",
                 dir.display(),
@@ -316,7 +200,7 @@ impl HostGuard {
     /// Checks the device, puts back what killed earlier runs left, reserves huge pages and
     /// binds to vfio-pci as `target` allows. `huge` lists the huge pages the run will map.
     pub fn prepare(
-        host: &Host,
+        host: &NvmeHost,
         target: &Target,
         huge: &[(PageSize, u64)],
     ) -> Result<(HostGuard, Located), Error> {
@@ -375,7 +259,7 @@ impl HostGuard {
 }
 
 /// Binds `pci` to vfio-pci (recorded first) and waits for its VFIO group node.
-fn bind_vfio(host: &Host, journal: &mut Journal, pci: &str, group: u32) -> Result<(), Error> {
+fn bind_vfio(host: &NvmeHost, journal: &mut Journal, pci: &str, group: u32) -> Result<(), Error> {
     pci::rebind(journal, pci, VFIO_PCI).map_err(|e| match e {
         HostError::DriverMissing { .. } => {
             Error::Vfio("the vfio-pci driver is not loaded: run `modprobe vfio-pci`".into())
@@ -395,7 +279,7 @@ fn bind_vfio(host: &Host, journal: &mut Journal, pci: &str, group: u32) -> Resul
 
 /// Puts back what killed runs left (the one sweep), and refuses a controller another running
 /// process has bound.
-fn recover_leftovers(host: &Host, pci: &str) -> Result<Option<String>, Error> {
+fn recover_leftovers(host: &NvmeHost, pci: &str) -> Result<Option<String>, Error> {
     let lines = iommutop_host::sweep(&host.root);
     let holder = claimed_by_other(
         &host.root,

@@ -38,6 +38,16 @@ impl PageSize {
         }
     }
 
+    /// The size in KiB, as the kernel names huge page pools (`hugepages-2048kB`).
+    pub fn kib(self) -> u64 {
+        self.bytes() >> 10
+    }
+
+    /// The page size of `kib` KiB, if it is one of ours.
+    pub fn of_kib(kib: u64) -> Option<PageSize> {
+        PageSize::ALL.into_iter().find(|p| p.kib() == kib)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             PageSize::Size4K => "4k",
@@ -637,26 +647,15 @@ pub fn parse_number<T: TryFrom<u64>>(option: &str, s: &str) -> Result<T, ParamEr
     T::try_from(n).map_err(|_| ParamError::new(option, s, "out of range"))
 }
 
-/// Parses a byte count: `4096`, `4k`, `128K`, `1m`, `1MiB`, `1g` (binary units).
+/// Parses a byte count (see [`iommutop_model::units::parse_size`]) for `option`.
 pub fn parse_bytes(option: &str, s: &str) -> Result<u64, ParamError> {
-    let fix = "give bytes with an optional k, m or g suffix (512, 4k, 128k, 1m)";
-    let t = s.trim().to_ascii_lowercase();
-    let t = t
-        .strip_suffix("ib")
-        .or_else(|| t.strip_suffix('b'))
-        .unwrap_or(&t);
-    let (digits, shift) = match t.char_indices().last() {
-        Some((i, 'k')) => (&t[..i], 10),
-        Some((i, 'm')) => (&t[..i], 20),
-        Some((i, 'g')) => (&t[..i], 30),
-        _ => (t, 0),
-    };
-    let n: u64 = digits
-        .trim()
-        .parse()
-        .map_err(|_| ParamError::new(option, s, fix))?;
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| ParamError::new(option, s, fix))
+    iommutop_model::units::parse_size(s).map_err(|_| {
+        ParamError::new(
+            option,
+            s,
+            "give bytes with an optional k, m or g suffix (512, 4k, 128k, 1m)",
+        )
+    })
 }
 
 /// Parses a duration: `10` (seconds), `2.5s`, `500ms`, `2m`, `1h`.

@@ -2,8 +2,8 @@
 //! set-up cost (VFIO open, DMA map per buffer, controller enable) and what the tool changed on
 //! the host and put back. Everything serializes to JSON.
 
+use crate::changes::HostChanges;
 use crate::hist::{CcdfPoint, Histogram, LatencySummary};
-use crate::host::HostChanges;
 use crate::params::{PageSize, Params};
 use crate::vfio::IommuInfo;
 use serde::{Deserialize, Serialize};

@@ -12,10 +12,11 @@ pub mod parse;
 use crate::block::{self, Target, TargetKind};
 use crate::control::RunControl;
 use crate::error::WorkloadError;
-use crate::params::{format_size, Default, Kind, ParamSpec, Params};
+use crate::params::{DefaultValue, Kind, ParamSpec, Params};
 use crate::process::{require_tool, Launched};
 use crate::window::{per_unit, ProbeWindow};
 use crate::{Workload, WorkloadOutput};
+use iommutop_model::units::format_size;
 use parse::{parse_report, Direction, FioResult, ObjectSplitter};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
@@ -30,13 +31,13 @@ pub const SPECS: &[ParamSpec] = &[
     ParamSpec {
         key: "filename",
         kind: Kind::Str,
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "device or file; reads default to the first NVMe namespace, writes need it named",
     },
     ParamSpec {
         key: "rw",
         kind: Kind::Choice(RW),
-        default: Default::Str("randread"),
+        default: DefaultValue::Str("randread"),
         help: "access pattern (fio `--rw`)",
     },
     ParamSpec {
@@ -45,31 +46,31 @@ pub const SPECS: &[ParamSpec] = &[
             min: 512,
             max: 64 << 20,
         },
-        default: Default::Int(4096),
+        default: DefaultValue::Int(4096),
         help: "bytes per I/O",
     },
     ParamSpec {
         key: "iodepth",
         kind: Kind::Int { min: 1, max: 65536 },
-        default: Default::Int(1),
+        default: DefaultValue::Int(1),
         help: "I/Os in flight per job",
     },
     ParamSpec {
         key: "numjobs",
         kind: Kind::Int { min: 1, max: 1024 },
-        default: Default::Int(1),
+        default: DefaultValue::Int(1),
         help: "jobs (processes) doing I/O at once",
     },
     ParamSpec {
         key: "ioengine",
         kind: Kind::Choice(&["libaio", "io_uring", "psync", "pvsync2", "sync"]),
-        default: Default::Str("libaio"),
+        default: DefaultValue::Str("libaio"),
         help: "fio I/O engine",
     },
     ParamSpec {
         key: "direct",
         kind: Kind::Bool,
-        default: Default::Bool(true),
+        default: DefaultValue::Bool(true),
         help: "O_DIRECT: bypass the page cache, so every I/O reaches the device",
     },
     ParamSpec {
@@ -78,7 +79,7 @@ pub const SPECS: &[ParamSpec] = &[
             min: 1.0,
             max: 86_400.0,
         },
-        default: Default::Float(10.0),
+        default: DefaultValue::Float(10.0),
         help: "run time in seconds",
     },
     ParamSpec {
@@ -87,13 +88,13 @@ pub const SPECS: &[ParamSpec] = &[
             min: 4096,
             max: 1 << 50,
         },
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "bytes of the device or file to use (a file that does not exist is created at this size)",
     },
     ParamSpec {
         key: "rwmixread",
         kind: Kind::Int { min: 0, max: 100 },
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "randrw/rw: percent of I/Os that read",
     },
 ];

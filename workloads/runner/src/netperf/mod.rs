@@ -14,7 +14,7 @@ pub mod parse;
 use crate::control::RunControl;
 use crate::error::WorkloadError;
 use crate::netns::{self, Namespaces, Placement};
-use crate::params::{Default, Kind, ParamSpec, Params};
+use crate::params::{DefaultValue, Kind, ParamSpec, Params};
 use crate::process::{require_tool, run_quiet, Launched};
 use crate::window::{per_unit, ProbeWindow};
 use crate::{Workload, WorkloadOutput};
@@ -28,7 +28,7 @@ pub const SPECS: &[ParamSpec] = &[
     ParamSpec {
         key: "test",
         kind: Kind::Choice(&["TCP_RR", "TCP_CRR", "UDP_RR"]),
-        default: Default::Str("TCP_RR"),
+        default: DefaultValue::Str("TCP_RR"),
         help: "netperf test (`-t`)",
     },
     ParamSpec {
@@ -37,7 +37,7 @@ pub const SPECS: &[ParamSpec] = &[
             min: 1,
             max: 64 << 20,
         },
-        default: Default::Int(1024),
+        default: DefaultValue::Int(1024),
         help: "request bytes (`-r REQ,RSP`)",
     },
     ParamSpec {
@@ -46,7 +46,7 @@ pub const SPECS: &[ParamSpec] = &[
             min: 1,
             max: 64 << 20,
         },
-        default: Default::Int(1024),
+        default: DefaultValue::Int(1024),
         help: "response bytes",
     },
     ParamSpec {
@@ -55,13 +55,13 @@ pub const SPECS: &[ParamSpec] = &[
             min: 1.0,
             max: 86_400.0,
         },
-        default: Default::Float(10.0),
+        default: DefaultValue::Float(10.0),
         help: "test length in seconds (`-l`)",
     },
     ParamSpec {
         key: "mode",
         kind: Kind::Choice(&["local", "remote", "loopback"]),
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "`local` (two NICs in two namespaces), `remote` (netserver on `host`), `loopback`; default: remote if `host` is given, else local",
     },
     ParamSpec {
@@ -70,37 +70,37 @@ pub const SPECS: &[ParamSpec] = &[
             min_len: 2,
             max_len: 2,
         },
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "local mode: [client NIC, server NIC], cabled to each other; moved into namespaces and back",
     },
     ParamSpec {
         key: "host",
         kind: Kind::Str,
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "remote mode: the host running netserver",
     },
     ParamSpec {
         key: "port",
         kind: Kind::Int { min: 1, max: 65535 },
-        default: Default::Int(12865),
+        default: DefaultValue::Int(12865),
         help: "netserver's control port (`-p`); loopback mode picks a free one",
     },
     ParamSpec {
         key: "client_addr",
         kind: Kind::Str,
-        default: Default::Str("10.77.0.1/24"),
+        default: DefaultValue::Str("10.77.0.1/24"),
         help: "local mode: the client NIC's address in its namespace",
     },
     ParamSpec {
         key: "server_addr",
         kind: Kind::Str,
-        default: Default::Str("10.77.0.2/24"),
+        default: DefaultValue::Str("10.77.0.2/24"),
         help: "local mode: the server NIC's address in its namespace",
     },
     ParamSpec {
         key: "cpu",
         kind: Kind::Bool,
-        default: Default::Bool(true),
+        default: DefaultValue::Bool(true),
         help: "measure CPU utilisation on both ends (`-c -C`)",
     },
 ];

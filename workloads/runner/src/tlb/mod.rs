@@ -14,10 +14,11 @@ pub mod steps;
 
 use crate::control::RunControl;
 use crate::error::WorkloadError;
-use crate::params::{format_size, Default, Kind, ParamSpec, Params};
+use crate::params::{DefaultValue, Kind, ParamSpec, Params};
 use crate::{Workload, WorkloadOutput};
 use chase::{Backing, Buffer, Tsc, PAGE_2M};
 use hugepages::Reservation;
+use iommutop_model::units::format_size;
 use serde_json::{json, Map, Value};
 use std::time::Duration;
 use steps::Point;
@@ -26,7 +27,7 @@ pub const SPECS: &[ParamSpec] = &[
     ParamSpec {
         key: "page_sizes",
         kind: Kind::ChoiceList(&["4k", "2m"]),
-        default: Default::Strs(&["4k", "2m"]),
+        default: DefaultValue::Strs(&["4k", "2m"]),
         help: "page sizes to measure, one curve each",
     },
     ParamSpec {
@@ -35,7 +36,7 @@ pub const SPECS: &[ParamSpec] = &[
             min: 4096,
             max: 1 << 40,
         },
-        default: Default::Int(4096),
+        default: DefaultValue::Int(4096),
         help: "smallest working set",
     },
     ParamSpec {
@@ -44,19 +45,19 @@ pub const SPECS: &[ParamSpec] = &[
             min: 8192,
             max: 1 << 40,
         },
-        default: Default::Int(256 << 20),
+        default: DefaultValue::Int(256 << 20),
         help: "largest working set (the buffer's size)",
     },
     ParamSpec {
         key: "sizes_per_octave",
         kind: Kind::Int { min: 1, max: 8 },
-        default: Default::Int(2),
+        default: DefaultValue::Int(2),
         help: "working sets per doubling (1: powers of two)",
     },
     ParamSpec {
         key: "pattern",
         kind: Kind::Choice(&["pages", "lines"]),
-        default: Default::Str("pages"),
+        default: DefaultValue::Str("pages"),
         help: "`pages`: one cache line per 4 KiB page (TLB reach apart from cache size); `lines`: every cache line",
     },
     ParamSpec {
@@ -65,13 +66,13 @@ pub const SPECS: &[ParamSpec] = &[
             min: 1,
             max: 600_000,
         },
-        default: Default::Int(200),
+        default: DefaultValue::Int(200),
         help: "measuring time per working set (at least 3 passes)",
     },
     ParamSpec {
         key: "reserve_hugepages",
         kind: Kind::Bool,
-        default: Default::Bool(false),
+        default: DefaultValue::Bool(false),
         help: "raise the 2 MiB hugetlb pool for the run and put it back after (root)",
     },
     ParamSpec {
@@ -80,7 +81,7 @@ pub const SPECS: &[ParamSpec] = &[
             min: 0,
             max: i64::MAX,
         },
-        default: Default::Int(1),
+        default: DefaultValue::Int(1),
         help: "seeds the random chase order",
     },
 ];

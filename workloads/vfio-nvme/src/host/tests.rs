@@ -1,9 +1,10 @@
 use super::*;
+use crate::changes::HugeChange;
 use std::os::unix::fs::symlink;
 
 /// A fake /sys, /proc and /dev with one NVMe controller at 0000:00:04.0 bound to nvme, its
 /// namespace nvme0n1 (259:0), and 2 MiB huge pages.
-fn fake_host() -> (tempfile::TempDir, Host) {
+fn fake_host() -> (tempfile::TempDir, NvmeHost) {
     let t = tempfile::tempdir().unwrap();
     let r = t.path();
     let mk = |p: &str| fs::create_dir_all(r.join(p)).unwrap();
@@ -57,7 +58,7 @@ fn fake_host() -> (tempfile::TempDir, Host) {
         "22 1 0:21 / / rw - overlay overlay rw\n",
     );
     put("proc/swaps", "Filename Type Size Used Priority\n");
-    let host = Host::at(HostRoot::at(r));
+    let host = NvmeHost::at(HostRoot::at(r));
     (t, host)
 }
 
