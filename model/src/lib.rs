@@ -15,6 +15,7 @@ pub mod snapshot;
 pub mod summary;
 pub mod time;
 pub mod units;
+pub mod workload;
 
 pub use derive::{Derived, IoBasis};
 pub use facts::{DeviceFacts, DmaMode, HostFacts, IommuGroup, IommuUnit, IommuVendor};

@@ -118,6 +118,14 @@ pub struct WorkloadReport {
     pub results: Map<String, Value>,
 }
 
+impl WorkloadReport {
+    /// The workload's unit of work and headline numbers (`results.work`), if it stated them:
+    /// reports of builds before it did have none.
+    pub fn headline(&self) -> Option<crate::workload::Headline> {
+        crate::workload::Headline::of(&self.results)
+    }
+}
+
 /// How a probe is attached, cheapest first.
 #[derive(
     Debug,

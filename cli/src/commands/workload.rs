@@ -258,6 +258,7 @@ pub fn run(args: &WorkloadArgs) -> Outcome<ExitCode> {
     let WorkloadOutput {
         results,
         mut warnings,
+        ..
     } = result.map_err(workload_failure)?;
     warnings.extend(problems.iter().map(|p| format!("not restored: {p}")));
     print!("{}", kind.summarize(&results));

@@ -14,6 +14,7 @@ use crate::process::require_tool;
 use crate::window::{per_unit, ProbeWindow};
 use crate::{Workload, WorkloadOutput};
 use iommutop_model::sample::Op;
+use iommutop_model::workload::{Headline, WorkUnit};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 
@@ -254,7 +255,11 @@ impl Workload for DmaContention {
             results.insert("interrupted".into(), json!(true));
             warnings.push("interrupted: the curve stops at the last step completed".into());
         }
-        Ok(WorkloadOutput { results, warnings })
+        Ok(WorkloadOutput::new(
+            results,
+            Headline::uncounted(WorkUnit::Io),
+            warnings,
+        ))
     }
 
     fn restore(&mut self) -> Vec<String> {

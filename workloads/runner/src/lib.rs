@@ -37,15 +37,36 @@ pub use profile::{Profile, ProfileError, ProfileSet};
 pub use registry::WorkloadKind;
 pub use window::{ProbeWindow, WindowAccumulator};
 
+use iommutop_model::workload::Headline;
 use serde_json::{Map, Value};
 
-/// What a run produced: the workload's own numbers, and sentences about their limits.
+/// What a run produced: the workload's own numbers, its unit of work, and sentences about
+/// their limits.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WorkloadOutput {
     /// Numbers at the top level (`transactions_per_s`, `read_iops`) so that `iommutop compare`
-    /// and `--fail-if workload.<key>` find them; structure (curves, per-device tables) below.
+    /// and `--fail-if workload.<key>` find them; structure (curves, per-device tables) below;
+    /// [`WorkloadOutput::work`] as `work`.
     pub results: Map<String, Value>,
+    /// The unit of work and the headline numbers, which compare and diagnose read.
+    pub work: Option<Headline>,
     pub warnings: Vec<String>,
+}
+
+impl WorkloadOutput {
+    /// The output of a run that did `work`; the headline is stored among the results too.
+    pub fn new(
+        mut results: Map<String, Value>,
+        work: Headline,
+        warnings: Vec<String>,
+    ) -> WorkloadOutput {
+        work.store(&mut results);
+        WorkloadOutput {
+            results,
+            work: Some(work),
+            warnings,
+        }
+    }
 }
 
 /// One workload: prepare → run → restore.

@@ -8,6 +8,7 @@ use crate::control::RunControl;
 use crate::error::WorkloadError;
 use crate::params::{DefaultValue, Kind, ParamSpec, Params};
 use crate::{Workload, WorkloadOutput};
+use iommutop_model::workload::{Headline, WorkUnit};
 use iommutop_vfio_nvme as driver;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
@@ -363,24 +364,22 @@ impl Workload for VfioNvme {
     fn run(&mut self, ctl: &mut dyn RunControl) -> Result<WorkloadOutput, WorkloadError> {
         // What the driver changed on the host and put back is in the results (`host`) and in
         // the summary: a note, not a warning.
-        let results = match &self.job {
+        let (results, work) = match &self.job {
             Job::Run(params) => {
                 let result =
                     Self::drive(ctl, |cancel| driver::run(params, cancel)).map_err(classify)?;
                 write_file(&self.ccdf_csv, &result.ccdf_csv())?;
-                run_output(&result)
+                let work = Headline::counted(WorkUnit::Io, result.ios as f64, "iops", result.iops);
+                (run_output(&result), work)
             }
             Job::Sweep(params) => {
                 let result = Self::drive(ctl, |cancel| driver::iotlb_sweep(params, cancel))
                     .map_err(classify)?;
                 write_file(&self.svg, &result.svg())?;
-                sweep_output(&result)
+                (sweep_output(&result), Headline::uncounted(WorkUnit::Io))
             }
         };
-        Ok(WorkloadOutput {
-            results,
-            warnings: Vec::new(),
-        })
+        Ok(WorkloadOutput::new(results, work, Vec::new()))
     }
 
     fn restore(&mut self) -> Vec<String> {

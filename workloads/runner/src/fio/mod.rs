@@ -17,6 +17,7 @@ use crate::process::{require_tool, Launched};
 use crate::window::{per_unit, ProbeWindow};
 use crate::{Workload, WorkloadOutput};
 use iommutop_model::units::format_size;
+use iommutop_model::workload::{Headline, WorkUnit};
 use parse::{parse_report, Direction, FioResult, ObjectSplitter};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
@@ -275,6 +276,15 @@ fn direction_results(m: &mut Map<String, Value>, prefix: &str, d: &Direction) {
     }
 }
 
+/// What a fio run did: reads when it read (its reads are what a read job is about, and a mixed
+/// job is compared by its reads), else I/Os.
+pub fn headline(r: &FioResult) -> Headline {
+    match &r.read {
+        Some(read) => Headline::counted(WorkUnit::Read, read.ios as f64, "read_iops", read.iops),
+        None => Headline::counted(WorkUnit::Io, r.ios() as f64, "iops", r.iops()),
+    }
+}
+
 /// fio's numbers as report results (flat: `read_iops`, `write_clat_p99_us`, `iops`, ...).
 pub fn fio_results(r: &FioResult) -> Map<String, Value> {
     let mut m = Map::new();
@@ -483,7 +493,11 @@ impl Workload for Fio {
             results.insert("probe_window_s".into(), json!(window.duration_s));
         }
         results.insert("command".into(), json!(self.job.argv()));
-        Ok(WorkloadOutput { results, warnings })
+        Ok(WorkloadOutput::new(
+            results,
+            headline(&run.result),
+            warnings,
+        ))
     }
 
     fn restore(&mut self) -> Vec<String> {
@@ -608,6 +622,21 @@ mod tests {
             interval_numbers(Some(&b), &a).is_none(),
             "counters going back give nothing"
         );
+    }
+
+    #[test]
+    fn a_read_job_counts_reads_and_a_write_job_ios() {
+        let (objects, _) =
+            parse::split_objects(include_str!("../../testdata/fio-randread-4k-qd32x4.json"));
+        let mut r = parse_report(objects.last().unwrap()).unwrap();
+        let read = headline(&r);
+        assert_eq!(read.unit, WorkUnit::Read);
+        assert_eq!(read.count, Some(110463.0));
+        assert_eq!(read.rate_metric.as_deref(), Some("read_iops"));
+        r.write = r.read.take();
+        let written = headline(&r);
+        assert_eq!(written.unit, WorkUnit::Io);
+        assert_eq!(written.rate_metric.as_deref(), Some("iops"));
     }
 
     #[test]

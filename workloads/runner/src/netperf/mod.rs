@@ -18,6 +18,7 @@ use crate::params::{DefaultValue, Kind, ParamSpec, Params};
 use crate::process::{require_tool, run_quiet, Launched};
 use crate::window::{per_unit, ProbeWindow};
 use crate::{Workload, WorkloadOutput};
+use iommutop_model::workload::{Headline, WorkUnit};
 use parse::{parse_line, parse_rr, Line, RrResult, SELECTORS};
 use serde_json::{json, Map, Value};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
@@ -619,7 +620,13 @@ impl Workload for Netperf {
             results.insert("probe_window_s".into(), json!(window.duration_s));
         }
         results.insert("command".into(), json!(argv));
-        Ok(WorkloadOutput { results, warnings })
+        let work = Headline::counted(
+            WorkUnit::Transaction,
+            result.transactions() as f64,
+            "transactions_per_s",
+            result.transactions_per_s,
+        );
+        Ok(WorkloadOutput::new(results, work, warnings))
     }
 
     fn restore(&mut self) -> Vec<String> {

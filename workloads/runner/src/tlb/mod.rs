@@ -19,6 +19,7 @@ use crate::{Workload, WorkloadOutput};
 use chase::{Backing, Buffer, Tsc, PAGE_2M};
 use hugepages::Reservation;
 use iommutop_model::units::format_size;
+use iommutop_model::workload::{Headline, WorkUnit};
 use serde_json::{json, Map, Value};
 use std::time::Duration;
 use steps::Point;
@@ -349,7 +350,11 @@ impl Workload for Tlb {
             results.insert("interrupted".into(), json!(true));
             warnings.push("interrupted: the curves stop at the last working set measured".into());
         }
-        Ok(WorkloadOutput { results, warnings })
+        Ok(WorkloadOutput::new(
+            results,
+            Headline::uncounted(WorkUnit::Access),
+            warnings,
+        ))
     }
 
     fn restore(&mut self) -> Vec<String> {
