@@ -9,6 +9,7 @@ pub mod facts;
 pub mod hist;
 pub mod op_stats;
 mod ops_map;
+pub mod params;
 pub mod report;
 pub mod sample;
 pub mod snapshot;

@@ -7,7 +7,7 @@ use crate::exit::{Failure, Outcome};
 use crate::stop::StopSignal;
 use anyhow::{anyhow, Context};
 use iommutop_workloads::error::ErrorClass;
-use iommutop_workloads::params::Params;
+use iommutop_workloads::params::ParamValues;
 use iommutop_workloads::{ProbeWindow, WorkloadOutput};
 use iommutop_workloads::{Profile, ProfileSet, RunControl, Workload, WorkloadError, WorkloadKind};
 use serde_json::{json, Map, Value};
@@ -25,7 +25,7 @@ pub fn workload_failure(error: WorkloadError) -> Failure {
 }
 
 /// The workload to run, its parameters checked.
-pub fn build_workload(kind: WorkloadKind, params: Params) -> Outcome<Box<dyn Workload>> {
+pub fn build_workload(kind: WorkloadKind, params: ParamValues) -> Outcome<Box<dyn Workload>> {
     kind.build(params).map_err(workload_failure)
 }
 

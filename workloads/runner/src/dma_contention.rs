@@ -9,7 +9,7 @@ use crate::block::Target;
 use crate::control::RunControl;
 use crate::error::WorkloadError;
 use crate::fio::{self, run_job, FioJob};
-use crate::params::{DefaultValue, Kind, ParamSpec, Params};
+use crate::params::{DefaultValue, Kind, ParamSpec, ParamValues};
 use crate::process::require_tool;
 use crate::window::{per_unit, ProbeWindow};
 use crate::{Workload, WorkloadOutput};
@@ -81,14 +81,14 @@ const STEP_OPS: [Op; 7] = [
 ];
 
 pub struct DmaContention {
-    params: Params,
+    params: ParamValues,
     threads: Vec<u64>,
     job: FioJob,
     target: Option<Target>,
 }
 
 impl DmaContention {
-    pub fn new(params: Params) -> Result<DmaContention, WorkloadError> {
+    pub fn new(params: ParamValues) -> Result<DmaContention, WorkloadError> {
         let mut threads = params.u64s("threads")?;
         threads.sort_unstable();
         threads.dedup();

@@ -102,3 +102,13 @@ impl From<iommutop_host::HostError> for WorkloadError {
         }
     }
 }
+
+/// A parameter that does not fit its declaration.
+impl From<iommutop_model::params::ParamError> for WorkloadError {
+    fn from(error: iommutop_model::params::ParamError) -> WorkloadError {
+        WorkloadError::Param {
+            key: error.key,
+            message: error.message,
+        }
+    }
+}

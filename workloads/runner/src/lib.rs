@@ -1,7 +1,7 @@
 //! Workloads iommutop runs under its probes, and the profiles that name them.
 //!
 //! Every workload is one type behind [`Workload`]: built from checked parameters
-//! ([`params::Params`], declared once per workload as [`params::ParamSpec`]s), it is
+//! ([`params::ParamValues`], declared once per workload as [`params::ParamSpec`]s), it is
 //! [checked](Workload::check) before anything is attached or changed, [prepared](Workload::prepare)
 //! (network namespaces, huge pages, a netserver), [run](Workload::run) with a [`RunControl`]
 //! through which it reports live numbers and asks the session for probe numbers at step
@@ -32,7 +32,7 @@ pub mod window;
 
 pub use control::{BasicControl, RunControl};
 pub use error::{ErrorClass, WorkloadError};
-pub use params::{ParamSpec, Params};
+pub use params::{ParamSpec, ParamValues};
 pub use profile::{Profile, ProfileError, ProfileSet};
 pub use registry::WorkloadKind;
 pub use window::{ProbeWindow, WindowAccumulator};

@@ -1,7 +1,7 @@
 //! The workloads by name: their parameters, descriptions, and constructors.
 
 use crate::error::WorkloadError;
-use crate::params::{ParamSpec, Params};
+use crate::params::{ParamSpec, ParamValues};
 use crate::{dma_contention, fio, netperf, tlb, vfio_nvme, Workload};
 use serde_json::{Map, Value};
 
@@ -104,12 +104,12 @@ impl WorkloadKind {
     }
 
     /// Checks `given` against the workload's parameters and fills in the defaults.
-    pub fn params(self, given: Map<String, Value>) -> Result<Params, WorkloadError> {
-        Params::new(self.name(), self.specs(), given)
+    pub fn params(self, given: Map<String, Value>) -> Result<ParamValues, WorkloadError> {
+        Ok(ParamValues::new(self.name(), self.specs(), given)?)
     }
 
     /// The workload, ready to check, prepare and run.
-    pub fn build(self, params: Params) -> Result<Box<dyn Workload>, WorkloadError> {
+    pub fn build(self, params: ParamValues) -> Result<Box<dyn Workload>, WorkloadError> {
         Ok(match self {
             WorkloadKind::Netperf => Box::new(netperf::Netperf::new(params)?),
             WorkloadKind::Fio => Box::new(fio::Fio::new(params)?),

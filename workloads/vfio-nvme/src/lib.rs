@@ -30,6 +30,7 @@ pub mod located;
 pub mod mem;
 pub mod mmio;
 pub mod nvme;
+pub mod options;
 pub mod params;
 pub mod report;
 pub mod rng;

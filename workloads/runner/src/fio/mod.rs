@@ -12,7 +12,7 @@ pub mod parse;
 use crate::block::{self, Target, TargetKind};
 use crate::control::RunControl;
 use crate::error::WorkloadError;
-use crate::params::{DefaultValue, Kind, ParamSpec, Params};
+use crate::params::{DefaultValue, Kind, ParamSpec, ParamValues};
 use crate::process::{require_tool, Launched};
 use crate::window::{per_unit, ProbeWindow};
 use crate::{Workload, WorkloadOutput};
@@ -367,13 +367,13 @@ pub fn resolve_target(
 }
 
 pub struct Fio {
-    params: Params,
+    params: ParamValues,
     job: FioJob,
     target: Option<Target>,
 }
 
 impl Fio {
-    pub fn new(params: Params) -> Result<Fio, WorkloadError> {
+    pub fn new(params: ParamValues) -> Result<Fio, WorkloadError> {
         let job = FioJob {
             filename: PathBuf::new(),
             rw: params.str("rw")?.to_string(),
@@ -414,7 +414,7 @@ impl Fio {
 }
 
 /// The parameters as given, with the device or file fio was pointed at once it is resolved.
-pub fn params_with_target(params: &Params, target: Option<&Target>) -> Map<String, Value> {
+pub fn params_with_target(params: &ParamValues, target: Option<&Target>) -> Map<String, Value> {
     let mut map = params.to_map();
     if let Some(t) = target {
         map.insert("filename".into(), t.path.display().to_string().into());

@@ -14,7 +14,7 @@ pub mod parse;
 use crate::control::RunControl;
 use crate::error::WorkloadError;
 use crate::netns::{self, Namespaces, Placement};
-use crate::params::{DefaultValue, Kind, ParamSpec, Params};
+use crate::params::{DefaultValue, Kind, ParamSpec, ParamValues};
 use crate::process::{require_tool, run_quiet, Launched};
 use crate::window::{per_unit, ProbeWindow};
 use crate::{Workload, WorkloadOutput};
@@ -137,7 +137,7 @@ struct Nic {
 }
 
 pub struct Netperf {
-    params: Params,
+    params: ParamValues,
     mode: Mode,
     test: String,
     request_size: u64,
@@ -171,7 +171,7 @@ fn ip_of(key: &str, cidr: &str) -> Result<IpAddr, WorkloadError> {
 }
 
 impl Netperf {
-    pub fn new(params: Params) -> Result<Netperf, WorkloadError> {
+    pub fn new(params: ParamValues) -> Result<Netperf, WorkloadError> {
         let host = params.opt_str("host")?.map(str::to_string);
         let nics = if params.has("nics") {
             Some(params.strs("nics")?)

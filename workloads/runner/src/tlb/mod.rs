@@ -14,7 +14,7 @@ pub mod steps;
 
 use crate::control::RunControl;
 use crate::error::WorkloadError;
-use crate::params::{DefaultValue, Kind, ParamSpec, Params};
+use crate::params::{DefaultValue, Kind, ParamSpec, ParamValues};
 use crate::{Workload, WorkloadOutput};
 use chase::{Backing, Buffer, Tsc, PAGE_2M};
 use hugepages::Reservation;
@@ -88,7 +88,7 @@ pub const SPECS: &[ParamSpec] = &[
 ];
 
 pub struct Tlb {
-    params: Params,
+    params: ParamValues,
     page_sizes: Vec<String>,
     sizes: Vec<u64>,
     max_size: u64,
@@ -101,7 +101,7 @@ pub struct Tlb {
 }
 
 impl Tlb {
-    pub fn new(params: Params) -> Result<Tlb, WorkloadError> {
+    pub fn new(params: ParamValues) -> Result<Tlb, WorkloadError> {
         let min = params.u64("min_size")?;
         let max = params.u64("max_size")?;
         if min >= max {
