@@ -2,7 +2,7 @@
 //! controller bring-up, one queue pair per thread, the submission/completion loop, teardown.
 
 use crate::error::Error;
-use crate::hist::Histogram;
+use crate::hist::LatencyHistogram;
 use crate::iova::IovaAllocator;
 use crate::mem::{DmaBuffer, DmaSlice};
 use crate::mmio::Bar;
@@ -93,7 +93,7 @@ struct LoopOutcome {
     ios: u64,
     bytes: u64,
     elapsed: Duration,
-    hist: Histogram,
+    hist: LatencyHistogram,
     verify: VerifySummary,
     first_mismatch: Option<verify::Mismatch>,
     interrupted: bool,
@@ -658,7 +658,7 @@ fn assemble(
     outcomes: Vec<(ThreadResult, LoopOutcome)>,
     cancel: &AtomicBool,
 ) -> Result<RunResult, Error> {
-    let mut hist = Histogram::new();
+    let mut hist = LatencyHistogram::new();
     let mut ios = 0;
     let mut bytes = 0;
     let mut elapsed = 0f64;

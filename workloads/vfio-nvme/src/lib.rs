@@ -42,7 +42,7 @@ pub mod worker;
 
 pub use changes::{HostChanges, HugeChange, Rebind};
 pub use error::{Error, ParamError};
-pub use hist::{CcdfPoint, Histogram, LatencySummary};
+pub use hist::{CcdfPoint, LatencyHistogram, LatencySummary};
 pub use params::{Backend, PageSize, Params, Pattern, Stop, SweepParams, Target};
 pub use report::{DeviceInfo, MapCost, RunResult, SetupCost, ThreadResult, VerifySummary};
 pub use sweep::{Knee, SweepResult, SweepSeries, SweepStep};
