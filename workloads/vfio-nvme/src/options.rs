@@ -342,13 +342,14 @@ impl SweepParams {
                 }
             }
         }
-        let unused =
-            values.has("duration_s") || read.flag("allow_write")? || read.flag("verify")?;
-        if unused {
-            let key = ["duration_s", "allow_write", "verify"]
-                .into_iter()
-                .find(|k| values.has(k))
-                .unwrap_or("duration_s");
+        let refused = [
+            ("duration_s", values.has("duration_s")),
+            ("allow_write", read.flag("allow_write")?),
+            ("verify", read.flag("verify")?),
+        ]
+        .into_iter()
+        .find(|(_, given)| *given);
+        if let Some((key, _)) = refused {
             return Err(ParamError::new(
                 &option_of(key),
                 "",

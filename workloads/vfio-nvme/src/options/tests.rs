@@ -90,6 +90,10 @@ fn checked_values_become_a_sweep() {
             "{refused}"
         );
     }
+    let e = SweepParams::from_values(&values(json!({"allow_write": false, "verify": true})))
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("--verify"), "the option given is named: {e}");
     assert!(is_sweep(&values(json!({"mode": "iotlb-sweep"}))));
     assert!(!is_sweep(&values(json!({}))));
 }
