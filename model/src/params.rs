@@ -117,7 +117,7 @@ impl ParamSpec {
                 text.parse::<f64>()
                     .map_err(|_| format!("expected a number, got `{text}`"))?,
             ),
-            Kind::Size { .. } => Value::from(parse_size(text)?),
+            Kind::Size { .. } => Value::from(size_in_bytes(text)?),
             Kind::Str | Kind::Choice(_) => Value::from(text),
             Kind::StrList { .. } | Kind::ChoiceList(_) => Value::from(split_list(text)),
             Kind::IntList { .. } => Value::Array(
@@ -178,9 +178,8 @@ fn parse_int(text: &str) -> Result<i64, String> {
         .map_err(|_| format!("expected a whole number, got `{text}`"))
 }
 
-/// Parses a byte count (see [`crate::units::parse_size`]), the message as parameters
-/// give it.
-fn parse_size(text: &str) -> Result<u64, String> {
+/// A size as parameters give it, the message as a parameter error says it.
+fn size_in_bytes(text: &str) -> Result<u64, String> {
     units::parse_size(text).map_err(|e| e.to_string())
 }
 
@@ -248,7 +247,7 @@ fn check_value(kind: Kind, value: &Value) -> Result<Value, String> {
         }
         Kind::Size { min, max } => {
             let bytes = match value {
-                Value::String(s) => parse_size(s)?,
+                Value::String(s) => size_in_bytes(s)?,
                 Value::Number(n) => n.as_u64().ok_or_else(out_of_range)?,
                 _ => return Err(wrong()),
             };
