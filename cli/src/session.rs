@@ -1,15 +1,14 @@
 //! A recording session: probes attached, one sample per interval, a report at the end.
 //! Dropping a session detaches every probe and turns BPF statistics back off.
 
-use crate::commands::probes::load_failure;
 use crate::exit::Outcome;
 use crate::privileges::require_bpf_privileges;
-use crate::probes::{PointSelection, PointStatus, Probes, Tier};
+use crate::probes::{load_failure, PointSelection, PointStatus, Probes};
 use crate::sysinfo;
 use anyhow::Context;
 use iommutop_model::facts::HostFacts;
 use iommutop_model::report::{
-    IntervalPoint, ProbeEntry, ProbeStatus, Refusal, Report, ReportInputs, Run, Tier as ReportTier,
+    IntervalPoint, ProbeEntry, ProbeStatus, Refusal, Report, ReportInputs, Run,
 };
 use iommutop_model::sample::RawSample;
 use iommutop_model::snapshot::Snapshot;
@@ -176,7 +175,7 @@ pub fn probe_entry(status: &PointStatus) -> ProbeEntry {
         .collect();
     ProbeEntry {
         point: status.point.to_string(),
-        tier: status.tier.map(report_tier),
+        tier: status.tier,
         symbol: (!attached.is_empty()).then(|| attached.join(", ")),
         status: if status.tier.is_some() {
             ProbeStatus::Attached
@@ -193,7 +192,7 @@ pub fn probe_entry(status: &PointStatus) -> ProbeEntry {
             .refused
             .iter()
             .map(|r| Refusal {
-                tier: report_tier(r.tier),
+                tier: r.tier,
                 reason: r.reason.clone(),
             })
             .collect(),
@@ -208,12 +207,4 @@ fn unavailable_reason(status: &PointStatus) -> String {
         .map(|r| format!("{}: {}", r.tier.name(), r.reason))
         .collect::<Vec<_>>()
         .join("; ")
-}
-
-fn report_tier(tier: Tier) -> ReportTier {
-    match tier {
-        Tier::Fentry => ReportTier::Fentry,
-        Tier::Kprobe => ReportTier::Kprobe,
-        Tier::Tracepoint => ReportTier::Tracepoint,
-    }
 }

@@ -483,10 +483,7 @@ fn netperf_local_mode_moves_two_nics_and_restores_them_on_every_exit() {
         String::from_utf8_lossy(&output.stderr)
     );
     let said = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        said.contains("restored what an interrupted run left"),
-        "{said}"
-    );
+    assert!(said.contains("restored what a killed run"), "{said}");
     pair.assert_as_before();
     assert_eq!(
         live_tools_serving("10.77.0.2"),

@@ -319,7 +319,7 @@ fn lab_diagnose_ab_measures_both_modes_and_restores_the_group_even_when_interrup
         "{interrupted}"
     );
     assert!(
-        !read(&out.join("records-after")).contains("domain-"),
+        !read(&out.join("records-after")).contains(".json"),
         "no switch record left behind"
     );
 }

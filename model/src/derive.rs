@@ -23,8 +23,8 @@
 //! `dma_map` calls (each map then stands for one I/O); which one was used is [`IoBasis`]. `cpu_share` is translation time over the interval's wall time: 1.0 means
 //! one CPU busy translating all the time (several CPUs can add up to more than 1).
 
+use crate::op_stats::OpStats;
 use crate::sample::Op;
-use crate::snapshot::OpStats;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -143,7 +143,7 @@ pub fn derive(ops: &BTreeMap<Op, OpStats>, interval_ns: u64) -> Derived {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::OpDelta;
+    use crate::op_stats::OpDelta;
 
     /// Stats of an op with `count` calls, all timed, taking `timed_total_ns` together (if given).
     fn op(count: u64, timed_total_ns: Option<u64>) -> OpStats {

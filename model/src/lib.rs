@@ -7,13 +7,16 @@ pub mod derive;
 pub mod diagnose;
 pub mod facts;
 pub mod hist;
+pub mod op_stats;
 mod ops_map;
+pub mod params;
 pub mod report;
 pub mod sample;
 pub mod snapshot;
 pub mod summary;
 pub mod time;
 pub mod units;
+pub mod workload;
 
 pub use derive::{Derived, IoBasis};
 pub use facts::{DeviceFacts, DmaMode, HostFacts, IommuGroup, IommuUnit, IommuVendor};

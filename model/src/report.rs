@@ -118,27 +118,64 @@ pub struct WorkloadReport {
     pub results: Map<String, Value>,
 }
 
-/// How a probe was attached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+impl WorkloadReport {
+    /// The workload's unit of work and headline numbers (`results.work`), if it stated them:
+    /// reports of builds before it did have none.
+    pub fn headline(&self) -> Option<crate::workload::Headline> {
+        crate::workload::Headline::of(&self.results)
+    }
+}
+
+/// How a probe is attached, cheapest first.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Tier {
+    /// BPF trampolines on entry and exit: counts, bytes and latency.
     Fentry,
+    /// kprobe and kretprobe: counts, bytes and latency, slower than fentry.
     Kprobe,
+    /// A kernel tracepoint: counts and bytes only, no latency.
     Tracepoint,
 }
 
 impl Tier {
     pub fn name(self) -> &'static str {
-        match self {
-            Tier::Fentry => "fentry",
-            Tier::Kprobe => "kprobe",
-            Tier::Tracepoint => "tracepoint",
-        }
+        self.into()
+    }
+
+    pub fn measures_latency(self) -> bool {
+        !matches!(self, Tier::Tracepoint)
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ProbeStatus {
     Attached,
     /// No tier exists on this kernel (no symbol, no tracepoint).
@@ -149,11 +186,7 @@ pub enum ProbeStatus {
 
 impl ProbeStatus {
     pub fn name(self) -> &'static str {
-        match self {
-            ProbeStatus::Attached => "attached",
-            ProbeStatus::Unavailable => "unavailable",
-            ProbeStatus::Failed => "failed",
-        }
+        self.into()
     }
 }
 

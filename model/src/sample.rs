@@ -9,82 +9,78 @@ use std::collections::BTreeMap;
 /// Number of log2 slots, equal to `IOMMUTOP_HIST_SLOTS` in `ebpf/include/iommutop/abi.h`.
 pub const HIST_SLOTS: usize = 32;
 
-/// The operations iommutop counts, in the order of `enum iommutop_op` in the ABI header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// The operations iommutop counts: each variant's value is its `enum iommutop_op` value in the
+/// ABI header (pinned one by one where the bindings are generated, `cli/src/probes/convert.rs`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::EnumCount,
+    strum::VariantArray,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[repr(u32)]
 pub enum Op {
     /// DMA API map (`dma_map_page_attrs`, `dma_map_phys`, `dma_map_sg_attrs`).
-    DmaMap,
+    DmaMap = 0,
     /// DMA API unmap.
-    DmaUnmap,
+    DmaUnmap = 1,
     /// IOMMU page-table map (`iommu_map`, `iommu:map`).
-    IommuMap,
+    IommuMap = 2,
     /// IOMMU page-table unmap (`iommu_unmap`, `iommu:unmap`).
-    IommuUnmap,
+    IommuUnmap = 3,
     /// IOVA allocation (`alloc_iova_fast`).
-    IovaAlloc,
+    IovaAlloc = 4,
     /// IOVA release (`free_iova_fast`).
-    IovaFree,
+    IovaFree = 5,
     /// IOTLB sync after a map (`intel_iommu_iotlb_sync_map`, ...).
-    IotlbSync,
+    IotlbSync = 6,
     /// IOTLB invalidation (`qi_submit_sync`, `cache_tag_flush_range`, AMD flushes).
-    IotlbFlush,
+    IotlbFlush = 7,
     /// Deferred flush-queue timer (`fq_flush_timeout`).
-    FqFlush,
+    FqFlush = 8,
     /// Completed I/O: block request (with bytes), NAPI poll (count is packets).
-    Completion,
+    Completion = 9,
     /// IOVA allocation through the rbtree, when the per-CPU caches miss (`alloc_iova`).
-    IovaAllocSlow,
+    IovaAllocSlow = 10,
     /// Of the IOTLB invalidations, those of a whole domain (count only: a subset of `IotlbFlush`).
-    IotlbFlushFull,
+    IotlbFlushFull = 11,
     /// Coherent DMA buffers allocated (`dma_alloc_attrs`, ...): not per-I/O maps.
-    DmaAlloc,
+    DmaAlloc = 12,
     /// Coherent DMA buffers released.
-    DmaFree,
+    DmaFree = 13,
     /// Packets a NIC's driver accepted for transmit (`net:net_dev_xmit`); a NIC's `Completion` is
     /// the packets it received.
-    TxPackets,
+    TxPackets = 14,
 }
 
 impl Op {
     /// All operations in ABI order.
-    pub const ALL: [Op; 15] = [
-        Op::DmaMap,
-        Op::DmaUnmap,
-        Op::IommuMap,
-        Op::IommuUnmap,
-        Op::IovaAlloc,
-        Op::IovaFree,
-        Op::IotlbSync,
-        Op::IotlbFlush,
-        Op::FqFlush,
-        Op::Completion,
-        Op::IovaAllocSlow,
-        Op::IotlbFlushFull,
-        Op::DmaAlloc,
-        Op::DmaFree,
-        Op::TxPackets,
-    ];
+    pub const ALL: [Op; <Op as strum::EnumCount>::COUNT] = Op::in_declaration_order();
+
+    const fn in_declaration_order() -> [Op; <Op as strum::EnumCount>::COUNT] {
+        let variants = <Op as strum::VariantArray>::VARIANTS;
+        let mut all = [Op::DmaMap; <Op as strum::EnumCount>::COUNT];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = variants[i];
+            i += 1;
+        }
+        all
+    }
 
     /// The name used in reports and on screen (`dma_map`, `iotlb_sync`, ...).
     pub fn name(self) -> &'static str {
-        match self {
-            Op::DmaMap => "dma_map",
-            Op::DmaUnmap => "dma_unmap",
-            Op::IommuMap => "iommu_map",
-            Op::IommuUnmap => "iommu_unmap",
-            Op::IovaAlloc => "iova_alloc",
-            Op::IovaFree => "iova_free",
-            Op::IotlbSync => "iotlb_sync",
-            Op::IotlbFlush => "iotlb_flush",
-            Op::FqFlush => "fq_flush",
-            Op::Completion => "completion",
-            Op::IovaAllocSlow => "iova_alloc_slow",
-            Op::IotlbFlushFull => "iotlb_flush_full",
-            Op::DmaAlloc => "dma_alloc",
-            Op::DmaFree => "dma_free",
-            Op::TxPackets => "tx_packets",
-        }
+        self.into()
     }
 
     /// Work that exists only because addresses are translated (what `identity` avoids).

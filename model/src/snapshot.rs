@@ -10,9 +10,10 @@
 //! the PCI address, found through [`DeviceFacts`]. See [`crate::derive`] for the overhead figures.
 
 use crate::derive::{derive, Derived};
-use crate::facts::{is_pci_address, DeviceFacts};
-use crate::hist::Histogram;
+use crate::facts::DeviceFacts;
+pub use crate::op_stats::{per_second, Latency, OpDelta, OpStats};
 use crate::sample::{Op, OpCounters, RawSample, RawSource, SourceKind};
+use iommutop_host::pci::is_pci_address;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -38,134 +39,6 @@ pub enum RowKind {
     Disk,
     /// A netdev whose PCI function sysfs did not tell.
     Netdev,
-}
-
-/// The plain sums of one operation over an interval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct OpDelta {
-    pub count: u64,
-    pub bytes: u64,
-    pub failures: u64,
-    pub timed: u64,
-    pub total_ns: u64,
-    pub hist: Histogram,
-}
-
-impl OpDelta {
-    /// Everything counted since the counters were created (or reset).
-    pub fn from_counters(counters: &OpCounters) -> OpDelta {
-        OpDelta {
-            count: counters.count,
-            bytes: counters.bytes,
-            failures: counters.failures,
-            timed: counters.timed,
-            total_ns: counters.total_ns,
-            hist: Histogram::from_slots(&counters.hist),
-        }
-    }
-
-    /// `later - earlier`, or `None` if any counter went backwards.
-    pub fn checked_between(earlier: &OpCounters, later: &OpCounters) -> Option<OpDelta> {
-        Some(OpDelta {
-            count: later.count.checked_sub(earlier.count)?,
-            bytes: later.bytes.checked_sub(earlier.bytes)?,
-            failures: later.failures.checked_sub(earlier.failures)?,
-            timed: later.timed.checked_sub(earlier.timed)?,
-            total_ns: later.total_ns.checked_sub(earlier.total_ns)?,
-            hist: Histogram::from_slots(&later.hist)
-                .checked_since(&Histogram::from_slots(&earlier.hist))?,
-        })
-    }
-
-    /// Adds another delta (saturating).
-    pub fn merge(&mut self, other: &OpDelta) {
-        self.count = self.count.saturating_add(other.count);
-        self.bytes = self.bytes.saturating_add(other.bytes);
-        self.failures = self.failures.saturating_add(other.failures);
-        self.timed = self.timed.saturating_add(other.timed);
-        self.total_ns = self.total_ns.saturating_add(other.total_ns);
-        self.hist.merge(&other.hist);
-    }
-
-    /// Rates, means and percentiles over an interval of `interval_ns`.
-    pub fn stats(&self, interval_ns: u64) -> OpStats {
-        OpStats {
-            count: self.count,
-            bytes: self.bytes,
-            failures: self.failures,
-            rate_per_s: per_second(self.count, interval_ns),
-            avg_bytes: (self.count > 0 && self.bytes > 0)
-                .then(|| self.bytes as f64 / self.count as f64),
-            latency: self.latency(),
-        }
-    }
-
-    fn latency(&self) -> Option<Latency> {
-        if self.timed == 0 {
-            return None;
-        }
-        let percentiles = self.hist.percentiles()?;
-        Some(Latency {
-            timed: self.timed,
-            total_ns: self.total_ns,
-            mean_ns: self.total_ns as f64 / self.timed as f64,
-            p50_ns: percentiles.p50,
-            p90_ns: percentiles.p90,
-            p99_ns: percentiles.p99,
-            p999_ns: percentiles.p999,
-            max_ns_bound: self.hist.max_bound()?,
-            hist: self.hist,
-        })
-    }
-}
-
-/// `count` per second over `interval_ns`; 0 for an empty interval.
-pub fn per_second(count: u64, interval_ns: u64) -> f64 {
-    if interval_ns == 0 {
-        0.0
-    } else {
-        count as f64 * 1e9 / interval_ns as f64
-    }
-}
-
-/// One operation of one row over an interval, as shown and reported.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct OpStats {
-    pub count: u64,
-    pub bytes: u64,
-    pub failures: u64,
-    pub rate_per_s: f64,
-    /// Bytes per call; `None` when nothing was counted or the hook carries no size.
-    pub avg_bytes: Option<f64>,
-    /// `None` when no call was timed (tracepoint tier: counts only).
-    pub latency: Option<Latency>,
-}
-
-impl OpStats {
-    /// Whether the op's latency was measured in this interval.
-    pub fn is_timed(&self) -> bool {
-        self.latency.is_some()
-    }
-
-    /// Measured time in ns, if timed.
-    pub fn total_ns(&self) -> Option<u64> {
-        self.latency.as_ref().map(|l| l.total_ns)
-    }
-}
-
-/// Measured latency of the timed calls of one operation. Percentiles are log2-histogram estimates
-/// (within a factor of two, see [`crate::hist`]); `max_ns_bound` is a bound every call was below.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Latency {
-    pub timed: u64,
-    pub total_ns: u64,
-    pub mean_ns: f64,
-    pub p50_ns: u64,
-    pub p90_ns: u64,
-    pub p99_ns: u64,
-    pub p999_ns: u64,
-    pub max_ns_bound: u64,
-    pub hist: Histogram,
 }
 
 /// One row: a PCI function (or another device, deferred work, an unresolved disk or netdev).

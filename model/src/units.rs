@@ -1,4 +1,5 @@
-//! Numbers for people: durations, counts and shares in a few characters, the same on every screen.
+//! Numbers for people: durations, counts and shares in a few characters, the same on every screen;
+//! and sizes as people write them (`4k`, `256MiB`), read and written back.
 
 /// `850ns`, `1.5us`, `23.4ms`, `2.1s` (ASCII `us`, so that columns line up in any terminal).
 pub fn human_ns(ns: u64) -> String {
@@ -47,6 +48,41 @@ pub fn three_digits(value: f64) -> String {
     }
 }
 
+/// A size that is not bytes with an optional binary suffix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected bytes with an optional k, m or g suffix (4096, 4k, 256m), got `{0}`")]
+pub struct SizeError(pub String);
+
+/// Parses a byte count: `4096`, `4k`, `128K`, `1m`, `256MiB`, `2g` (binary units, any case, an
+/// optional `b` or `ib` after the unit).
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
+    let bad = || SizeError(text.to_string());
+    let lower = text.trim().to_ascii_lowercase();
+    let unit_free = lower
+        .strip_suffix("ib")
+        .or_else(|| lower.strip_suffix('b'))
+        .unwrap_or(&lower);
+    let (digits, shift) = match unit_free.char_indices().last() {
+        Some((i, 'k')) => (&unit_free[..i], 10),
+        Some((i, 'm')) => (&unit_free[..i], 20),
+        Some((i, 'g')) => (&unit_free[..i], 30),
+        _ => (unit_free, 0),
+    };
+    let count: u64 = digits.trim().parse().map_err(|_| bad())?;
+    count.checked_mul(1u64 << shift).ok_or_else(bad)
+}
+
+/// `4096` → `4k`, `268435456` → `256m`; sizes that are not a whole number of units stay bytes.
+/// [`parse_size`] reads it back.
+pub fn format_size(bytes: u64) -> String {
+    for (shift, unit) in [(30, "g"), (20, "m"), (10, "k")] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,5 +110,29 @@ mod tests {
     fn shares() {
         assert_eq!(percent(0.006), "0.60%");
         assert_eq!(percent(1.125), "112.50%");
+    }
+
+    #[test]
+    fn sizes_are_read_in_binary_units() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("128K"), Ok(128 << 10));
+        assert_eq!(parse_size("128KiB"), Ok(128 << 10));
+        assert_eq!(parse_size("1m"), Ok(1 << 20));
+        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_size("2g"), Ok(2 << 30));
+        assert_eq!(parse_size("512b"), Ok(512));
+        for bad in ["4x", "", "four", "k", "99999999999g"] {
+            assert_eq!(parse_size(bad), Err(SizeError(bad.to_string())), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sizes_are_written_back_in_the_largest_whole_unit() {
+        for bytes in [4096, 128 << 10, 256 << 20, 2 << 30, 1000, 3 << 20] {
+            assert_eq!(parse_size(&format_size(bytes)), Ok(bytes));
+        }
+        assert_eq!(format_size(4096), "4k");
+        assert_eq!(format_size(1000), "1000");
     }
 }

@@ -1,10 +1,10 @@
 //! `iommutop probes`: which tier each probe point gets here, found by really attaching.
 
 use crate::cli::ProbesArgs;
-use crate::exit::{Failure, Outcome};
+use crate::exit::Outcome;
 use crate::privileges::require_bpf_privileges;
 use crate::probes::table::{hook_kernels, point};
-use crate::probes::{verify_all_programs, LoadError, PointStatus, Probes, ProgramVerdict};
+use crate::probes::{load_failure, verify_all_programs, PointStatus, Probes, ProgramVerdict};
 use serde_json::json;
 use std::process::ExitCode;
 
@@ -74,14 +74,6 @@ fn verdict_status(v: &ProgramVerdict) -> &'static str {
         Some(_) if v.absent => "absent",
         Some(e) if e.contains("verifier:") || e.contains("Invalid argument") => "rejected",
         Some(_) => "refused",
-    }
-}
-
-/// Load errors that mean "this system can't" rather than "this run failed".
-pub fn load_failure(error: LoadError) -> Failure {
-    match error {
-        LoadError::NoBtf { .. } | LoadError::NothingAttached(_) => Failure::environment(error),
-        other => Failure::from(other),
     }
 }
 

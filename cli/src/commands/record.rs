@@ -3,7 +3,7 @@
 
 use crate::cli::RecordArgs;
 use crate::commands::call_paths;
-use crate::domain::{DomainError, DomainSwitch, Host};
+use crate::domain::{DomainError, DomainSwitch};
 use crate::exit::{Code, Failure, Outcome};
 use crate::output::{JsonTarget, ReportSink};
 use crate::session::{RunDescription, Session};
@@ -58,12 +58,9 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
 /// `--domain TYPE --device ADDR`: the device's group switched, after putting back what a killed
 /// run left switched.
 fn switch_domain(device: &str, domain_type: &str) -> Outcome<DomainSwitch> {
-    let host = Host::system();
-    for line in crate::domain::restore_leftovers(&host) {
-        eprintln!("iommutop: {line}");
-    }
-    let address = crate::domain::pci_address_of(&host, device).map_err(domain_failure)?;
-    let switch = DomainSwitch::apply(&host, &address, domain_type).map_err(domain_failure)?;
+    crate::commands::workload::restore_leftovers();
+    let address = crate::domain::pci_address_of(device).map_err(domain_failure)?;
+    let switch = DomainSwitch::apply(&address, domain_type).map_err(domain_failure)?;
     eprintln!(
         "iommutop: IOMMU group {} of {address} is now {domain_type} (was {})",
         switch.group(),

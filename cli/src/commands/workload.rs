@@ -7,7 +7,7 @@ use crate::exit::{Failure, Outcome};
 use crate::stop::StopSignal;
 use anyhow::{anyhow, Context};
 use iommutop_workloads::error::ErrorClass;
-use iommutop_workloads::params::Params;
+use iommutop_workloads::params::ParamValues;
 use iommutop_workloads::{ProbeWindow, WorkloadOutput};
 use iommutop_workloads::{Profile, ProfileSet, RunControl, Workload, WorkloadError, WorkloadKind};
 use serde_json::{json, Map, Value};
@@ -25,7 +25,7 @@ pub fn workload_failure(error: WorkloadError) -> Failure {
 }
 
 /// The workload to run, its parameters checked.
-pub fn build_workload(kind: WorkloadKind, params: Params) -> Outcome<Box<dyn Workload>> {
+pub fn build_workload(kind: WorkloadKind, params: ParamValues) -> Outcome<Box<dyn Workload>> {
     kind.build(params).map_err(workload_failure)
 }
 
@@ -67,11 +67,12 @@ pub fn checked_profile_workload(profile: &Profile) -> Outcome<Box<dyn Workload>>
     Ok(workload)
 }
 
-/// Puts back what an interrupted run left (as root: only root changes anything), saying so.
+/// Puts back what killed runs left (as root: only root changes anything), saying so: the host
+/// layer's one sweep over /run/iommutop.
 pub fn restore_leftovers() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
-        for line in iommutop_workloads::restore_leftovers() {
+        for line in iommutop_host::sweep(&iommutop_host::HostRoot::system()) {
             eprintln!("iommutop: {line}");
         }
     }
@@ -257,6 +258,7 @@ pub fn run(args: &WorkloadArgs) -> Outcome<ExitCode> {
     let WorkloadOutput {
         results,
         mut warnings,
+        ..
     } = result.map_err(workload_failure)?;
     warnings.extend(problems.iter().map(|p| format!("not restored: {p}")));
     // With `--json -` stdout carries the JSON alone; the summary goes to stderr.

@@ -16,32 +16,34 @@ const _: () = assert!(
         == Op::ALL.len() * std::mem::size_of::<iommutop_op_stats>()
 );
 
-/// `Op::ALL[i]` is the op the kernel counts at `ops[i]`: each pinned to its C enum value.
-const fn abi_index(op: Op) -> u32 {
+/// Whether `Op::ALL[i]` is the op of value `i`: the kernel counts op `i` at `ops[i]`.
+const fn all_in_abi_order() -> bool {
     let mut i = 0;
     while i < Op::ALL.len() {
-        if Op::ALL[i] as u32 == op as u32 {
-            return i as u32;
+        if Op::ALL[i] as usize != i {
+            return false;
         }
         i += 1;
     }
-    u32::MAX
+    true
 }
-const _: () = assert!(abi_index(Op::DmaMap) == iommutop_op::IOMMUTOP_OP_DMA_MAP);
-const _: () = assert!(abi_index(Op::DmaUnmap) == iommutop_op::IOMMUTOP_OP_DMA_UNMAP);
-const _: () = assert!(abi_index(Op::IommuMap) == iommutop_op::IOMMUTOP_OP_IOMMU_MAP);
-const _: () = assert!(abi_index(Op::IommuUnmap) == iommutop_op::IOMMUTOP_OP_IOMMU_UNMAP);
-const _: () = assert!(abi_index(Op::IovaAlloc) == iommutop_op::IOMMUTOP_OP_IOVA_ALLOC);
-const _: () = assert!(abi_index(Op::IovaFree) == iommutop_op::IOMMUTOP_OP_IOVA_FREE);
-const _: () = assert!(abi_index(Op::IotlbSync) == iommutop_op::IOMMUTOP_OP_IOTLB_SYNC);
-const _: () = assert!(abi_index(Op::IotlbFlush) == iommutop_op::IOMMUTOP_OP_IOTLB_FLUSH);
-const _: () = assert!(abi_index(Op::FqFlush) == iommutop_op::IOMMUTOP_OP_FQ_FLUSH);
-const _: () = assert!(abi_index(Op::Completion) == iommutop_op::IOMMUTOP_OP_COMPLETION);
-const _: () = assert!(abi_index(Op::IovaAllocSlow) == iommutop_op::IOMMUTOP_OP_IOVA_ALLOC_SLOW);
-const _: () = assert!(abi_index(Op::IotlbFlushFull) == iommutop_op::IOMMUTOP_OP_IOTLB_FLUSH_FULL);
-const _: () = assert!(abi_index(Op::DmaAlloc) == iommutop_op::IOMMUTOP_OP_DMA_ALLOC);
-const _: () = assert!(abi_index(Op::DmaFree) == iommutop_op::IOMMUTOP_OP_DMA_FREE);
-const _: () = assert!(abi_index(Op::TxPackets) == iommutop_op::IOMMUTOP_OP_TX_PACKETS);
+const _: () = assert!(all_in_abi_order());
+// Each op pinned to its C enum value.
+const _: () = assert!(Op::DmaMap as u32 == iommutop_op::IOMMUTOP_OP_DMA_MAP);
+const _: () = assert!(Op::DmaUnmap as u32 == iommutop_op::IOMMUTOP_OP_DMA_UNMAP);
+const _: () = assert!(Op::IommuMap as u32 == iommutop_op::IOMMUTOP_OP_IOMMU_MAP);
+const _: () = assert!(Op::IommuUnmap as u32 == iommutop_op::IOMMUTOP_OP_IOMMU_UNMAP);
+const _: () = assert!(Op::IovaAlloc as u32 == iommutop_op::IOMMUTOP_OP_IOVA_ALLOC);
+const _: () = assert!(Op::IovaFree as u32 == iommutop_op::IOMMUTOP_OP_IOVA_FREE);
+const _: () = assert!(Op::IotlbSync as u32 == iommutop_op::IOMMUTOP_OP_IOTLB_SYNC);
+const _: () = assert!(Op::IotlbFlush as u32 == iommutop_op::IOMMUTOP_OP_IOTLB_FLUSH);
+const _: () = assert!(Op::FqFlush as u32 == iommutop_op::IOMMUTOP_OP_FQ_FLUSH);
+const _: () = assert!(Op::Completion as u32 == iommutop_op::IOMMUTOP_OP_COMPLETION);
+const _: () = assert!(Op::IovaAllocSlow as u32 == iommutop_op::IOMMUTOP_OP_IOVA_ALLOC_SLOW);
+const _: () = assert!(Op::IotlbFlushFull as u32 == iommutop_op::IOMMUTOP_OP_IOTLB_FLUSH_FULL);
+const _: () = assert!(Op::DmaAlloc as u32 == iommutop_op::IOMMUTOP_OP_DMA_ALLOC);
+const _: () = assert!(Op::DmaFree as u32 == iommutop_op::IOMMUTOP_OP_DMA_FREE);
+const _: () = assert!(Op::TxPackets as u32 == iommutop_op::IOMMUTOP_OP_TX_PACKETS);
 const _: () = assert!(Op::ALL.len() == iommutop_op::IOMMUTOP_OP_COUNT as usize);
 
 /// The model's kind of a kernel key, or None for a kind this build does not know.

@@ -8,7 +8,15 @@ pub mod selection;
 pub mod status;
 pub mod table;
 
+use crate::exit::Failure;
 pub use loader::{verify_all_programs, LoadError, Probes, ProgramVerdict};
 pub use selection::PointSelection;
 pub use status::PointStatus;
-pub use table::Tier;
+
+/// Load errors that mean "this system can't" rather than "this run failed".
+pub fn load_failure(error: LoadError) -> Failure {
+    match error {
+        LoadError::NoBtf { .. } | LoadError::NothingAttached(_) => Failure::environment(error),
+        other => Failure::from(other),
+    }
+}

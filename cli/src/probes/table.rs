@@ -4,30 +4,8 @@
 
 use iommutop_model::sample::Op;
 
-/// How a hook is attached, cheapest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Tier {
-    /// BPF trampolines on entry and exit: counts, bytes and latency.
-    Fentry,
-    /// kprobe and kretprobe: counts, bytes and latency, slower than fentry.
-    Kprobe,
-    /// A kernel tracepoint: counts and bytes only, no latency.
-    Tracepoint,
-}
-
-impl Tier {
-    pub fn name(self) -> &'static str {
-        match self {
-            Tier::Fentry => "fentry",
-            Tier::Kprobe => "kprobe",
-            Tier::Tracepoint => "tracepoint",
-        }
-    }
-
-    pub fn measures_latency(self) -> bool {
-        !matches!(self, Tier::Tracepoint)
-    }
-}
+/// How a hook is attached, cheapest first: the report's tier.
+pub use iommutop_model::report::Tier;
 
 /// A kernel function hooked at entry and exit.
 #[derive(Debug, Clone, Copy)]

@@ -11,10 +11,8 @@ mod iommu;
 mod kernel;
 mod pci;
 
-pub use fs::{entry_names, link_name};
 use iommu::{iommu_groups, iommu_units};
 use kernel::{cmdline, is_lab, kernel_config, kernel_release};
-pub use pci::device_facts;
 use pci::pci_devices;
 
 use iommutop_model::facts::{effective_domain_type, HostFacts};

@@ -2,13 +2,15 @@
 //! syncs and invalidations, and time, per transaction (TCP_RR), per read (fio, dd) or, when the
 //! report carries no workload numbers, per completed I/O.
 //!
-//! The unit comes from the workload's results: `transactions` (or `transactions_per_s` times the
-//! elapsed time), `reads`/`read_ios` (or `read_iops` times the elapsed time), `ios`/`iops`.
+//! The unit is what the workload stated ([`Headline`] in `results.work`). Reports written before
+//! workloads stated it are read by [`legacy_units`], which recognises the result keys those builds
+//! wrote; nothing else reads units from key names.
 
 use crate::derive::enclosing;
-use crate::report::Report;
+use crate::report::{Report, WorkloadReport};
 use crate::sample::Op;
 use crate::snapshot::Device;
+use crate::workload::Headline;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -24,17 +26,56 @@ pub struct WorkUnits {
     pub count: Option<f64>,
     /// The workload's headline rate (`transactions_per_s`, `read_iops`, ...), if it reported one.
     pub rate_metric: Option<String>,
+    /// That rate's value, units per second.
+    pub rate: Option<f64>,
 }
 
-/// Counts with their unit name, and rates that multiply by the elapsed time into counts.
-const COUNTS: [(&str, &str); 5] = [
+impl WorkUnits {
+    /// Per completed I/O: what figures are per when the workload counted nothing.
+    fn completions() -> WorkUnits {
+        WorkUnits {
+            unit: "completed I/O".into(),
+            count: None,
+            rate_metric: None,
+            rate: None,
+        }
+    }
+}
+
+/// The run's unit of work and how many it did.
+pub fn work_units(report: &Report) -> WorkUnits {
+    let Some(workload) = &report.run.workload else {
+        return WorkUnits::completions();
+    };
+    match workload.headline() {
+        Some(headline) => stated_units(&headline),
+        None => legacy_units(workload),
+    }
+}
+
+/// What the workload stated; per completion when it counted neither units nor their rate.
+fn stated_units(headline: &Headline) -> WorkUnits {
+    if headline.count.is_none() && headline.rate_per_s.is_none() {
+        return WorkUnits::completions();
+    }
+    WorkUnits {
+        unit: headline.unit.name().into(),
+        count: headline.count,
+        rate_metric: headline.rate_metric.clone(),
+        rate: headline.rate_per_s,
+    }
+}
+
+/// Counts with their unit name, and rates that multiply by the elapsed time into counts, as
+/// builds before [`Headline`] wrote them.
+const LEGACY_COUNTS: [(&str, &str); 5] = [
     ("transactions", "transaction"),
     ("reads", "read"),
     ("read_ios", "read"),
     ("ios", "I/O"),
     ("requests", "request"),
 ];
-const RATES: [(&str, &str); 4] = [
+const LEGACY_RATES: [(&str, &str); 4] = [
     ("transactions_per_s", "transaction"),
     ("read_iops", "read"),
     ("iops", "I/O"),
@@ -47,18 +88,15 @@ fn number(map: &Map<String, Value>, key: &str) -> Option<f64> {
         .filter(|v| v.is_finite())
 }
 
-/// The run's unit of work and how many it did.
-pub fn work_units(report: &Report) -> WorkUnits {
-    let fallback = WorkUnits {
-        unit: "completed I/O".into(),
-        count: None,
-        rate_metric: None,
-    };
-    let Some(workload) = &report.run.workload else {
-        return fallback;
-    };
+/// The units of a report written before workloads stated them: recognised from the result keys
+/// of those builds.
+fn legacy_units(workload: &WorkloadReport) -> WorkUnits {
     let results = &workload.results;
-    let rate = RATES.iter().find(|(key, _)| number(results, key).is_some());
+    let rate = LEGACY_RATES
+        .iter()
+        .find(|(key, _)| number(results, key).is_some());
+    let rate_metric = rate.map(|(k, _)| (*k).to_string());
+    let rate_value = rate.and_then(|(k, _)| number(results, k));
     let elapsed = ["elapsed_s", "duration_s"]
         .iter()
         .find_map(|key| number(results, key))
@@ -67,25 +105,27 @@ pub fn work_units(report: &Report) -> WorkUnits {
                 .iter()
                 .find_map(|key| number(&workload.params, key))
         });
-    if let Some((key, unit)) = COUNTS
+    if let Some((key, unit)) = LEGACY_COUNTS
         .iter()
         .find(|(key, _)| number(results, key).is_some())
     {
         return WorkUnits {
             unit: (*unit).into(),
             count: number(results, key),
-            rate_metric: rate.map(|(k, _)| (*k).to_string()),
+            rate_metric,
+            rate: rate_value,
         };
     }
     match rate {
-        Some((key, unit)) => WorkUnits {
+        Some((_, unit)) => WorkUnits {
             unit: (*unit).into(),
-            count: number(results, key)
+            count: rate_value
                 .zip(elapsed)
                 .map(|(rate, seconds)| rate * seconds),
-            rate_metric: Some((*key).to_string()),
+            rate_metric,
+            rate: rate_value,
         },
-        None => fallback,
+        None => WorkUnits::completions(),
     }
 }
 
@@ -203,7 +243,7 @@ mod tests {
     }
 
     #[test]
-    fn units_come_from_counts_else_rates_times_elapsed_time() {
+    fn legacy_units_come_from_counts_else_rates_times_elapsed_time() {
         let units = work_units(&with_results(
             json!({"transactions_per_s": 1000.0, "elapsed_s": 5.0}),
             json!({}),
@@ -225,6 +265,30 @@ mod tests {
         none.run.workload = None;
         assert_eq!(work_units(&none).unit, "completed I/O");
         assert_eq!(work_units(&none).count, None);
+    }
+
+    #[test]
+    fn stated_units_are_read_before_any_key() {
+        let mut results = serde_json::Map::new();
+        results.insert("transactions".into(), json!(1));
+        Headline::counted(crate::workload::WorkUnit::Io, 300.0, "iops", 100.0).store(&mut results);
+        let units = work_units(&with_results(Value::Object(results), json!({})));
+        assert_eq!(
+            units,
+            WorkUnits {
+                unit: "I/O".into(),
+                count: Some(300.0),
+                rate_metric: Some("iops".into()),
+                rate: Some(100.0),
+            }
+        );
+        let mut uncounted = serde_json::Map::new();
+        Headline::uncounted(crate::workload::WorkUnit::Access).store(&mut uncounted);
+        let units = work_units(&with_results(Value::Object(uncounted), json!({})));
+        assert_eq!(
+            units.unit, "completed I/O",
+            "figures are per completion then"
+        );
     }
 
     #[test]

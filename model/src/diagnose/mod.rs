@@ -67,10 +67,8 @@ fn workload_line(report: &Report, units: &WorkUnits) -> Option<String> {
         .map(|w| w.name.clone())
         .or_else(|| (!report.run.command.is_empty()).then(|| report.run.command.join(" ")))?;
     let mut line = format!("workload: {name}, {:.1} s", report.run.duration_s);
-    if let (Some(metric), Some(w)) = (&units.rate_metric, workload) {
-        if let Some(rate) = w.results.get(metric).and_then(|v| v.as_f64()) {
-            let _ = write!(line, ": {rate:.1} {metric}");
-        }
+    if let (Some(metric), Some(rate)) = (&units.rate_metric, units.rate) {
+        let _ = write!(line, ": {rate:.1} {metric}");
     }
     if let Some(count) = units.count {
         let _ = write!(line, " ({count:.0} {}s)", units.unit);
@@ -90,7 +88,7 @@ pub fn verdict(report: &Report, device: Option<&str>, ab: Option<&AbOutcome>) ->
     if let Some(line) = health_line(report) {
         let _ = writeln!(out, "{line}");
     }
-    if let Some(line) = headline(report, &devices, &units) {
+    if let Some(line) = headline(&devices, &units) {
         let _ = writeln!(out, "{line}");
     }
     if devices.is_empty() {
@@ -143,7 +141,7 @@ fn health_line(report: &Report) -> Option<String> {
 
 /// The verdict in one sentence: what translation costs the translated devices together, and
 /// where most of it goes.
-fn headline(report: &Report, devices: &[&Device], units: &WorkUnits) -> Option<String> {
+fn headline(devices: &[&Device], units: &WorkUnits) -> Option<String> {
     if devices.is_empty() {
         return None;
     }
@@ -183,7 +181,7 @@ fn headline(report: &Report, devices: &[&Device], units: &WorkUnits) -> Option<S
         "verdict: IOMMU translation costs {} per {unit} in DMA map+unmap",
         costs.join(" and ")
     );
-    if let Some(time_share) = share_of_time(report, units, total) {
+    if let Some(time_share) = share_of_time(units, total) {
         let _ = write!(
             line,
             ", together {:.0}% of the time per {unit}",
@@ -264,7 +262,7 @@ fn device_verdict(
                 );
             }
             let _ = write!(line, ", {:.1}% of one CPU", share * 100.0);
-            if let Some(time_share) = share_of_time(report, units, dma_ns) {
+            if let Some(time_share) = share_of_time(units, dma_ns) {
                 let _ = write!(line, ", {:.0}% of the time per {unit}", time_share * 100.0);
             }
             let _ = writeln!(out, "{line}");
@@ -322,16 +320,10 @@ fn device_verdict(
 }
 
 /// Translation time per unit over the time per unit (1 / rate), for one-at-a-time workloads.
-fn share_of_time(report: &Report, units: &WorkUnits, ns_per_unit: f64) -> Option<f64> {
-    let metric = units.rate_metric.as_deref()?;
+fn share_of_time(units: &WorkUnits, ns_per_unit: f64) -> Option<f64> {
+    units.rate_metric.as_deref()?;
     units.count?;
-    let rate = report
-        .run
-        .workload
-        .as_ref()?
-        .results
-        .get(metric)?
-        .as_f64()?;
+    let rate = units.rate?;
     (rate > 0.0).then(|| ns_per_unit * rate / 1e9)
 }
 

@@ -1,9 +1,12 @@
 //! Block devices and files as I/O targets: which disk and PCI function they are on (so that the
 //! workload's numbers can sit beside that device's probe numbers), and whether writing to them
 //! is safe (never a device that is mounted, partitioned with a mounted partition, held by
-//! another driver such as dm or md, or used as swap).
+//! another driver such as dm or md, or used as swap: [`iommutop_host::block`] decides).
 
 use crate::error::WorkloadError;
+use iommutop_host::block::{disk_uses, exclusively_busy, DiskUse};
+use iommutop_host::pci::pci_address_in;
+use iommutop_host::HostRoot;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
@@ -27,31 +30,6 @@ pub struct Target {
     pub whole_disk: Option<String>,
     /// The PCI function under the disk (`0000:00:04.0`).
     pub pci_address: Option<String>,
-}
-
-/// Whether `s` looks like a PCI address (`0000:00:04.0`).
-pub fn is_pci_address(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.len() == 12
-        && b[4] == b':'
-        && b[7] == b':'
-        && b[10] == b'.'
-        && s.chars()
-            .enumerate()
-            .all(|(i, c)| matches!(i, 4 | 7 | 10) || c.is_ascii_hexdigit())
-}
-
-/// The PCI address in a sysfs path once resolved: the last component that is one.
-pub fn pci_address_in(path: &Path) -> Option<String> {
-    path.components()
-        .filter_map(|c| c.as_os_str().to_str())
-        .rfind(|c| is_pci_address(c))
-        .map(str::to_string)
-}
-
-/// The PCI address of a sysfs device link (`/sys/class/net/eth0/device`).
-pub fn pci_address_of(sysfs_link: &Path) -> Option<String> {
-    pci_address_in(&std::fs::canonicalize(sysfs_link).ok()?)
 }
 
 fn sysfs_of_devnum(major: u64, minor: u64) -> Option<PathBuf> {
@@ -140,27 +118,9 @@ pub fn first_nvme_namespace() -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
-/// `major:minor` of every mounted file system (`/proc/self/mountinfo`, field 3).
-pub fn mounted_devnums(mountinfo: &str) -> Vec<String> {
-    mountinfo
-        .lines()
-        .filter_map(|line| line.split_whitespace().nth(2))
-        .map(str::to_string)
-        .collect()
-}
-
-/// Device paths used as swap (`/proc/swaps`).
-pub fn swap_devices(swaps: &str) -> Vec<String> {
-    swaps
-        .lines()
-        .skip(1)
-        .filter_map(|line| line.split_whitespace().next())
-        .map(str::to_string)
-        .collect()
-}
-
 /// Refuses to write to a block device that is in use: mounted (itself or a partition), held by
-/// another driver (dm, md, ...), or swap. `key` names the parameter in the message.
+/// another driver (dm, md, ...), swap, or a whole disk with partitions. `key` names the
+/// parameter in the message.
 pub fn check_device_free_for_writing(target: &Target, key: &str) -> Result<(), WorkloadError> {
     if target.kind != TargetKind::BlockDevice {
         return Ok(());
@@ -174,70 +134,25 @@ pub fn check_device_free_for_writing(target: &Target, key: &str) -> Result<(), W
     let Some(disk) = target.disk.as_deref() else {
         return Err(refuse("the kernel does not say which disk it is".into()));
     };
-    // The device itself and, for a whole disk, every partition.
-    let base = Path::new("/sys/class/block").join(disk);
-    let mut parts = vec![disk.to_string()];
-    if let Ok(entries) = std::fs::read_dir(&base) {
-        for entry in entries.flatten() {
-            if entry.path().join("partition").exists() {
-                parts.push(entry.file_name().to_string_lossy().into_owned());
-            }
+    let uses = disk_uses(&HostRoot::system(), &[disk.to_string()]);
+    let (partitioned, in_use): (Vec<DiskUse>, Vec<DiskUse>) = uses
+        .into_iter()
+        .partition(|u| matches!(u, DiskUse::Partitions { .. }));
+    if let Some(first) = in_use.first() {
+        return Err(refuse(first.to_string()));
+    }
+    match exclusively_busy(&target.path) {
+        Ok(false) => {}
+        Ok(true) => return Err(refuse("it is in use (exclusive open: device busy)".into())),
+        Err(e) => {
+            return Err(WorkloadError::Environment(format!(
+                "cannot open {}: {e}",
+                target.path.display()
+            )))
         }
     }
-    let mounted =
-        mounted_devnums(&std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default());
-    let swaps = swap_devices(&std::fs::read_to_string("/proc/swaps").unwrap_or_default());
-    for part in &parts {
-        let sys = Path::new("/sys/class/block").join(part);
-        let devnum = std::fs::read_to_string(sys.join("dev")).unwrap_or_default();
-        if mounted.iter().any(|m| *m == devnum.trim()) {
-            return Err(refuse(format!("/dev/{part} is mounted")));
-        }
-        if swaps.iter().any(|s| s == &format!("/dev/{part}")) {
-            return Err(refuse(format!("/dev/{part} is swap")));
-        }
-        let holders: Vec<String> = std::fs::read_dir(sys.join("holders"))
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        if !holders.is_empty() {
-            return Err(refuse(format!(
-                "/dev/{part} is held by {}",
-                holders.join(", ")
-            )));
-        }
-    }
-    // The kernel's own word: an exclusive open fails while anything has the device claimed.
-    let path = std::ffi::CString::new(target.path.as_os_str().as_encoded_bytes())
-        .map_err(|_| refuse("the path has a NUL byte".into()))?;
-    // SAFETY: `path` is a valid NUL-terminated string; the descriptor is closed right after.
-    let fd = unsafe {
-        libc::open(
-            path.as_ptr(),
-            libc::O_RDONLY | libc::O_EXCL | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::EBUSY) {
-            return Err(refuse("it is in use (exclusive open: device busy)".into()));
-        }
-        return Err(WorkloadError::Environment(format!(
-            "cannot open {}: {err}",
-            target.path.display()
-        )));
-    }
-    // SAFETY: `fd` was just opened by us and is closed once.
-    unsafe { libc::close(fd) };
-    if parts.len() > 1 && target.whole_disk.as_deref() == Some(disk) {
-        return Err(refuse(format!(
-            "it has partitions ({}): name one, or remove them",
-            parts[1..].join(", ")
-        )));
+    if let Some(partitions) = partitioned.first() {
+        return Err(refuse(format!("{partitions}: name one, or remove them")));
     }
     Ok(())
 }
@@ -245,28 +160,6 @@ pub fn check_device_free_for_writing(target: &Target, key: &str) -> Result<(), W
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pci_addresses_are_found_in_sysfs_paths() {
-        let path = Path::new("/sys/devices/pci0000:00/0000:00:04.0/nvme/nvme0/nvme0n1");
-        assert_eq!(pci_address_in(path).as_deref(), Some("0000:00:04.0"));
-        let bridged = Path::new("/sys/devices/pci0000:00/0000:00:1c.0/0000:01:00.0/net/eth0");
-        assert_eq!(pci_address_in(bridged).as_deref(), Some("0000:01:00.0"));
-        assert_eq!(
-            pci_address_in(Path::new("/sys/devices/virtual/block/loop0")),
-            None
-        );
-        assert!(!is_pci_address("pci0000:00"));
-    }
-
-    #[test]
-    fn mountinfo_and_swaps_are_read() {
-        let mountinfo = "22 1 259:1 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p1 rw\n\
-                         23 22 0:21 / /proc rw - proc proc rw\n";
-        assert_eq!(mounted_devnums(mountinfo), ["259:1", "0:21"]);
-        let swaps = "Filename\tType\tSize\tUsed\tPriority\n/dev/nvme0n1p2 partition 1048572 0 -2\n";
-        assert_eq!(swap_devices(swaps), ["/dev/nvme0n1p2"]);
-    }
 
     #[test]
     fn a_regular_file_resolves_and_is_never_refused() {

@@ -9,11 +9,12 @@ use crate::block::Target;
 use crate::control::RunControl;
 use crate::error::WorkloadError;
 use crate::fio::{self, run_job, FioJob};
-use crate::params::{Default, Kind, ParamSpec, Params};
+use crate::params::{DefaultValue, Kind, ParamSpec, ParamValues};
 use crate::process::require_tool;
 use crate::window::{per_unit, ProbeWindow};
 use crate::{Workload, WorkloadOutput};
 use iommutop_model::sample::Op;
+use iommutop_model::workload::{Headline, WorkUnit};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 
@@ -21,13 +22,13 @@ pub const SPECS: &[ParamSpec] = &[
     ParamSpec {
         key: "filename",
         kind: Kind::Str,
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "device or file to read (default: the first NVMe namespace)",
     },
     ParamSpec {
         key: "threads",
         kind: Kind::IntList { min: 1, max: 1024 },
-        default: Default::Ints(&[1, 2, 4, 8]),
+        default: DefaultValue::Ints(&[1, 2, 4, 8]),
         help: "job counts, one step each",
     },
     ParamSpec {
@@ -36,13 +37,13 @@ pub const SPECS: &[ParamSpec] = &[
             min: 1.0,
             max: 3600.0,
         },
-        default: Default::Float(5.0),
+        default: DefaultValue::Float(5.0),
         help: "seconds per step",
     },
     ParamSpec {
         key: "rw",
         kind: Kind::Choice(&["randread", "read"]),
-        default: Default::Str("randread"),
+        default: DefaultValue::Str("randread"),
         help: "access pattern (reads only)",
     },
     ParamSpec {
@@ -51,19 +52,19 @@ pub const SPECS: &[ParamSpec] = &[
             min: 512,
             max: 64 << 20,
         },
-        default: Default::Int(4096),
+        default: DefaultValue::Int(4096),
         help: "bytes per I/O",
     },
     ParamSpec {
         key: "iodepth",
         kind: Kind::Int { min: 1, max: 65536 },
-        default: Default::Int(4),
+        default: DefaultValue::Int(4),
         help: "I/Os in flight per job",
     },
     ParamSpec {
         key: "ioengine",
         kind: Kind::Choice(&["libaio", "io_uring", "psync", "pvsync2"]),
-        default: Default::Str("libaio"),
+        default: DefaultValue::Str("libaio"),
         help: "fio I/O engine",
     },
 ];
@@ -80,14 +81,14 @@ const STEP_OPS: [Op; 7] = [
 ];
 
 pub struct DmaContention {
-    params: Params,
+    params: ParamValues,
     threads: Vec<u64>,
     job: FioJob,
     target: Option<Target>,
 }
 
 impl DmaContention {
-    pub fn new(params: Params) -> Result<DmaContention, WorkloadError> {
+    pub fn new(params: ParamValues) -> Result<DmaContention, WorkloadError> {
         let mut threads = params.u64s("threads")?;
         threads.sort_unstable();
         threads.dedup();
@@ -254,7 +255,11 @@ impl Workload for DmaContention {
             results.insert("interrupted".into(), json!(true));
             warnings.push("interrupted: the curve stops at the last step completed".into());
         }
-        Ok(WorkloadOutput { results, warnings })
+        Ok(WorkloadOutput::new(
+            results,
+            Headline::uncounted(WorkUnit::Io),
+            warnings,
+        ))
     }
 
     fn restore(&mut self) -> Vec<String> {

@@ -89,8 +89,26 @@ impl WorkloadError {
     }
 }
 
-/// Helper for `map_err` on I/O results.
-pub(crate) fn io_context(context: impl Into<String>) -> impl FnOnce(io::Error) -> WorkloadError {
-    let context = context.into();
-    move |source| WorkloadError::Io { context, source }
+/// A host change that failed: a command's failure stays a tool failure, the rest is the
+/// system's (a device that would not bind, a link that did not come up, a file not writable).
+impl From<iommutop_host::HostError> for WorkloadError {
+    fn from(error: iommutop_host::HostError) -> WorkloadError {
+        match error {
+            iommutop_host::HostError::Command { program, message } => WorkloadError::Tool {
+                tool: program,
+                message,
+            },
+            other => WorkloadError::Environment(other.to_string()),
+        }
+    }
+}
+
+/// A parameter that does not fit its declaration.
+impl From<iommutop_model::params::ParamError> for WorkloadError {
+    fn from(error: iommutop_model::params::ParamError) -> WorkloadError {
+        WorkloadError::Param {
+            key: error.key,
+            message: error.message,
+        }
+    }
 }

@@ -1,13 +1,13 @@
 //! Workloads iommutop runs under its probes, and the profiles that name them.
 //!
 //! Every workload is one type behind [`Workload`]: built from checked parameters
-//! ([`params::Params`], declared once per workload as [`params::ParamSpec`]s), it is
+//! ([`params::ParamValues`], declared once per workload as [`params::ParamSpec`]s), it is
 //! [checked](Workload::check) before anything is attached or changed, [prepared](Workload::prepare)
 //! (network namespaces, huge pages, a netserver), [run](Workload::run) with a [`RunControl`]
 //! through which it reports live numbers and asks the session for probe numbers at step
 //! boundaries, and [restored](Workload::restore) — also when dropped, so that an error or Ctrl-C
-//! unwinds what it changed. What a killed run left behind is put back by the next one
-//! ([`restore_leftovers`]).
+//! unwinds what it changed. Every change goes through the host layer ([`iommutop_host`]), whose
+//! one sweep puts back what a killed run left behind.
 //!
 //! The workloads launch the real tools (netperf and netserver, fio) and parse their output with
 //! pure functions tested on real output (`testdata/`), or run in-process (the TLB pointer chase).
@@ -26,27 +26,47 @@ pub mod params;
 pub mod process;
 pub mod profile;
 pub mod registry;
-pub mod state;
 pub mod tlb;
 pub mod vfio_nvme;
 pub mod window;
 
 pub use control::{BasicControl, RunControl};
 pub use error::{ErrorClass, WorkloadError};
-pub use params::{ParamSpec, Params};
+pub use params::{ParamSpec, ParamValues};
 pub use profile::{Profile, ProfileError, ProfileSet};
 pub use registry::WorkloadKind;
 pub use window::{ProbeWindow, WindowAccumulator};
 
+use iommutop_model::workload::Headline;
 use serde_json::{Map, Value};
 
-/// What a run produced: the workload's own numbers, and sentences about their limits.
+/// What a run produced: the workload's own numbers, its unit of work, and sentences about
+/// their limits.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WorkloadOutput {
     /// Numbers at the top level (`transactions_per_s`, `read_iops`) so that `iommutop compare`
-    /// and `--fail-if workload.<key>` find them; structure (curves, per-device tables) below.
+    /// and `--fail-if workload.<key>` find them; structure (curves, per-device tables) below;
+    /// [`WorkloadOutput::work`] as `work`.
     pub results: Map<String, Value>,
+    /// The unit of work and the headline numbers, which compare and diagnose read.
+    pub work: Option<Headline>,
     pub warnings: Vec<String>,
+}
+
+impl WorkloadOutput {
+    /// The output of a run that did `work`; the headline is stored among the results too.
+    pub fn new(
+        mut results: Map<String, Value>,
+        work: Headline,
+        warnings: Vec<String>,
+    ) -> WorkloadOutput {
+        work.store(&mut results);
+        WorkloadOutput {
+            results,
+            work: Some(work),
+            warnings,
+        }
+    }
 }
 
 /// One workload: prepare → run → restore.
@@ -78,14 +98,4 @@ pub trait Workload: Send {
     fn userspace_driver_of(&self) -> Option<String> {
         None
     }
-}
-
-/// Puts back what runs killed before they could restore left behind (NICs in namespaces, huge
-/// page reservations); returns one line per record found.
-pub fn restore_leftovers() -> Vec<String> {
-    let dir = std::path::Path::new(state::STATE_DIR);
-    let mut lines = netns::restore_leftovers(dir);
-    lines.extend(tlb::hugepages::restore_leftovers(dir));
-    lines.extend(vfio_nvme::restore_leftovers());
-    lines
 }

@@ -279,27 +279,7 @@ impl Drop for Launched {
 /// Runs a short command to completion and returns its stdout; its failure is an error naming
 /// the command and what it said.
 pub fn run_quiet(argv: &[&str]) -> Result<String, WorkloadError> {
-    let (program, args) = argv
-        .split_first()
-        .ok_or_else(|| WorkloadError::tool("(none)", "empty command"))?;
-    let output = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| WorkloadError::tool(*program, format!("cannot start `{program}`: {e}")))?;
-    if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    } else {
-        let said = String::from_utf8_lossy(&output.stderr);
-        Err(WorkloadError::tool(
-            *program,
-            format!(
-                "`{}`: {}",
-                argv.join(" "),
-                said.trim().lines().last().unwrap_or("failed")
-            ),
-        ))
-    }
+    iommutop_host::command::run_quiet(argv).map_err(WorkloadError::from)
 }
 
 #[cfg(test)]

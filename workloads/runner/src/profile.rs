@@ -20,7 +20,7 @@
 //! (`profiles/x.toml:7: params.iodepth: expected a whole number 1..=65536, got 0`).
 
 use crate::error::WorkloadError;
-use crate::params::Params;
+use crate::params::ParamValues;
 use crate::registry::WorkloadKind;
 use iommutop_model::compare::Threshold;
 use serde::Deserialize;
@@ -468,7 +468,7 @@ impl Profile {
     }
 
     /// The workload's parameters: what the profile gives, defaults for the rest.
-    pub fn params(&self) -> Result<Params, WorkloadError> {
+    pub fn params(&self) -> Result<ParamValues, WorkloadError> {
         self.workload.params(self.given.clone())
     }
 

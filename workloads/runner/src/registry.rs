@@ -1,11 +1,23 @@
 //! The workloads by name: their parameters, descriptions, and constructors.
 
 use crate::error::WorkloadError;
-use crate::params::{ParamSpec, Params};
+use crate::params::{ParamSpec, ParamValues};
 use crate::{dma_contention, fio, netperf, tlb, vfio_nvme, Workload};
 use serde_json::{Map, Value};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::EnumCount,
+    strum::VariantArray,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
+#[strum(serialize_all = "kebab-case")]
 pub enum WorkloadKind {
     Netperf,
     Fio,
@@ -16,26 +28,26 @@ pub enum WorkloadKind {
 }
 
 impl WorkloadKind {
-    pub const ALL: [WorkloadKind; 5] = [
-        WorkloadKind::Netperf,
-        WorkloadKind::Fio,
-        WorkloadKind::DmaContention,
-        WorkloadKind::Tlb,
-        WorkloadKind::VfioNvme,
-    ];
+    pub const ALL: [WorkloadKind; <WorkloadKind as strum::EnumCount>::COUNT] =
+        WorkloadKind::in_declaration_order();
+
+    const fn in_declaration_order() -> [WorkloadKind; <WorkloadKind as strum::EnumCount>::COUNT] {
+        let variants = <WorkloadKind as strum::VariantArray>::VARIANTS;
+        let mut all = [WorkloadKind::Netperf; <WorkloadKind as strum::EnumCount>::COUNT];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = variants[i];
+            i += 1;
+        }
+        all
+    }
 
     pub fn name(self) -> &'static str {
-        match self {
-            WorkloadKind::Netperf => "netperf",
-            WorkloadKind::Fio => "fio",
-            WorkloadKind::DmaContention => "dma-contention",
-            WorkloadKind::Tlb => "tlb",
-            WorkloadKind::VfioNvme => "vfio-nvme",
-        }
+        self.into()
     }
 
     pub fn from_name(name: &str) -> Option<WorkloadKind> {
-        WorkloadKind::ALL.into_iter().find(|k| k.name() == name)
+        name.parse().ok()
     }
 
     /// All names, for messages.
@@ -92,12 +104,12 @@ impl WorkloadKind {
     }
 
     /// Checks `given` against the workload's parameters and fills in the defaults.
-    pub fn params(self, given: Map<String, Value>) -> Result<Params, WorkloadError> {
-        Params::new(self.name(), self.specs(), given)
+    pub fn params(self, given: Map<String, Value>) -> Result<ParamValues, WorkloadError> {
+        Ok(ParamValues::new(self.name(), self.specs(), given)?)
     }
 
     /// The workload, ready to check, prepare and run.
-    pub fn build(self, params: Params) -> Result<Box<dyn Workload>, WorkloadError> {
+    pub fn build(self, params: ParamValues) -> Result<Box<dyn Workload>, WorkloadError> {
         Ok(match self {
             WorkloadKind::Netperf => Box::new(netperf::Netperf::new(params)?),
             WorkloadKind::Fio => Box::new(fio::Fio::new(params)?),

@@ -1,187 +1,21 @@
 //! The vfio-nvme workload: the `iommutop-vfio-nvme` driver behind [`Workload`]. Its parameters
-//! are the driver's command-line options without the dashes (`qd = 32` is `--qd 32`);
-//! [`options`] turns checked parameters back into them. The driver does its I/O in a worker
-//! process and binds, reserves and restores around it; this side relays cancellation and turns
-//! its result into the report's workload numbers.
+//! are the driver's own declaration ([`SPECS`], in `iommutop_vfio_nvme::options`), read back
+//! typed by the driver. The driver does its I/O in a worker process and binds, reserves and
+//! restores around it; this side relays cancellation and turns its result into the report's
+//! workload numbers.
 
 use crate::control::RunControl;
 use crate::error::WorkloadError;
-use crate::params::{Default, Kind, ParamSpec, Params};
+use crate::params::ParamValues;
 use crate::{Workload, WorkloadOutput};
+use iommutop_model::workload::{Headline, WorkUnit};
 use iommutop_vfio_nvme as driver;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-pub const SPECS: &[ParamSpec] = &[
-    ParamSpec {
-        key: "mode",
-        kind: Kind::Choice(&["run", "iotlb-sweep"]),
-        default: Default::Str("run"),
-        help: "`run`: I/O at a queue depth; `iotlb-sweep`: QD1 reads over 1, 2, 4 … pages per page size",
-    },
-    ParamSpec {
-        key: "device",
-        kind: Kind::Str,
-        default: Default::Unset,
-        help: "PCI address, nvme0 or /dev/nvme0n1 (default: the only NVMe controller; writes need it named)",
-    },
-    ParamSpec {
-        key: "bind",
-        kind: Kind::Bool,
-        default: Default::Unset,
-        help: "bind the controller to vfio-pci for the run and back to its driver after",
-    },
-    ParamSpec {
-        key: "reserve_hugepages",
-        kind: Kind::Bool,
-        default: Default::Unset,
-        help: "raise nr_hugepages as the run needs and put it back after",
-    },
-    ParamSpec {
-        key: "backend",
-        kind: Kind::Choice(&["auto", "legacy", "iommufd"]),
-        default: Default::Unset,
-        help: "VFIO interface: the legacy container/group or iommufd (default auto)",
-    },
-    ParamSpec {
-        key: "nsid",
-        kind: Kind::Int {
-            min: 1,
-            max: 0xffff_fffe,
-        },
-        default: Default::Unset,
-        help: "namespace (default 1)",
-    },
-    ParamSpec {
-        key: "pattern",
-        kind: Kind::Choice(&["randread", "randwrite", "read", "write"]),
-        default: Default::Unset,
-        help: "access pattern (default randread)",
-    },
-    ParamSpec {
-        key: "bs",
-        kind: Kind::Size {
-            min: 512,
-            max: 2 << 20,
-        },
-        default: Default::Unset,
-        help: "bytes per I/O (default 4k)",
-    },
-    ParamSpec {
-        key: "qd",
-        kind: Kind::Int { min: 1, max: 1024 },
-        default: Default::Unset,
-        help: "commands in flight per thread (default 1)",
-    },
-    ParamSpec {
-        key: "threads",
-        kind: Kind::Int { min: 1, max: 64 },
-        default: Default::Unset,
-        help: "threads, one I/O queue pair each (default 1)",
-    },
-    ParamSpec {
-        key: "duration_s",
-        kind: Kind::Float {
-            min: 0.001,
-            max: 86_400.0,
-        },
-        default: Default::Unset,
-        help: "how long a run does I/O (default 10)",
-    },
-    ParamSpec {
-        key: "ios",
-        kind: Kind::Int {
-            min: 1,
-            max: i64::MAX,
-        },
-        default: Default::Unset,
-        help: "I/Os in total instead of a duration; the sweep: I/Os per step",
-    },
-    ParamSpec {
-        key: "pages",
-        kind: Kind::Str,
-        default: Default::Unset,
-        help: "distinct buffer pages per thread; the sweep: the largest count, or per size (`4k=4096,2m=128`)",
-    },
-    ParamSpec {
-        key: "page_size",
-        kind: Kind::ChoiceList(&["4k", "2m", "1g"]),
-        default: Default::Unset,
-        help: "page size of the DMA buffers; the sweep takes a list",
-    },
-    ParamSpec {
-        key: "allow_write",
-        kind: Kind::Bool,
-        default: Default::Unset,
-        help: "writes overwrite the device: needed for randwrite and write, with `device`",
-    },
-    ParamSpec {
-        key: "verify",
-        kind: Kind::Bool,
-        default: Default::Unset,
-        help: "writes a pattern derived from the LBA and seed; reads check it",
-    },
-    ParamSpec {
-        key: "ccdf_csv",
-        kind: Kind::Str,
-        default: Default::Unset,
-        help: "also write the latency CCDF here as CSV (thread,latency_ns,ccdf)",
-    },
-    ParamSpec {
-        key: "svg",
-        kind: Kind::Str,
-        default: Default::Unset,
-        help: "the sweep: also write its latency-per-pages plot here as SVG",
-    },
-    ParamSpec {
-        key: "seed",
-        kind: Kind::Int {
-            min: 0,
-            max: i64::MAX,
-        },
-        default: Default::Unset,
-        help: "seeds the random LBAs and the verify pattern (default 1)",
-    },
-];
-
-/// Whether the parameters ask for the IOTLB sweep.
-pub fn is_sweep(params: &Params) -> bool {
-    params.str("mode").is_ok_and(|m| m == "iotlb-sweep")
-}
-
-/// Keys that are not driver options: the mode ([`is_sweep`]) and where extra outputs go.
-const OUTPUT_KEYS: &[&str] = &["mode", "ccdf_csv", "svg"];
-
-/// The checked parameters as `iommutop-vfio-nvme` options (`("--qd", Some("32"))`, flags with
-/// `None`), for its `Params::set` / `SweepParams::set`.
-pub fn options(params: &Params) -> Vec<(String, Option<String>)> {
-    let mut out = Vec::new();
-    for (key, value) in params.to_map() {
-        if OUTPUT_KEYS.contains(&key.as_str()) {
-            continue;
-        }
-        let option = match key.as_str() {
-            "duration_s" => "--duration".to_string(),
-            _ => format!("--{}", key.replace('_', "-")),
-        };
-        match value {
-            Value::Bool(true) => out.push((option, None)),
-            Value::Bool(false) => {}
-            Value::Array(items) => {
-                let joined: Vec<String> = items
-                    .iter()
-                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
-                    .collect();
-                out.push((option, Some(joined.join(","))));
-            }
-            Value::String(s) => out.push((option, Some(s))),
-            other => out.push((option, Some(other.to_string()))),
-        }
-    }
-    out
-}
+pub use driver::options::{is_sweep, SPECS};
 
 /// What the driver is asked to do.
 enum Job {
@@ -191,30 +25,22 @@ enum Job {
 
 /// The vfio-nvme workload, parameters checked by the driver's own rules.
 pub struct VfioNvme {
-    params: Params,
+    params: ParamValues,
     job: Job,
     ccdf_csv: Option<PathBuf>,
     svg: Option<PathBuf>,
 }
 
 impl VfioNvme {
-    pub fn new(params: Params) -> Result<VfioNvme, WorkloadError> {
-        let set = |result: Result<(), driver::ParamError>| {
-            result.map_err(|e| WorkloadError::param(param_key(&e), e.to_string()))
-        };
+    pub fn new(params: ParamValues) -> Result<VfioNvme, WorkloadError> {
+        let bad = |e: driver::ParamError| WorkloadError::param(param_key(&e), e.to_string());
         let job = if is_sweep(&params) {
-            let mut sweep = driver::SweepParams::default();
-            for (option, value) in options(&params) {
-                set(sweep.set(&option, value.as_deref()))?;
-            }
-            set(sweep.validate())?;
+            let sweep = driver::SweepParams::from_values(&params).map_err(bad)?;
+            sweep.validate().map_err(bad)?;
             Job::Sweep(sweep)
         } else {
-            let mut run = driver::Params::default();
-            for (option, value) in options(&params) {
-                set(run.set(&option, value.as_deref()))?;
-            }
-            set(run.validate())?;
+            let run = driver::Params::from_values(&params).map_err(bad)?;
+            run.validate().map_err(bad)?;
             Job::Run(run)
         };
         let path = |key| params.opt_str(key).map(|p| p.map(PathBuf::from));
@@ -232,7 +58,7 @@ impl VfioNvme {
             Job::Run(params) => &params.target,
             Job::Sweep(params) => &params.target,
         };
-        driver::host::Host::system()
+        driver::host::NvmeHost::system()
             .resolve_device(target.device.as_deref())
             .map_err(classify)
     }
@@ -363,24 +189,22 @@ impl Workload for VfioNvme {
     fn run(&mut self, ctl: &mut dyn RunControl) -> Result<WorkloadOutput, WorkloadError> {
         // What the driver changed on the host and put back is in the results (`host`) and in
         // the summary: a note, not a warning.
-        let results = match &self.job {
+        let (results, work) = match &self.job {
             Job::Run(params) => {
                 let result =
                     Self::drive(ctl, |cancel| driver::run(params, cancel)).map_err(classify)?;
                 write_file(&self.ccdf_csv, &result.ccdf_csv())?;
-                run_output(&result)
+                let work = Headline::counted(WorkUnit::Io, result.ios as f64, "iops", result.iops);
+                (run_output(&result), work)
             }
             Job::Sweep(params) => {
                 let result = Self::drive(ctl, |cancel| driver::iotlb_sweep(params, cancel))
                     .map_err(classify)?;
                 write_file(&self.svg, &result.svg())?;
-                sweep_output(&result)
+                (sweep_output(&result), Headline::uncounted(WorkUnit::Io))
             }
         };
-        Ok(WorkloadOutput {
-            results,
-            warnings: Vec::new(),
-        })
+        Ok(WorkloadOutput::new(results, work, Vec::new()))
     }
 
     fn restore(&mut self) -> Vec<String> {
@@ -406,11 +230,6 @@ pub fn summarize(results: &Map<String, Value>) -> String {
     }
 }
 
-/// Puts back controllers killed runs left on vfio-pci (and their huge pages).
-pub fn restore_leftovers() -> Vec<String> {
-    driver::restore_all_leftovers()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -418,23 +237,33 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn parameters_become_the_crates_options() {
+    fn the_drivers_own_declaration_checks_and_builds_the_job() {
         let given = json!({"qd": 32, "threads": 4, "bs": "4k", "bind": true, "verify": false,
-                           "duration_s": 10, "page_size": ["4k", "2m"]});
+                           "duration_s": 10, "page_size": ["2m"]});
         let params = WorkloadKind::VfioNvme
             .params(given.as_object().cloned().unwrap())
             .unwrap();
         assert!(!is_sweep(&params));
-        let mut opts = options(&params);
-        opts.sort();
-        let expect: Vec<(String, Option<String>)> = vec![
-            ("--bind".into(), None),
-            ("--bs".into(), Some("4096".into())),
-            ("--duration".into(), Some("10.0".into())),
-            ("--page-size".into(), Some("4k,2m".into())),
-            ("--qd".into(), Some("32".into())),
-            ("--threads".into(), Some("4".into())),
-        ];
-        assert_eq!(opts, expect);
+        let workload = VfioNvme::new(params).unwrap();
+        let Job::Run(run) = &workload.job else {
+            panic!("a run, not a sweep");
+        };
+        assert_eq!(
+            (run.queue_depth, run.threads, run.block_size),
+            (32, 4, 4096)
+        );
+        assert!(run.target.bind && !run.verify);
+        assert_eq!(run.page_size, driver::PageSize::Size2M);
+        let too_many = json!({"page_size": ["4k", "2m"]});
+        let params = WorkloadKind::VfioNvme
+            .params(too_many.as_object().cloned().unwrap())
+            .unwrap();
+        let refused = VfioNvme::new(params).err().map(|e| e.to_string());
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|e| e.starts_with("parameter `page_size`")),
+            "{refused:?}"
+        );
     }
 }

@@ -6,11 +6,8 @@ use iommutop_workloads::{ErrorClass, WorkloadError};
 /// The NIC this host reaches its network by is never moved into a namespace.
 #[test]
 fn the_nic_carrying_the_default_route_is_refused() {
-    let out = std::process::Command::new("ip")
-        .args(["-j", "route", "show", "default"])
-        .output()
-        .expect("ip runs (iproute2)");
-    let devices = netns::default_route_devices(&String::from_utf8_lossy(&out.stdout));
+    let devices =
+        iommutop_host::netns::default_route_interfaces(&iommutop_host::HostRoot::system());
     let Some(dev) = devices.first() else {
         eprintln!("this host has no default route: nothing to refuse");
         return;

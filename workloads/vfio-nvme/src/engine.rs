@@ -2,7 +2,7 @@
 //! controller bring-up, one queue pair per thread, the submission/completion loop, teardown.
 
 use crate::error::Error;
-use crate::hist::Histogram;
+use crate::hist::LatencyHistogram;
 use crate::iova::IovaAllocator;
 use crate::mem::{DmaBuffer, DmaSlice};
 use crate::mmio::Bar;
@@ -28,15 +28,7 @@ const IO_TIMEOUT: Duration = Duration::from_secs(30);
 /// Empty polls before a polling thread yields its CPU (threads may outnumber CPUs).
 const SPINS_BEFORE_YIELD: u32 = 64;
 
-/// Where the device is: the worker gets this from the parent, which did the binding.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct Located {
-    pub pci: String,
-    pub group: u32,
-    /// `/sys` and `/dev` (other roots only in tests).
-    pub sys_root: std::path::PathBuf,
-    pub dev_root: std::path::PathBuf,
-}
+pub use crate::located::Located;
 
 /// A data buffer slot: its offset in the thread's data slice and its precomputed PRPs.
 #[derive(Debug, Clone, Copy)]
@@ -101,7 +93,7 @@ struct LoopOutcome {
     ios: u64,
     bytes: u64,
     elapsed: Duration,
-    hist: Histogram,
+    hist: LatencyHistogram,
     verify: VerifySummary,
     first_mismatch: Option<verify::Mismatch>,
     interrupted: bool,
@@ -666,7 +658,7 @@ fn assemble(
     outcomes: Vec<(ThreadResult, LoopOutcome)>,
     cancel: &AtomicBool,
 ) -> Result<RunResult, Error> {
-    let mut hist = Histogram::new();
+    let mut hist = LatencyHistogram::new();
     let mut ios = 0;
     let mut bytes = 0;
     let mut elapsed = 0f64;

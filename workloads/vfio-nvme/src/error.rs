@@ -48,6 +48,10 @@ pub enum Error {
         hint: String,
     },
 
+    /// A change to the host (binding, huge pages) or its record failed.
+    #[error(transparent)]
+    Host(#[from] iommutop_host::HostError),
+
     /// VFIO set-up could not proceed (group not viable, no BAR mapping, ...).
     #[error("VFIO: {0}")]
     Vfio(String),

@@ -45,7 +45,7 @@ pub fn bucket_high(i: usize) -> u64 {
 
 /// Latencies in nanoseconds.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Histogram {
+pub struct LatencyHistogram {
     counts: Vec<u64>,
     total: u64,
     min: u64,
@@ -53,9 +53,9 @@ pub struct Histogram {
     sum: u128,
 }
 
-impl Default for Histogram {
-    fn default() -> Histogram {
-        Histogram::new()
+impl Default for LatencyHistogram {
+    fn default() -> LatencyHistogram {
+        LatencyHistogram::new()
     }
 }
 
@@ -79,9 +79,9 @@ pub struct CcdfPoint {
     pub ccdf: f64,
 }
 
-impl Histogram {
-    pub fn new() -> Histogram {
-        Histogram {
+impl LatencyHistogram {
+    pub fn new() -> LatencyHistogram {
+        LatencyHistogram {
             counts: vec![0; BUCKETS],
             total: 0,
             min: u64::MAX,
@@ -100,7 +100,7 @@ impl Histogram {
         self.sum += u128::from(v);
     }
 
-    pub fn merge(&mut self, other: &Histogram) {
+    pub fn merge(&mut self, other: &LatencyHistogram) {
         for (a, b) in self.counts.iter_mut().zip(&other.counts) {
             *a += b;
         }
@@ -199,7 +199,7 @@ struct HistogramData {
     buckets: Vec<[u64; 3]>,
 }
 
-impl Serialize for Histogram {
+impl Serialize for LatencyHistogram {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         HistogramData {
             sub_bucket_bits: SUB_BITS,
@@ -213,8 +213,8 @@ impl Serialize for Histogram {
     }
 }
 
-impl<'de> Deserialize<'de> for Histogram {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Histogram, D::Error> {
+impl<'de> Deserialize<'de> for LatencyHistogram {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<LatencyHistogram, D::Error> {
         let data = HistogramData::deserialize(d)?;
         if data.sub_bucket_bits != SUB_BITS {
             return Err(serde::de::Error::custom(format!(
@@ -222,7 +222,7 @@ impl<'de> Deserialize<'de> for Histogram {
                 data.sub_bucket_bits
             )));
         }
-        let mut h = Histogram::new();
+        let mut h = LatencyHistogram::new();
         for [low, _, count] in data.buckets {
             if let Some(c) = h.counts.get_mut(bucket_of(low)) {
                 *c += count;
@@ -265,7 +265,7 @@ mod tests {
 
     #[test]
     fn percentiles_of_a_uniform_run() {
-        let mut h = Histogram::new();
+        let mut h = LatencyHistogram::new();
         for v in 1..=10_000u64 {
             h.record(v * 1000);
         }
@@ -287,7 +287,7 @@ mod tests {
 
     #[test]
     fn tail_is_seen_in_the_ccdf() {
-        let mut h = Histogram::new();
+        let mut h = LatencyHistogram::new();
         for _ in 0..999 {
             h.record(100_000);
         }
@@ -308,8 +308,8 @@ mod tests {
 
     #[test]
     fn merge_adds() {
-        let mut a = Histogram::new();
-        let mut b = Histogram::new();
+        let mut a = LatencyHistogram::new();
+        let mut b = LatencyHistogram::new();
         a.record(10);
         b.record(1_000_000);
         a.merge(&b);
@@ -320,19 +320,19 @@ mod tests {
 
     #[test]
     fn empty_has_no_summary() {
-        let h = Histogram::new();
+        let h = LatencyHistogram::new();
         assert!(h.summary().is_none());
         assert!(h.ccdf().is_empty());
     }
 
     #[test]
     fn json_round_trip_keeps_every_count() {
-        let mut h = Histogram::new();
+        let mut h = LatencyHistogram::new();
         for v in [5, 130, 70_000, 70_001, 9_999_999] {
             h.record(v);
         }
         let json = serde_json::to_string(&h).unwrap();
-        let back: Histogram = serde_json::from_str(&json).unwrap();
+        let back: LatencyHistogram = serde_json::from_str(&json).unwrap();
         assert_eq!(back, h);
     }
 }

@@ -20,14 +20,17 @@
 //!
 //! The embedding program must call [`worker::maybe_run`] first thing in `main`.
 
+pub mod changes;
 pub mod engine;
 pub mod error;
 pub mod hist;
 pub mod host;
 pub mod iova;
+pub mod located;
 pub mod mem;
 pub mod mmio;
 pub mod nvme;
+pub mod options;
 pub mod params;
 pub mod report;
 pub mod rng;
@@ -37,9 +40,9 @@ pub mod verify;
 pub mod vfio;
 pub mod worker;
 
+pub use changes::{HostChanges, HugeChange, Rebind};
 pub use error::{Error, ParamError};
-pub use hist::{CcdfPoint, Histogram, LatencySummary};
-pub use host::{restore_all_leftovers, restore_leftovers, HostChanges};
+pub use hist::{CcdfPoint, LatencyHistogram, LatencySummary};
 pub use params::{Backend, PageSize, Params, Pattern, Stop, SweepParams, Target};
 pub use report::{DeviceInfo, MapCost, RunResult, SetupCost, ThreadResult, VerifySummary};
 pub use sweep::{Knee, SweepResult, SweepSeries, SweepStep};

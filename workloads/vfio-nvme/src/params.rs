@@ -1,5 +1,6 @@
-//! What a run does, parsed from strings (`"4k"`, `"randread"`, `"10s"`) with errors that name the
-//! input and the fix.
+//! What a run does: the typed parameters of a run and of the IOTLB sweep, their checks, and the
+//! names they are given by (`"4k"`, `"randread"`), with errors that name the input and the fix.
+//! Read from checked values by [`crate::options`].
 
 use crate::error::ParamError;
 use serde::{Deserialize, Serialize};
@@ -36,6 +37,16 @@ impl PageSize {
             PageSize::Size2M => 2 << 20,
             PageSize::Size1G => 1 << 30,
         }
+    }
+
+    /// The size in KiB, as the kernel names huge page pools (`hugepages-2048kB`).
+    pub fn kib(self) -> u64 {
+        self.bytes() >> 10
+    }
+
+    /// The page size of `kib` KiB, if it is one of ours.
+    pub fn of_kib(kib: u64) -> Option<PageSize> {
+        PageSize::ALL.into_iter().find(|p| p.kib() == kib)
     }
 
     pub fn name(self) -> &'static str {
@@ -76,27 +87,6 @@ impl FromStr for PageSize {
             _ => Err(ParamError::new("--page-size", s, "use 4k, 2m or 1g")),
         }
     }
-}
-
-/// Parses a comma-separated list of page sizes (`"4k,2m"`).
-pub fn parse_page_sizes(s: &str) -> Result<Vec<PageSize>, ParamError> {
-    let mut sizes = Vec::new();
-    for part in s.split(',').filter(|p| !p.trim().is_empty()) {
-        let size: PageSize = part
-            .parse()
-            .map_err(|_| ParamError::new("--page-size", s, "use 4k, 2m or 1g, or a list: 4k,2m"))?;
-        if !sizes.contains(&size) {
-            sizes.push(size);
-        }
-    }
-    if sizes.is_empty() {
-        return Err(ParamError::new(
-            "--page-size",
-            s,
-            "use 4k, 2m or 1g, or a list: 4k,2m",
-        ));
-    }
-    Ok(sizes)
 }
 
 /// The access pattern.
@@ -360,39 +350,6 @@ impl Params {
         }
         Ok(())
     }
-
-    /// Sets one option from strings, as a command line gives them (`"--qd"`, `"32"`).
-    /// Flags (`--allow-write`) take `None`.
-    pub fn set(&mut self, option: &str, value: Option<&str>) -> Result<(), ParamError> {
-        if set_target(&mut self.target, option, value)? {
-            return Ok(());
-        }
-        let v = || value.ok_or_else(|| ParamError::new(option, "", "this option needs a value"));
-        match option {
-            "--pattern" => self.pattern = v()?.parse()?,
-            "--bs" => {
-                let bytes = parse_bytes(option, v()?)?;
-                self.block_size = u32::try_from(bytes).map_err(|_| {
-                    ParamError::new(
-                        option,
-                        v().unwrap_or_default(),
-                        "too large: give at most 2m",
-                    )
-                })?;
-            }
-            "--qd" => self.queue_depth = parse_number(option, v()?)?,
-            "--threads" => self.threads = parse_number(option, v()?)?,
-            "--duration" => self.stop = Stop::Duration(parse_duration(v()?)?),
-            "--ios" => self.stop = Stop::Ios(parse_number(option, v()?)?),
-            "--pages" => self.pages = Some(parse_number(option, v()?)?),
-            "--page-size" => self.page_size = v()?.parse()?,
-            "--allow-write" => self.allow_write = flag(option, value)?,
-            "--verify" => self.verify = flag(option, value)?,
-            "--seed" => self.seed = parse_number(option, v()?)?,
-            _ => return Err(unknown(option)),
-        }
-        Ok(())
-    }
 }
 
 /// The IOTLB sweep: QD1 reads over 1, 2, 4 … N distinct pages, per page size.
@@ -496,61 +453,6 @@ impl SweepParams {
         }
         Ok(())
     }
-
-    /// Sets one option from strings; the sweep reads `--page-size` as a list (`4k,2m`).
-    pub fn set(&mut self, option: &str, value: Option<&str>) -> Result<(), ParamError> {
-        if set_target(&mut self.target, option, value)? {
-            return Ok(());
-        }
-        let v = || value.ok_or_else(|| ParamError::new(option, "", "this option needs a value"));
-        match option {
-            "--page-size" => self.page_sizes = parse_page_sizes(v()?)?,
-            "--pages" if v()?.contains('=') => {
-                let fix = "give a count for all page sizes (4096) or per size (4k=4096,2m=128)";
-                for part in v()?.split(',') {
-                    let (size, n) = part
-                        .split_once('=')
-                        .ok_or_else(|| ParamError::new(option, v().unwrap_or_default(), fix))?;
-                    let size: PageSize = size
-                        .parse()
-                        .map_err(|_| ParamError::new(option, v().unwrap_or_default(), fix))?;
-                    let n: u64 = parse_number(option, n)?;
-                    self.max_pages_per_size.retain(|(s, _)| *s != size);
-                    self.max_pages_per_size.push((size, n));
-                }
-            }
-            "--pages" => self.max_pages = Some(parse_number(option, v()?)?),
-            "--ios" => self.ios_per_step = parse_number(option, v()?)?,
-            "--bs" => {
-                let bytes = parse_bytes(option, v()?)?;
-                self.block_size = u32::try_from(bytes).map_err(|_| {
-                    ParamError::new(option, v().unwrap_or_default(), "give at most 4k")
-                })?;
-            }
-            "--seed" => self.seed = parse_number(option, v()?)?,
-            "--pattern" => {
-                let p: Pattern = v()?.parse()?;
-                if p.is_write() {
-                    return Err(ParamError::new(
-                        option,
-                        p.name(),
-                        "the sweep only reads: use randread",
-                    ));
-                }
-            }
-            "--qd" | "--threads" => {
-                if v()? != "1" {
-                    return Err(ParamError::new(
-                        option,
-                        v()?,
-                        "the sweep runs at QD1 on one thread",
-                    ));
-                }
-            }
-            _ => return Err(unknown(option)),
-        }
-        Ok(())
-    }
 }
 
 fn validate_target(target: &Target) -> Result<(), ParamError> {
@@ -593,95 +495,6 @@ fn check_write_allowed(
         ));
     }
     Ok(())
-}
-
-/// Options shared by runs and sweeps; `Ok(false)` if `option` is not one of them.
-fn set_target(target: &mut Target, option: &str, value: Option<&str>) -> Result<bool, ParamError> {
-    let v = || value.ok_or_else(|| ParamError::new(option, "", "this option needs a value"));
-    match option {
-        "--device" => target.device = Some(v()?.to_string()),
-        "--bind" => target.bind = flag(option, value)?,
-        "--reserve-hugepages" => target.reserve_hugepages = flag(option, value)?,
-        "--backend" => target.backend = v()?.parse()?,
-        "--nsid" => target.nsid = parse_number(option, v()?)?,
-        _ => return Ok(false),
-    }
-    Ok(true)
-}
-
-fn unknown(option: &str) -> ParamError {
-    ParamError::new(option, "", "unknown option (see --help)")
-}
-
-fn flag(option: &str, value: Option<&str>) -> Result<bool, ParamError> {
-    match value {
-        None => Ok(true),
-        Some("true" | "1" | "yes") => Ok(true),
-        Some("false" | "0" | "no") => Ok(false),
-        Some(other) => Err(ParamError::new(
-            option,
-            other,
-            "a flag takes no value (or true/false)",
-        )),
-    }
-}
-
-/// Parses an unsigned number (decimal, or hex with 0x).
-pub fn parse_number<T: TryFrom<u64>>(option: &str, s: &str) -> Result<T, ParamError> {
-    let t = s.trim().replace('_', "");
-    let n = match t.strip_prefix("0x") {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => t.parse::<u64>(),
-    }
-    .map_err(|_| ParamError::new(option, s, "give a whole number"))?;
-    T::try_from(n).map_err(|_| ParamError::new(option, s, "out of range"))
-}
-
-/// Parses a byte count: `4096`, `4k`, `128K`, `1m`, `1MiB`, `1g` (binary units).
-pub fn parse_bytes(option: &str, s: &str) -> Result<u64, ParamError> {
-    let fix = "give bytes with an optional k, m or g suffix (512, 4k, 128k, 1m)";
-    let t = s.trim().to_ascii_lowercase();
-    let t = t
-        .strip_suffix("ib")
-        .or_else(|| t.strip_suffix('b'))
-        .unwrap_or(&t);
-    let (digits, shift) = match t.char_indices().last() {
-        Some((i, 'k')) => (&t[..i], 10),
-        Some((i, 'm')) => (&t[..i], 20),
-        Some((i, 'g')) => (&t[..i], 30),
-        _ => (t, 0),
-    };
-    let n: u64 = digits
-        .trim()
-        .parse()
-        .map_err(|_| ParamError::new(option, s, fix))?;
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| ParamError::new(option, s, fix))
-}
-
-/// Parses a duration: `10` (seconds), `2.5s`, `500ms`, `2m`, `1h`.
-pub fn parse_duration(s: &str) -> Result<Duration, ParamError> {
-    let fix = "give seconds (10, 2.5) or a number with ms, s, m or h (500ms, 10s, 2m)";
-    let t = s.trim().to_ascii_lowercase();
-    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = t.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (t.as_str(), 1.0)
-    };
-    let value: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| ParamError::new("--duration", s, fix))?;
-    if !value.is_finite() || value <= 0.0 {
-        return Err(ParamError::new("--duration", s, fix));
-    }
-    Duration::try_from_secs_f64(value * scale).map_err(|_| ParamError::new("--duration", s, fix))
 }
 
 /// How many buffer slots of `slot` bytes fit in `pages` pages of `page` bytes (see
@@ -740,11 +553,6 @@ mod tests {
         assert_eq!("1GiB".parse::<PageSize>(), Ok(PageSize::Size1G));
         let e = "8k".parse::<PageSize>().unwrap_err();
         assert_eq!(e.to_string(), "--page-size `8k`: use 4k, 2m or 1g");
-        assert_eq!(
-            parse_page_sizes("4k,2m,4k").unwrap(),
-            vec![PageSize::Size4K, PageSize::Size2M]
-        );
-        assert!(parse_page_sizes(",").is_err());
     }
 
     #[test]
@@ -756,81 +564,6 @@ mod tests {
             e.contains("`randrw`") && e.contains("randread, randwrite, read or write"),
             "{e}"
         );
-    }
-
-    #[test]
-    fn sizes_and_durations_parse() {
-        assert_eq!(parse_bytes("--bs", "4k").unwrap(), 4096);
-        assert_eq!(parse_bytes("--bs", "128KiB").unwrap(), 128 << 10);
-        assert_eq!(parse_bytes("--bs", "1m").unwrap(), 1 << 20);
-        assert_eq!(parse_bytes("--bs", "512").unwrap(), 512);
-        assert!(parse_bytes("--bs", "four")
-            .unwrap_err()
-            .to_string()
-            .contains("`four`"));
-        assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("2.5s").unwrap(), Duration::from_millis(2500));
-        assert!(parse_duration("-1").is_err());
-        assert!(parse_duration("soon")
-            .unwrap_err()
-            .to_string()
-            .contains("500ms"));
-        assert_eq!(parse_number::<u16>("--qd", "0x20").unwrap(), 32);
-        assert!(parse_number::<u16>("--qd", "70000")
-            .unwrap_err()
-            .to_string()
-            .contains("out of range"));
-    }
-
-    #[test]
-    fn writes_need_allow_write_and_a_named_device() {
-        let mut p = Params::default();
-        p.set("--pattern", Some("randwrite")).unwrap();
-        let e = p.validate().unwrap_err().to_string();
-        assert!(e.contains("--allow-write"), "{e}");
-        p.set("--allow-write", None).unwrap();
-        let e = p.validate().unwrap_err().to_string();
-        assert!(e.contains("--device"), "{e}");
-        p.set("--device", Some("0000:00:04.0")).unwrap();
-        p.validate().unwrap();
-    }
-
-    #[test]
-    fn options_set_fields() {
-        let mut p = Params::default();
-        for (k, v) in [
-            ("--bs", Some("8k")),
-            ("--qd", Some("32")),
-            ("--threads", Some("2")),
-            ("--ios", Some("10000")),
-            ("--page-size", Some("2m")),
-            ("--verify", None),
-            ("--bind", None),
-            ("--reserve-hugepages", None),
-            ("--nsid", Some("1")),
-        ] {
-            p.set(k, v).unwrap();
-        }
-        assert_eq!(p.block_size, 8192);
-        assert_eq!(p.queue_depth, 32);
-        assert_eq!(p.threads, 2);
-        assert_eq!(p.stop, Stop::Ios(10000));
-        assert_eq!(p.page_size, PageSize::Size2M);
-        assert!(p.verify && p.target.bind && p.target.reserve_hugepages);
-        assert_eq!(p.pages_per_thread(), 1, "32 x 8 KiB fit one 2 MiB page");
-        p.validate().unwrap();
-        assert!(p
-            .set("--frobnicate", None)
-            .unwrap_err()
-            .to_string()
-            .contains("unknown option"));
-        assert!(p
-            .set("--qd", None)
-            .unwrap_err()
-            .to_string()
-            .contains("needs a value"));
     }
 
     #[test]
@@ -848,21 +581,6 @@ mod tests {
         };
         assert_eq!(p.pages_per_thread(), 32);
         p.validate().unwrap();
-    }
-
-    #[test]
-    fn bad_numbers_are_refused() {
-        for (k, v) in [
-            ("--qd", "0"),
-            ("--qd", "2000"),
-            ("--threads", "0"),
-            ("--bs", "100"),
-            ("--ios", "0"),
-        ] {
-            let mut p = Params::default();
-            p.set(k, Some(v)).unwrap();
-            assert!(p.validate().is_err(), "{k} {v}");
-        }
     }
 
     #[test]
@@ -888,28 +606,6 @@ mod tests {
         assert_eq!(sweep_steps(1), vec![1]);
         assert_eq!(sweep_steps(8), vec![1, 2, 4, 8]);
         assert_eq!(sweep_steps(12), vec![1, 2, 4, 8, 12]);
-    }
-
-    #[test]
-    fn sweep_options() {
-        let mut s = SweepParams::default();
-        s.set("--page-size", Some("4k,2m")).unwrap();
-        s.set("--pages", Some("64")).unwrap();
-        s.set("--qd", Some("1")).unwrap();
-        assert!(s.set("--qd", Some("4")).is_err());
-        assert!(s.set("--pattern", Some("randwrite")).is_err());
-        assert_eq!(s.page_sizes.len(), 2);
-        assert_eq!(s.max_pages_for(PageSize::Size2M), 64);
-        s.set("--pages", Some("4k=8192,2m=16")).unwrap();
-        assert_eq!(s.max_pages_for(PageSize::Size4K), 8192);
-        assert_eq!(s.max_pages_for(PageSize::Size2M), 16);
-        assert_eq!(
-            s.max_pages_for(PageSize::Size1G),
-            64,
-            "the count for all sizes"
-        );
-        assert!(s.set("--pages", Some("8k=2")).is_err());
-        s.validate().unwrap();
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! set-up cost (VFIO open, DMA map per buffer, controller enable) and what the tool changed on
 //! the host and put back. Everything serializes to JSON.
 
-use crate::hist::{CcdfPoint, Histogram, LatencySummary};
-use crate::host::HostChanges;
+use crate::changes::HostChanges;
+use crate::hist::{CcdfPoint, LatencyHistogram, LatencySummary};
 use crate::params::{PageSize, Params};
 use crate::vfio::IommuInfo;
 use serde::{Deserialize, Serialize};
@@ -77,7 +77,7 @@ pub struct ThreadResult {
     pub mb_s: f64,
     pub latency: Option<LatencySummary>,
     pub ccdf: Vec<CcdfPoint>,
-    pub histogram: Histogram,
+    pub histogram: LatencyHistogram,
 }
 
 /// Data verification over the run.
@@ -104,7 +104,7 @@ pub struct RunResult {
     pub mb_s: f64,
     pub latency: Option<LatencySummary>,
     pub ccdf: Vec<CcdfPoint>,
-    pub histogram: Histogram,
+    pub histogram: LatencyHistogram,
     pub threads: Vec<ThreadResult>,
     pub verify: Option<VerifySummary>,
     /// Stopped early by a signal or the caller's cancel flag; the numbers cover what ran.

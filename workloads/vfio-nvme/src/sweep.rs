@@ -2,7 +2,7 @@
 //! 4 … N pages, the knee where it steps up (the working set stopped fitting the IOTLB), a text
 //! table and an SVG plot. All pure.
 
-use crate::host::HostChanges;
+use crate::changes::HostChanges;
 use crate::params::{PageSize, SweepParams};
 use crate::report::{DeviceInfo, MapCost, SetupCost};
 use serde::{Deserialize, Serialize};

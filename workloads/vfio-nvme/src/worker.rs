@@ -10,9 +10,11 @@
 //! The program embedding this library must let the worker start: call [`maybe_run`] first
 //! thing in `main`.
 
-use crate::engine::{self, Located};
+use crate::changes::HostChanges;
+use crate::engine;
 use crate::error::Error;
-use crate::host::{Host, HostChanges, HostGuard};
+use crate::host::{HostGuard, NvmeHost};
+use crate::located::Located;
 use crate::params::{PageSize, Params, SweepParams, Target};
 use crate::report::RunResult;
 use crate::sweep::SweepResult;
@@ -245,7 +247,7 @@ fn with_host<T>(
     job: Job,
     take: impl FnOnce(Reply) -> Result<T, Error>,
 ) -> Result<(T, HostChanges), Error> {
-    let host = Host::system();
+    let host = NvmeHost::system();
     let (guard, located) = HostGuard::prepare(&host, target, huge)?;
     let request = Request {
         parent_pid: std::process::id(),

@@ -6,7 +6,7 @@ use super::plan::{device_facts, Plan};
 use super::{measure, sibling};
 use crate::cli::DiagnoseArgs;
 use crate::commands::record::domain_failure;
-use crate::domain::{DomainSwitch, Host};
+use crate::domain::DomainSwitch;
 use crate::exit::{Failure, Outcome};
 use crate::output::{JsonTarget, ReportSink};
 use crate::stop::StopSignal;
@@ -109,8 +109,7 @@ pub fn experiment(
         Some(path) => ReportSink::open(Some(JsonTarget::File(sibling(path, other))))?,
         None => ReportSink::Silent,
     };
-    let mut switch =
-        DomainSwitch::apply(&Host::system(), address, other).map_err(domain_failure)?;
+    let mut switch = DomainSwitch::apply(address, other).map_err(domain_failure)?;
     eprintln!(
         "iommutop: A/B: IOMMU group {group} of {address} is now {other} (was {original}); \
          running the workload again"

@@ -17,7 +17,6 @@ use crate::commands::run::{run_under_session, Finished};
 use crate::commands::workload::{
     checked_profile_workload, profile_workload, restore_leftovers, workload_failure,
 };
-use crate::domain::{self, Host};
 use crate::exit::{Failure, Outcome};
 use crate::output::{JsonTarget, ReportSink};
 use crate::probes::PointSelection;
@@ -73,9 +72,6 @@ pub fn run(args: &DiagnoseArgs) -> Outcome<ExitCode> {
     };
     let stop = StopSignal::install()?;
     restore_leftovers();
-    for line in domain::restore_leftovers(&Host::system()) {
-        eprintln!("iommutop: {line}");
-    }
     eprintln!("iommutop: diagnosing with {}", plan.describe());
     let first = measure(&plan, args.duration, &stop, &mut sink)?;
     sink.report(&first.report)?;

@@ -62,7 +62,7 @@ pub fn choose(args: &DiagnoseArgs, facts: &HostFacts) -> Outcome<Plan> {
     let mut profile = match &args.profile {
         Some(name) => find(name)?,
         None => match default_plan(facts, device)? {
-            Default::Profile { name, sets } => {
+            DefaultPlan::Profile { name, sets } => {
                 let mut profile = find(name)?;
                 for assignment in sets {
                     profile
@@ -71,7 +71,7 @@ pub fn choose(args: &DiagnoseArgs, facts: &HostFacts) -> Outcome<Plan> {
                 }
                 profile
             }
-            Default::Command(argv) => return Ok(Plan::Command(argv)),
+            DefaultPlan::Command(argv) => return Ok(Plan::Command(argv)),
         },
     };
     for assignment in &args.set {
@@ -147,7 +147,7 @@ fn find(name: &str) -> Outcome<Profile> {
     ProfileSet::discover().find(name).map_err(Failure::usage)
 }
 
-enum Default {
+enum DefaultPlan {
     Profile {
         name: &'static str,
         sets: Vec<String>,
@@ -180,21 +180,21 @@ fn nvme_disk(device: &DeviceFacts) -> Option<&str> {
         .flatten()
 }
 
-fn default_plan(facts: &HostFacts, device: Option<&DeviceFacts>) -> Outcome<Default> {
+fn default_plan(facts: &HostFacts, device: Option<&DeviceFacts>) -> Outcome<DefaultPlan> {
     let nics = free_nics(facts);
-    let tcp_rr = |client: &str, server: &str| Default::Profile {
+    let tcp_rr = |client: &str, server: &str| DefaultPlan::Profile {
         name: NIC_PROFILE,
         sets: vec![format!("nics={client},{server}")],
     };
     let nvme = |disk: &str| {
         if find_in_path("fio").is_some() {
-            Default::Profile {
+            DefaultPlan::Profile {
                 name: NVME_PROFILE,
                 sets: vec![format!("filename=/dev/{disk}")],
             }
         } else {
             eprintln!("iommutop: fio is not installed: reading /dev/{disk} with dd instead");
-            Default::Command(vec![
+            DefaultPlan::Command(vec![
                 "dd".into(),
                 format!("if=/dev/{disk}"),
                 "of=/dev/null".into(),

@@ -43,7 +43,7 @@ restored() {
 	if dd if=$NS of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null; then ok "$1: $NS reads"; else notok "$1: $NS reads" "dd failed"; fi
 	huge=$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages)
 	if [ "$huge" = 0 ]; then ok "$1: nr_hugepages back to 0"; else notok "$1: nr_hugepages back to 0" "$huge"; fi
-	if [ ! -e "/run/iommutop/vfio-nvme-$PCI.json" ]; then ok "$1: no state file left"; else notok "$1: no state file left" "$(cat "/run/iommutop/vfio-nvme-$PCI.json")"; fi
+	if ! grep -qs "$PCI" /run/iommutop/*.json; then ok "$1: no record left"; else notok "$1: no record left" "$(grep -ls "$PCI" /run/iommutop/*.json)"; fi
 }
 
 # The worker's pid once it runs (empty after 30 s without one).

@@ -12,10 +12,12 @@ pub mod parse;
 use crate::block::{self, Target, TargetKind};
 use crate::control::RunControl;
 use crate::error::WorkloadError;
-use crate::params::{format_size, Default, Kind, ParamSpec, Params};
+use crate::params::{DefaultValue, Kind, ParamSpec, ParamValues};
 use crate::process::{require_tool, Launched};
 use crate::window::{per_unit, ProbeWindow};
 use crate::{Workload, WorkloadOutput};
+use iommutop_model::units::format_size;
+use iommutop_model::workload::{Headline, WorkUnit};
 use parse::{parse_report, Direction, FioResult, ObjectSplitter};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
@@ -30,13 +32,13 @@ pub const SPECS: &[ParamSpec] = &[
     ParamSpec {
         key: "filename",
         kind: Kind::Str,
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "device or file; reads default to the first NVMe namespace, writes need it named",
     },
     ParamSpec {
         key: "rw",
         kind: Kind::Choice(RW),
-        default: Default::Str("randread"),
+        default: DefaultValue::Str("randread"),
         help: "access pattern (fio `--rw`)",
     },
     ParamSpec {
@@ -45,31 +47,31 @@ pub const SPECS: &[ParamSpec] = &[
             min: 512,
             max: 64 << 20,
         },
-        default: Default::Int(4096),
+        default: DefaultValue::Int(4096),
         help: "bytes per I/O",
     },
     ParamSpec {
         key: "iodepth",
         kind: Kind::Int { min: 1, max: 65536 },
-        default: Default::Int(1),
+        default: DefaultValue::Int(1),
         help: "I/Os in flight per job",
     },
     ParamSpec {
         key: "numjobs",
         kind: Kind::Int { min: 1, max: 1024 },
-        default: Default::Int(1),
+        default: DefaultValue::Int(1),
         help: "jobs (processes) doing I/O at once",
     },
     ParamSpec {
         key: "ioengine",
         kind: Kind::Choice(&["libaio", "io_uring", "psync", "pvsync2", "sync"]),
-        default: Default::Str("libaio"),
+        default: DefaultValue::Str("libaio"),
         help: "fio I/O engine",
     },
     ParamSpec {
         key: "direct",
         kind: Kind::Bool,
-        default: Default::Bool(true),
+        default: DefaultValue::Bool(true),
         help: "O_DIRECT: bypass the page cache, so every I/O reaches the device",
     },
     ParamSpec {
@@ -78,7 +80,7 @@ pub const SPECS: &[ParamSpec] = &[
             min: 1.0,
             max: 86_400.0,
         },
-        default: Default::Float(10.0),
+        default: DefaultValue::Float(10.0),
         help: "run time in seconds",
     },
     ParamSpec {
@@ -87,13 +89,13 @@ pub const SPECS: &[ParamSpec] = &[
             min: 4096,
             max: 1 << 50,
         },
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "bytes of the device or file to use (a file that does not exist is created at this size)",
     },
     ParamSpec {
         key: "rwmixread",
         kind: Kind::Int { min: 0, max: 100 },
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "randrw/rw: percent of I/Os that read",
     },
 ];
@@ -274,6 +276,15 @@ fn direction_results(m: &mut Map<String, Value>, prefix: &str, d: &Direction) {
     }
 }
 
+/// What a fio run did: reads when it read (its reads are what a read job is about, and a mixed
+/// job is compared by its reads), else I/Os.
+pub fn headline(r: &FioResult) -> Headline {
+    match &r.read {
+        Some(read) => Headline::counted(WorkUnit::Read, read.ios as f64, "read_iops", read.iops),
+        None => Headline::counted(WorkUnit::Io, r.ios() as f64, "iops", r.iops()),
+    }
+}
+
 /// fio's numbers as report results (flat: `read_iops`, `write_clat_p99_us`, `iops`, ...).
 pub fn fio_results(r: &FioResult) -> Map<String, Value> {
     let mut m = Map::new();
@@ -356,13 +367,13 @@ pub fn resolve_target(
 }
 
 pub struct Fio {
-    params: Params,
+    params: ParamValues,
     job: FioJob,
     target: Option<Target>,
 }
 
 impl Fio {
-    pub fn new(params: Params) -> Result<Fio, WorkloadError> {
+    pub fn new(params: ParamValues) -> Result<Fio, WorkloadError> {
         let job = FioJob {
             filename: PathBuf::new(),
             rw: params.str("rw")?.to_string(),
@@ -403,7 +414,7 @@ impl Fio {
 }
 
 /// The parameters as given, with the device or file fio was pointed at once it is resolved.
-pub fn params_with_target(params: &Params, target: Option<&Target>) -> Map<String, Value> {
+pub fn params_with_target(params: &ParamValues, target: Option<&Target>) -> Map<String, Value> {
     let mut map = params.to_map();
     if let Some(t) = target {
         map.insert("filename".into(), t.path.display().to_string().into());
@@ -482,7 +493,11 @@ impl Workload for Fio {
             results.insert("probe_window_s".into(), json!(window.duration_s));
         }
         results.insert("command".into(), json!(self.job.argv()));
-        Ok(WorkloadOutput { results, warnings })
+        Ok(WorkloadOutput::new(
+            results,
+            headline(&run.result),
+            warnings,
+        ))
     }
 
     fn restore(&mut self) -> Vec<String> {
@@ -607,6 +622,21 @@ mod tests {
             interval_numbers(Some(&b), &a).is_none(),
             "counters going back give nothing"
         );
+    }
+
+    #[test]
+    fn a_read_job_counts_reads_and_a_write_job_ios() {
+        let (objects, _) =
+            parse::split_objects(include_str!("../../testdata/fio-randread-4k-qd32x4.json"));
+        let mut r = parse_report(objects.last().unwrap()).unwrap();
+        let read = headline(&r);
+        assert_eq!(read.unit, WorkUnit::Read);
+        assert_eq!(read.count, Some(110463.0));
+        assert_eq!(read.rate_metric.as_deref(), Some("read_iops"));
+        r.write = r.read.take();
+        let written = headline(&r);
+        assert_eq!(written.unit, WorkUnit::Io);
+        assert_eq!(written.rate_metric.as_deref(), Some("iops"));
     }
 
     #[test]

@@ -14,10 +14,11 @@ pub mod parse;
 use crate::control::RunControl;
 use crate::error::WorkloadError;
 use crate::netns::{self, Namespaces, Placement};
-use crate::params::{Default, Kind, ParamSpec, Params};
+use crate::params::{DefaultValue, Kind, ParamSpec, ParamValues};
 use crate::process::{require_tool, run_quiet, Launched};
 use crate::window::{per_unit, ProbeWindow};
-use crate::{state, Workload, WorkloadOutput};
+use crate::{Workload, WorkloadOutput};
+use iommutop_model::workload::{Headline, WorkUnit};
 use parse::{parse_line, parse_rr, Line, RrResult, SELECTORS};
 use serde_json::{json, Map, Value};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
@@ -28,7 +29,7 @@ pub const SPECS: &[ParamSpec] = &[
     ParamSpec {
         key: "test",
         kind: Kind::Choice(&["TCP_RR", "TCP_CRR", "UDP_RR"]),
-        default: Default::Str("TCP_RR"),
+        default: DefaultValue::Str("TCP_RR"),
         help: "netperf test (`-t`)",
     },
     ParamSpec {
@@ -37,7 +38,7 @@ pub const SPECS: &[ParamSpec] = &[
             min: 1,
             max: 64 << 20,
         },
-        default: Default::Int(1024),
+        default: DefaultValue::Int(1024),
         help: "request bytes (`-r REQ,RSP`)",
     },
     ParamSpec {
@@ -46,7 +47,7 @@ pub const SPECS: &[ParamSpec] = &[
             min: 1,
             max: 64 << 20,
         },
-        default: Default::Int(1024),
+        default: DefaultValue::Int(1024),
         help: "response bytes",
     },
     ParamSpec {
@@ -55,13 +56,13 @@ pub const SPECS: &[ParamSpec] = &[
             min: 1.0,
             max: 86_400.0,
         },
-        default: Default::Float(10.0),
+        default: DefaultValue::Float(10.0),
         help: "test length in seconds (`-l`)",
     },
     ParamSpec {
         key: "mode",
         kind: Kind::Choice(&["local", "remote", "loopback"]),
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "`local` (two NICs in two namespaces), `remote` (netserver on `host`), `loopback`; default: remote if `host` is given, else local",
     },
     ParamSpec {
@@ -70,37 +71,37 @@ pub const SPECS: &[ParamSpec] = &[
             min_len: 2,
             max_len: 2,
         },
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "local mode: [client NIC, server NIC], cabled to each other; moved into namespaces and back",
     },
     ParamSpec {
         key: "host",
         kind: Kind::Str,
-        default: Default::Unset,
+        default: DefaultValue::Unset,
         help: "remote mode: the host running netserver",
     },
     ParamSpec {
         key: "port",
         kind: Kind::Int { min: 1, max: 65535 },
-        default: Default::Int(12865),
+        default: DefaultValue::Int(12865),
         help: "netserver's control port (`-p`); loopback mode picks a free one",
     },
     ParamSpec {
         key: "client_addr",
         kind: Kind::Str,
-        default: Default::Str("10.77.0.1/24"),
+        default: DefaultValue::Str("10.77.0.1/24"),
         help: "local mode: the client NIC's address in its namespace",
     },
     ParamSpec {
         key: "server_addr",
         kind: Kind::Str,
-        default: Default::Str("10.77.0.2/24"),
+        default: DefaultValue::Str("10.77.0.2/24"),
         help: "local mode: the server NIC's address in its namespace",
     },
     ParamSpec {
         key: "cpu",
         kind: Kind::Bool,
-        default: Default::Bool(true),
+        default: DefaultValue::Bool(true),
         help: "measure CPU utilisation on both ends (`-c -C`)",
     },
 ];
@@ -136,7 +137,7 @@ struct Nic {
 }
 
 pub struct Netperf {
-    params: Params,
+    params: ParamValues,
     mode: Mode,
     test: String,
     request_size: u64,
@@ -170,7 +171,7 @@ fn ip_of(key: &str, cidr: &str) -> Result<IpAddr, WorkloadError> {
 }
 
 impl Netperf {
-    pub fn new(params: Params) -> Result<Netperf, WorkloadError> {
+    pub fn new(params: ParamValues) -> Result<Netperf, WorkloadError> {
         let host = params.opt_str("host")?.map(str::to_string);
         let nics = if params.has("nics") {
             Some(params.strs("nics")?)
@@ -482,7 +483,7 @@ impl Workload for Netperf {
         match self.mode.clone() {
             Mode::Local { client, server } => {
                 self.warnings
-                    .extend(netns::restore_leftovers(Path::new(state::STATE_DIR)));
+                    .extend(iommutop_host::sweep(&iommutop_host::HostRoot::system()));
                 let client_ns = self.namespace_name("client");
                 let server_ns = self.namespace_name("server");
                 for (role, name, namespace, address) in [
@@ -515,11 +516,7 @@ impl Workload for Netperf {
                         address: self.server_addr.clone(),
                     },
                 ];
-                self.namespaces = Some(Namespaces::set_up(
-                    &placements,
-                    Path::new(state::STATE_DIR),
-                    Duration::from_secs(20),
-                )?);
+                self.namespaces = Some(Namespaces::set_up(&placements, Duration::from_secs(20))?);
                 self.client_namespace = Some(client_ns);
                 let server_ip = ip_of("server_addr", &self.server_addr)?;
                 self.server_ip = Some(server_ip);
@@ -623,7 +620,13 @@ impl Workload for Netperf {
             results.insert("probe_window_s".into(), json!(window.duration_s));
         }
         results.insert("command".into(), json!(argv));
-        Ok(WorkloadOutput { results, warnings })
+        let work = Headline::counted(
+            WorkUnit::Transaction,
+            result.transactions() as f64,
+            "transactions_per_s",
+            result.transactions_per_s,
+        );
+        Ok(WorkloadOutput::new(results, work, warnings))
     }
 
     fn restore(&mut self) -> Vec<String> {

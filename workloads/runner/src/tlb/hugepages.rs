@@ -1,43 +1,29 @@
-//! Reserving 2 MiB huge pages for a run and giving them back: `nr_hugepages` is recorded before
-//! it is raised, and put back by [`Reservation::restore`], on drop, or by the next run.
+//! Reserving 2 MiB huge pages for a run and giving them back, through the host layer: the
+//! previous `nr_hugepages` is recorded before it is raised, and put back by
+//! [`Reservation::restore`], on drop, or by the sweep after a kill.
 
-use crate::error::{io_context, WorkloadError};
-use crate::state::{leftovers, StateRecord};
-use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use crate::error::WorkloadError;
+use iommutop_host::hugepages::Pool;
+use iommutop_host::{HostRoot, Journal};
 
-const RECORD_KIND: &str = "hugepages";
+/// The size of the pool, in kB.
+const SIZE_2M_KB: u64 = 2048;
 
-/// The sysfs directory of 2 MiB pages.
+/// The sysfs directory of 2 MiB pages, for messages.
 pub const DIR_2M: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB";
-
-fn read_count(path: &Path) -> Result<u64, WorkloadError> {
-    let text =
-        std::fs::read_to_string(path).map_err(io_context(format!("reading {}", path.display())))?;
-    text.trim().parse().map_err(|_| {
-        WorkloadError::Environment(format!(
-            "{}: unexpected content `{}`",
-            path.display(),
-            text.trim()
-        ))
-    })
-}
 
 /// Free 2 MiB pages now (0 if the kernel has no such pool).
 pub fn free_2m() -> u64 {
-    read_count(&Path::new(DIR_2M).join("free_hugepages")).unwrap_or(0)
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Record {
-    path: PathBuf,
-    previous: u64,
+    Pool::of_size(&HostRoot::system(), SIZE_2M_KB)
+        .and_then(|pool| pool.counts())
+        .map(|counts| counts.free)
+        .unwrap_or(0)
 }
 
 /// A raised `nr_hugepages`, lowered again when restored or dropped.
 #[derive(Debug)]
 pub struct Reservation {
-    record: Option<(Record, StateRecord)>,
+    journal: Journal,
     /// Free pages after the reservation.
     pub free: u64,
 }
@@ -45,79 +31,34 @@ pub struct Reservation {
 impl Reservation {
     /// Makes at least `pages` 2 MiB pages free, raising `nr_hugepages` if needed (root). The
     /// kernel may grant fewer (fragmented memory): `free` says what there is.
-    pub fn ensure_2m(pages: u64, state_dir: &Path) -> Result<Reservation, WorkloadError> {
-        let dir = Path::new(DIR_2M);
+    pub fn ensure_2m(pages: u64) -> Result<Reservation, WorkloadError> {
+        let root = HostRoot::system();
+        let mut journal = Journal::new(&root, "tlb huge pages");
         let free = free_2m();
         if free >= pages {
-            return Ok(Reservation { record: None, free });
+            return Ok(Reservation { journal, free });
         }
-        let nr_path = dir.join("nr_hugepages");
-        let previous = read_count(&nr_path)?;
-        let record = Record {
-            path: nr_path.clone(),
-            previous,
+        let cannot = |e: iommutop_host::HostError| {
+            WorkloadError::Environment(format!(
+                "cannot reserve {pages} huge pages of 2 MiB ({e}): run as root, or reserve them \
+                 before the run"
+            ))
         };
-        let state = StateRecord::write(state_dir, RECORD_KIND, &record)?;
-        let wanted = previous + (pages - free);
-        if let Err(e) = std::fs::write(&nr_path, wanted.to_string()) {
-            state.remove();
-            return Err(WorkloadError::Environment(format!(
-                "cannot reserve {pages} huge pages of 2 MiB ({}: {e}): run as root, or reserve them \
-                 before the run",
-                nr_path.display()
-            )));
-        }
+        let pool = Pool::of_size(&root, SIZE_2M_KB).map_err(cannot)?;
+        let total = pool.counts().map_err(cannot)?.total;
+        pool.raise(&mut journal, total + (pages - free))
+            .map_err(cannot)?;
         Ok(Reservation {
-            record: Some((record, state)),
+            journal,
             free: free_2m(),
         })
     }
 
     /// Puts `nr_hugepages` back; returns what went wrong, if anything. Idempotent.
     pub fn restore(&mut self) -> Option<String> {
-        let (record, state) = self.record.take()?;
-        match std::fs::write(&record.path, record.previous.to_string()) {
-            Ok(()) => {
-                state.remove();
-                None
-            }
-            Err(e) => Some(format!(
-                "could not put {} back to {}: {e}",
-                record.path.display(),
-                record.previous
-            )),
-        }
+        self.journal
+            .undo()
+            .err()
+            .map(|e| format!("could not put {DIR_2M}/nr_hugepages back: {e}"))
     }
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        let _ = self.restore();
-    }
-}
-
-/// Puts back reservations that killed runs left.
-pub fn restore_leftovers(state_dir: &Path) -> Vec<String> {
-    let found: Vec<(PathBuf, Record)> = leftovers(state_dir, RECORD_KIND);
-    found
-        .into_iter()
-        .map(
-            |(path, record)| match std::fs::write(&record.path, record.previous.to_string()) {
-                Ok(()) => {
-                    let _ = std::fs::remove_file(&path);
-                    format!(
-                        "restored {} to {} (left raised by an interrupted run)",
-                        record.path.display(),
-                        record.previous
-                    )
-                }
-                Err(e) => format!(
-                    "could not restore {} to {} ({e}), recorded in {}",
-                    record.path.display(),
-                    record.previous,
-                    path.display()
-                ),
-            },
-        )
-        .collect()
 }

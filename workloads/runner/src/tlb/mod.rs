@@ -14,12 +14,13 @@ pub mod steps;
 
 use crate::control::RunControl;
 use crate::error::WorkloadError;
-use crate::params::{format_size, Default, Kind, ParamSpec, Params};
-use crate::{state, Workload, WorkloadOutput};
+use crate::params::{DefaultValue, Kind, ParamSpec, ParamValues};
+use crate::{Workload, WorkloadOutput};
 use chase::{Backing, Buffer, Tsc, PAGE_2M};
 use hugepages::Reservation;
+use iommutop_model::units::format_size;
+use iommutop_model::workload::{Headline, WorkUnit};
 use serde_json::{json, Map, Value};
-use std::path::Path;
 use std::time::Duration;
 use steps::Point;
 
@@ -27,7 +28,7 @@ pub const SPECS: &[ParamSpec] = &[
     ParamSpec {
         key: "page_sizes",
         kind: Kind::ChoiceList(&["4k", "2m"]),
-        default: Default::Strs(&["4k", "2m"]),
+        default: DefaultValue::Strs(&["4k", "2m"]),
         help: "page sizes to measure, one curve each",
     },
     ParamSpec {
@@ -36,7 +37,7 @@ pub const SPECS: &[ParamSpec] = &[
             min: 4096,
             max: 1 << 40,
         },
-        default: Default::Int(4096),
+        default: DefaultValue::Int(4096),
         help: "smallest working set",
     },
     ParamSpec {
@@ -45,19 +46,19 @@ pub const SPECS: &[ParamSpec] = &[
             min: 8192,
             max: 1 << 40,
         },
-        default: Default::Int(256 << 20),
+        default: DefaultValue::Int(256 << 20),
         help: "largest working set (the buffer's size)",
     },
     ParamSpec {
         key: "sizes_per_octave",
         kind: Kind::Int { min: 1, max: 8 },
-        default: Default::Int(2),
+        default: DefaultValue::Int(2),
         help: "working sets per doubling (1: powers of two)",
     },
     ParamSpec {
         key: "pattern",
         kind: Kind::Choice(&["pages", "lines"]),
-        default: Default::Str("pages"),
+        default: DefaultValue::Str("pages"),
         help: "`pages`: one cache line per 4 KiB page (TLB reach apart from cache size); `lines`: every cache line",
     },
     ParamSpec {
@@ -66,13 +67,13 @@ pub const SPECS: &[ParamSpec] = &[
             min: 1,
             max: 600_000,
         },
-        default: Default::Int(200),
+        default: DefaultValue::Int(200),
         help: "measuring time per working set (at least 3 passes)",
     },
     ParamSpec {
         key: "reserve_hugepages",
         kind: Kind::Bool,
-        default: Default::Bool(false),
+        default: DefaultValue::Bool(false),
         help: "raise the 2 MiB hugetlb pool for the run and put it back after (root)",
     },
     ParamSpec {
@@ -81,13 +82,13 @@ pub const SPECS: &[ParamSpec] = &[
             min: 0,
             max: i64::MAX,
         },
-        default: Default::Int(1),
+        default: DefaultValue::Int(1),
         help: "seeds the random chase order",
     },
 ];
 
 pub struct Tlb {
-    params: Params,
+    params: ParamValues,
     page_sizes: Vec<String>,
     sizes: Vec<u64>,
     max_size: u64,
@@ -100,7 +101,7 @@ pub struct Tlb {
 }
 
 impl Tlb {
-    pub fn new(params: Params) -> Result<Tlb, WorkloadError> {
+    pub fn new(params: ParamValues) -> Result<Tlb, WorkloadError> {
         let min = params.u64("min_size")?;
         let max = params.u64("max_size")?;
         if min >= max {
@@ -214,9 +215,9 @@ impl Workload for Tlb {
 
     fn prepare(&mut self) -> Result<(), WorkloadError> {
         if self.reserve && self.wants_2m() {
-            let dir = Path::new(state::STATE_DIR);
-            self.warnings.extend(hugepages::restore_leftovers(dir));
-            let reservation = Reservation::ensure_2m(self.huge_pages_needed(), dir)?;
+            self.warnings
+                .extend(iommutop_host::sweep(&iommutop_host::HostRoot::system()));
+            let reservation = Reservation::ensure_2m(self.huge_pages_needed())?;
             if reservation.free < self.huge_pages_needed() {
                 self.warnings.push(format!(
                     "the kernel granted {} of {} huge pages of 2 MiB (memory fragmented?)",
@@ -349,7 +350,11 @@ impl Workload for Tlb {
             results.insert("interrupted".into(), json!(true));
             warnings.push("interrupted: the curves stop at the last working set measured".into());
         }
-        Ok(WorkloadOutput { results, warnings })
+        Ok(WorkloadOutput::new(
+            results,
+            Headline::uncounted(WorkUnit::Access),
+            warnings,
+        ))
     }
 
     fn restore(&mut self) -> Vec<String> {
