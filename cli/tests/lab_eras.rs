@@ -185,12 +185,24 @@ fn kernel_upgrade_story_is_answered_with_its_cause() {
         "command line intel_iommu: on in A, off in B",
         "IOMMU page-table maps 3.",
     );
+    // Two runs of one kernel: no cause. Under emulation their times may differ beyond the
+    // intervals' noise (the build host's load); compare may say so, naming no host difference.
     let same = findings(&out, "new", "new2");
-    assert!(
-        same.iter().all(|f| f["kind"] != "translation"),
-        "two runs of one kernel: {same:?}"
-    );
-    assert_eq!(first_cause(&same)["kind"], "same", "{same:?}");
+    for finding in &same {
+        let kind = finding["kind"].as_str().unwrap_or_default();
+        assert!(
+            ["workload", "same", "cost"].contains(&kind),
+            "two runs of one kernel claimed a {kind} cause: {same:?}"
+        );
+        if kind == "cost" {
+            assert!(
+                finding["details"]
+                    .to_string()
+                    .contains("no host difference"),
+                "{finding}"
+            );
+        }
+    }
 
     // One command on the new kernel: the same finding, against the baseline it reran.
     let diagnosis = read(&out.join("diagnose.txt"));
