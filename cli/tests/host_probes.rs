@@ -133,6 +133,10 @@ fn record_counts_block_completions_of_direct_reads_and_writes_a_valid_report() {
     let input = scratch_file("record-input", 8);
     let report_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("host-record.json");
     let _ = std::fs::remove_file(&report_path);
+    // Every disk's completions are counted: write back what the build left dirty first, so
+    // that its writeback does not land inside the recording.
+    // SAFETY: sync has no preconditions.
+    unsafe { libc::sync() };
     iommutop()
         .arg("record")
         .arg("--json")
