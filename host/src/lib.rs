@@ -25,7 +25,7 @@ pub mod nvme;
 pub mod pci;
 pub mod record;
 pub mod root;
-mod sysfs;
+pub mod sysfs;
 pub mod wait;
 
 pub use error::HostError;
