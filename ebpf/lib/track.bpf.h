@@ -400,6 +400,18 @@ static __always_inline void iommutop_enter(void *ctx, __u32 op,
 /* iommutop_exit_sized: the frame's own bytes are kept. */
 #define IOMMUTOP_KEEP_BYTES (~0ULL)
 
+/* How an exit treats its call (iommutop_exit_as). */
+enum iommutop_exit_mode {
+	/* Counted and timed; a missing frame means the kernel skipped the entry program. */
+	IOMMUTOP_EXIT_COUNT,
+	/* The call did no work worth a count (dma_iova_try_alloc declining): popped, uncounted. */
+	IOMMUTOP_EXIT_DISCARD,
+	/* Counted and timed; a missing frame is a legitimate shape of the call, not a lost entry:
+	 * dma_iova_sync of a range allocated long before (HMM maps page by page into one IOVA
+	 * allocation), counted untimed without a health warning. */
+	IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED,
+};
+
 /*
  * Exit of a timed call: finds its frame (normally the top one; frames above it belong to calls
  * whose exit was lost, and are dropped), charges count, bytes and latency, pops. bytes replaces
@@ -407,8 +419,9 @@ static __always_inline void iommutop_enter(void *ctx, __u32 op,
  * A call whose entry was not seen is counted, untimed, on own_key (the device a DMA API exit
  * knows from its arguments), else on the call it is nested in.
  */
-static __always_inline void iommutop_exit_keyed(void *ctx, __u32 op, int failed, __u64 bytes,
-						const struct iommutop_dev_key *own_key)
+static __always_inline void iommutop_exit_as(void *ctx, __u32 op, int failed, __u64 bytes,
+					     const struct iommutop_dev_key *own_key,
+					     enum iommutop_exit_mode mode)
 {
 	__u64 now = bpf_ktime_get_ns();
 	struct iommutop_inflight *inflight = iommutop_inflight_get(ctx);
@@ -436,7 +449,8 @@ static __always_inline void iommutop_exit_keyed(void *ctx, __u32 op, int failed,
 			iommutop_abandon_from(inflight, index + 1, depth);
 		frame->start_ns = 0;
 		inflight->depth = index;
-		if (done.flags & IOMMUTOP_FRAME_DUPLICATE || op >= IOMMUTOP_OP_COUNT)
+		if (mode == IOMMUTOP_EXIT_DISCARD || done.flags & IOMMUTOP_FRAME_DUPLICATE ||
+		    op >= IOMMUTOP_OP_COUNT)
 			return;
 		/* The stats are created here, at the one lookup a call pays; a device key's id is
 		 * the struct device itself, which names it on first sight. */
@@ -458,12 +472,21 @@ static __always_inline void iommutop_exit_keyed(void *ctx, __u32 op, int failed,
 		return;
 	}
 unseen_entry:
-	iommutop_health_inc(IOMMUTOP_HEALTH_EXIT_WITHOUT_ENTRY);
+	if (mode == IOMMUTOP_EXIT_DISCARD)
+		return;
+	if (mode == IOMMUTOP_EXIT_COUNT)
+		iommutop_health_inc(IOMMUTOP_HEALTH_EXIT_WITHOUT_ENTRY);
 	{
 		struct iommutop_dev_key key = own_key ? *own_key : iommutop_current_key(inflight);
 
 		iommutop_count_untimed(&key, op, bytes == IOMMUTOP_KEEP_BYTES ? 0 : bytes, 0);
 	}
+}
+
+static __always_inline void iommutop_exit_keyed(void *ctx, __u32 op, int failed, __u64 bytes,
+						const struct iommutop_dev_key *own_key)
+{
+	iommutop_exit_as(ctx, op, failed, bytes, own_key, IOMMUTOP_EXIT_COUNT);
 }
 
 static __always_inline void iommutop_exit_sized(void *ctx, __u32 op, int failed, __u64 bytes)

@@ -19,6 +19,18 @@
  *   void *dma_alloc_attrs(struct device *, size_t size, ...), struct page *dma_alloc_pages(...),
  *   struct sg_table *dma_alloc_noncontiguous(...), and their dma_free_* (struct device *, size_t
  *     size, ...): coherent buffers, their own operation (not per-I/O maps).
+ * The two-step IOVA API (6.16+; the block layer maps multi-segment requests with it from 6.17):
+ *   bool dma_iova_try_alloc(struct device *, struct dma_iova_state *, phys_addr_t, size_t size)
+ *   int dma_iova_link(struct device *, struct dma_iova_state *, phys_addr_t, size_t offset, ...)
+ *   int dma_iova_sync(struct device *, struct dma_iova_state *, size_t offset, size_t size)
+ *   void dma_iova_destroy(struct device *, struct dma_iova_state *, size_t mapped_len, ...)
+ *   One logical map is try_alloc (the IOVA range), a link per segment (page tables) and a sync
+ *   (IOTLB). Its frame opens at try_alloc's entry and stays open until sync returns, so the
+ *   links' and the sync's work is the device's and the map is timed from its first step to its
+ *   last. A try_alloc that declines (the device does not translate through dma-iommu: its caller
+ *   maps directly, and that map is counted) is dropped uncounted. A sync with no open frame
+ *   publishes more of a range allocated long before (HMM maps page by page into one
+ *   allocation): counted, untimed. dma_iova_destroy undoes one map (unlink and free).
  * Each has a fentry/fexit pair, kprobe/kretprobe programs and, where the kernel has one, a
  * tracepoint (counts only). User space attaches one tier per hook. Scatter-gather maps count the
  * bytes of their list (up to its first chain link: 128 entries).
@@ -177,6 +189,49 @@ int BPF_PROG(dma__unmap_resource__fentry, struct device *dev, dma_addr_t addr, s
 }
 DMA_FEXIT(dma__unmap_resource__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
 
+SEC("fentry")
+int BPF_PROG(dma__iova_try_alloc__fentry, struct device *dev, void *state, phys_addr_t phys,
+	     size_t size)
+{
+	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
+	return 0;
+}
+
+/* bool: only the low byte of the return register is defined. */
+static __always_inline void dma_iova_try_alloc_exit(void *ctx, struct device *dev, __u8 allocated)
+{
+	struct iommutop_dev_key key = iommutop_device_key(dev);
+
+	if (!allocated)
+		iommutop_exit_as(ctx, IOMMUTOP_OP_DMA_MAP, 0, 0, &key, IOMMUTOP_EXIT_DISCARD);
+}
+
+SEC("fexit")
+int BPF_PROG(dma__iova_try_alloc__fexit, struct device *dev)
+{
+	dma_iova_try_alloc_exit(ctx, dev, (__u8)iommutop_fexit_ret(ctx));
+	return 0;
+}
+
+/* The map's bytes are what the sync makes visible (all that was linked). */
+SEC("fexit")
+int BPF_PROG(dma__iova_sync__fexit, struct device *dev, void *state, size_t offset, size_t size)
+{
+	struct iommutop_dev_key key = iommutop_device_key(dev);
+
+	iommutop_exit_as(ctx, IOMMUTOP_OP_DMA_MAP, (int)iommutop_fexit_ret(ctx) != 0, size, &key,
+			 IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED);
+	return 0;
+}
+
+SEC("fentry")
+int BPF_PROG(dma__iova_destroy__fentry, struct device *dev, void *state, size_t mapped_len)
+{
+	dma_enter(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, mapped_len);
+	return 0;
+}
+DMA_FEXIT(dma__iova_destroy__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
+
 /* Coherent allocations: every allocator and every release starts (struct device *, size_t). */
 #define DMA_ALLOC_PAIR(prefix, op, failed)                                                         \
 	SEC("fentry")                                                                              \
@@ -277,6 +332,37 @@ SEC("kprobe")
 int BPF_KPROBE(dma__map_resource__kprobe, struct device *dev, phys_addr_t phys, size_t size)
 {
 	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
+	return 0;
+}
+
+SEC("kprobe")
+int BPF_KPROBE(dma__iova_try_alloc__kprobe, struct device *dev, void *state, phys_addr_t phys,
+	       size_t size)
+{
+	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
+	return 0;
+}
+
+SEC("kretprobe")
+int BPF_KRETPROBE(dma__iova_try_alloc__kretprobe, unsigned long allocated)
+{
+	if (!(__u8)allocated)
+		iommutop_exit_as(ctx, IOMMUTOP_OP_DMA_MAP, 0, 0, NULL, IOMMUTOP_EXIT_DISCARD);
+	return 0;
+}
+
+SEC("kretprobe")
+int BPF_KRETPROBE(dma__iova_sync__kretprobe, int err)
+{
+	iommutop_exit_as(ctx, IOMMUTOP_OP_DMA_MAP, err != 0, IOMMUTOP_KEEP_BYTES, NULL,
+			 IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED);
+	return 0;
+}
+
+SEC("kprobe")
+int BPF_KPROBE(dma__iova_destroy__kprobe, struct device *dev, void *state, size_t mapped_len)
+{
+	dma_enter(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, mapped_len);
 	return 0;
 }
 

@@ -12,6 +12,9 @@
  *                        unsigned int nents, int prot, gfp_t)  (6.3+; iommu_map_sg_atomic before):
  *     how dma-iommu fills page tables for a scatter-gather map, without going through iommu_map.
  *     One call is one page-table map; its bytes are what it returns.
+ *   int iommu_map_nosync(same as iommu_map, 6.16+): the page-table half of iommu_map, which
+ *     wraps it; dma_iova_link, iommu_map_sg and iommu_map call it. Where it exists it is hooked
+ *     instead of iommu_map, as a twin: inside iommu_map_sg it is that call's own work.
  * Tracepoints iommu:map (iova, paddr, size) and iommu:unmap (iova, size, unmapped_size).
  */
 #include "common.bpf.h"
@@ -44,6 +47,15 @@ int BPF_PROG(iommu__map_atomic__fentry, void *domain, unsigned long iova, phys_a
 	return 0;
 }
 IOMMUTOP_FEXIT(iommu__map_atomic__fexit, IOMMUTOP_OP_IOMMU_MAP, ret != 0)
+
+SEC("fentry")
+int BPF_PROG(iommu__map_nosync__fentry, void *domain, unsigned long iova, phys_addr_t paddr,
+	     size_t size)
+{
+	iommutop_enter(ctx, IOMMUTOP_OP_IOMMU_MAP, NULL, size, IOMMUTOP_ENTER_TWIN);
+	return 0;
+}
+IOMMUTOP_FEXIT(iommu__map_nosync__fexit, IOMMUTOP_OP_IOMMU_MAP, ret != 0)
 
 SEC("fentry")
 int BPF_PROG(iommu__unmap__fentry, void *domain, unsigned long iova, size_t size)
@@ -104,6 +116,14 @@ SEC("kprobe")
 int BPF_KPROBE(iommu__map__kprobe, void *domain, unsigned long iova, phys_addr_t paddr, size_t size)
 {
 	iommu_enter(ctx, IOMMUTOP_OP_IOMMU_MAP, size);
+	return 0;
+}
+
+SEC("kprobe")
+int BPF_KPROBE(iommu__map_nosync__kprobe, void *domain, unsigned long iova, phys_addr_t paddr,
+	       size_t size)
+{
+	iommutop_enter(ctx, IOMMUTOP_OP_IOMMU_MAP, NULL, size, IOMMUTOP_ENTER_TWIN);
 	return 0;
 }
 

@@ -9,7 +9,7 @@ use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
 use super::kallsyms::{Kallsyms, KernelFunctions};
 use super::selection::PointSelection;
 use super::status::{HookOutcome, PointStatus, Refusal};
-use super::table::{FunctionHook, Point, Tier, TracepointHook, POINTS};
+use super::table::{FunctionHook, Point, Programs, Tier, TracepointHook, POINTS};
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, StackTraceMap};
 use aya::programs::{BtfTracePoint, FEntry, FExit, KProbe, Program};
 use aya::{Btf, Ebpf, EbpfLoader, Pod};
@@ -407,16 +407,19 @@ pub fn verify_all_programs() -> Result<Vec<ProgramVerdict>, LoadError> {
     };
     for point in POINTS {
         for hook in point.functions {
-            if let Some((entry, exit)) = hook.fentry {
-                let result = program::<FEntry>(&mut ebpf, entry)
-                    .and_then(|p| p.load(hook.symbol, &btf).map_err(|e| describe(&e)));
-                record(entry, hook.symbol.to_string(), Tier::Fentry, result);
+            if let Some(programs) = hook.fentry {
+                if let Some(entry) = programs.entry {
+                    let result = program::<FEntry>(&mut ebpf, entry)
+                        .and_then(|p| p.load(hook.symbol, &btf).map_err(|e| describe(&e)));
+                    record(entry, hook.symbol.to_string(), Tier::Fentry, result);
+                }
+                let exit = programs.exit;
                 let result = program::<FExit>(&mut ebpf, exit)
                     .and_then(|p| p.load(hook.symbol, &btf).map_err(|e| describe(&e)))
                     .map_err(|e| missing_func_ret(&e).map_or(e, str::to_string));
                 record(exit, hook.symbol.to_string(), Tier::Fentry, result);
             }
-            for name in [hook.kprobe.0, hook.kprobe.1] {
+            for name in hook.kprobe.names() {
                 let result = program::<KProbe>(&mut ebpf, name).and_then(load_once);
                 record(name, hook.symbol.to_string(), Tier::Kprobe, result);
             }
@@ -653,18 +656,17 @@ fn missing_func_ret(error: &str) -> Option<&'static str> {
     )
 }
 
-fn attach_fentry(
-    ebpf: &mut Ebpf,
-    btf: &Btf,
-    symbol: &str,
-    (entry, exit): (&str, &str),
-) -> HookOutcome {
+fn attach_fentry(ebpf: &mut Ebpf, btf: &Btf, symbol: &str, programs: Programs) -> HookOutcome {
     let result = (|| -> Result<(), String> {
         // The exit is attached first: an exit without its entry is harmless, the reverse leaves
         // frames that are never popped.
+        let exit = programs.exit;
         let fexit: &mut FExit = program(ebpf, exit)?;
         fexit.load(symbol, btf).map_err(|e| describe(&e))?;
         let exit_link = fexit.attach().map_err(|e| describe(&e))?;
+        let Some(entry) = programs.entry else {
+            return Ok(());
+        };
         let fentry: &mut FEntry = program(ebpf, entry)?;
         let entry_result = fentry
             .load(symbol, btf)
@@ -681,11 +683,14 @@ fn attach_fentry(
 }
 
 fn attach_kprobe(ebpf: &mut Ebpf, hook: &FunctionHook) -> HookOutcome {
-    let (entry, exit) = hook.kprobe;
+    let Programs { entry, exit } = hook.kprobe;
     let result = (|| -> Result<(), String> {
         let kretprobe: &mut KProbe = program(ebpf, exit)?;
         load_once(kretprobe)?;
         let exit_link = kretprobe.attach(hook.symbol, 0).map_err(|e| describe(&e))?;
+        let Some(entry) = entry else {
+            return Ok(());
+        };
         let kprobe: &mut KProbe = program(ebpf, entry)?;
         let entry_result = load_once(kprobe).and_then(|()| {
             kprobe

@@ -7,6 +7,33 @@ use iommutop_model::sample::Op;
 /// How a hook is attached, cheapest first: the report's tier.
 pub use iommutop_model::report::Tier;
 
+/// The programs of one tier that hook a function: at its entry (none where the function only
+/// ends a call another hook opened: `dma_iova_sync` closes the map `dma_iova_try_alloc` began)
+/// and at its exit.
+#[derive(Debug, Clone, Copy)]
+pub struct Programs {
+    pub entry: Option<&'static str>,
+    pub exit: &'static str,
+}
+
+impl Programs {
+    const fn pair((entry, exit): (&'static str, &'static str)) -> Programs {
+        Programs {
+            entry: Some(entry),
+            exit,
+        }
+    }
+
+    const fn exit_only(exit: &'static str) -> Programs {
+        Programs { entry: None, exit }
+    }
+
+    /// Every program, entry first.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> {
+        self.entry.into_iter().chain([self.exit])
+    }
+}
+
 /// A kernel function hooked at entry and exit.
 #[derive(Debug, Clone, Copy)]
 pub struct FunctionHook {
@@ -15,9 +42,9 @@ pub struct FunctionHook {
     pub kernels: &'static str,
     /// fentry and fexit programs (each bound to this one function when loaded); None where the
     /// function only exists on kernels whose fexit cannot read a return value (before 5.17).
-    pub fentry: Option<(&'static str, &'static str)>,
+    pub fentry: Option<Programs>,
     /// kprobe and kretprobe programs (may be shared with other functions of the same shape).
-    pub kprobe: (&'static str, &'static str),
+    pub kprobe: Programs,
     /// Attach only on kernels that have this function too: an era's own code path, whose
     /// function names live on in later kernels with other callers (VT-d's `__domain_mapping`
     /// is hooked only where `intel_map_page`, the pre-5.11 DMA ops, exists).
@@ -75,8 +102,25 @@ const fn function(
     FunctionHook {
         symbol,
         kernels,
-        fentry: Some(fentry),
-        kprobe,
+        fentry: Some(Programs::pair(fentry)),
+        kprobe: Programs::pair(kprobe),
+        only_with: None,
+        unless: None,
+    }
+}
+
+/// A function hooked at its exit alone: it ends a call whose frame another hook opened.
+const fn exit_function(
+    symbol: &'static str,
+    kernels: &'static str,
+    fexit: &'static str,
+    kretprobe: &'static str,
+) -> FunctionHook {
+    FunctionHook {
+        symbol,
+        kernels,
+        fentry: Some(Programs::exit_only(fexit)),
+        kprobe: Programs::exit_only(kretprobe),
         only_with: None,
         unless: None,
     }
@@ -94,7 +138,7 @@ const fn era_function(
         symbol,
         kernels,
         fentry: None,
-        kprobe,
+        kprobe: Programs::pair(kprobe),
         only_with: Some(era_marker),
         unless: None,
     }
@@ -151,6 +195,21 @@ pub const POINTS: &[Point] = &[
                 ("dma__map_resource__fentry", "dma__map_resource__fexit"),
                 ("dma__map_resource__kprobe", "dma__map__kretprobe"),
             ),
+            function(
+                "dma_iova_try_alloc",
+                "6.16+ (opens a map of the IOVA API: multi-segment block requests, 6.17+)",
+                ("dma__iova_try_alloc__fentry", "dma__iova_try_alloc__fexit"),
+                (
+                    "dma__iova_try_alloc__kprobe",
+                    "dma__iova_try_alloc__kretprobe",
+                ),
+            ),
+            exit_function(
+                "dma_iova_sync",
+                "6.16+ (closes the map dma_iova_try_alloc opened)",
+                "dma__iova_sync__fexit",
+                "dma__iova_sync__kretprobe",
+            ),
         ],
         tracepoints: &[
             tracepoint("dma", "dma_map_page", "6.12-6.17", "dma__map__tp"),
@@ -189,6 +248,12 @@ pub const POINTS: &[Point] = &[
                 ("dma__unmap_resource__fentry", "dma__unmap_resource__fexit"),
                 ("dma__unmap__kprobe", "dma__unmap__kretprobe"),
             ),
+            function(
+                "dma_iova_destroy",
+                "6.16+ (undoes a map of the IOVA API)",
+                ("dma__iova_destroy__fentry", "dma__iova_destroy__fexit"),
+                ("dma__iova_destroy__kprobe", "dma__unmap__kretprobe"),
+            ),
         ],
         tracepoints: &[
             tracepoint("dma", "dma_unmap_page", "6.12-6.17", "dma__unmap__tp"),
@@ -204,9 +269,16 @@ pub const POINTS: &[Point] = &[
         functions: &[
             function(
                 "iommu_map",
-                "all",
+                "all (not where iommu_map_nosync exists: 6.16+ wraps it)",
                 ("iommu__map__fentry", "iommu__map__fexit"),
                 ("iommu__map__kprobe", "iommu__map__kretprobe"),
+            )
+            .unless("iommu_map_nosync"),
+            function(
+                "iommu_map_nosync",
+                "6.16+ (also dma_iova_link's page tables)",
+                ("iommu__map_nosync__fentry", "iommu__map_nosync__fexit"),
+                ("iommu__map_nosync__kprobe", "iommu__map__kretprobe"),
             ),
             function(
                 "iommu_map_atomic",
@@ -591,9 +663,13 @@ mod tests {
     fn fentry_programs_are_not_shared() {
         let mut seen = HashSet::new();
         for p in POINTS {
-            for (entry, exit) in p.functions.iter().filter_map(|f| f.fentry) {
-                assert!(seen.insert(entry), "{entry} shared");
-                assert!(seen.insert(exit), "{exit} shared");
+            for name in p
+                .functions
+                .iter()
+                .filter_map(|f| f.fentry)
+                .flat_map(|f| f.names())
+            {
+                assert!(seen.insert(name), "{name} shared");
             }
         }
     }
@@ -602,11 +678,16 @@ mod tests {
     fn program_names_follow_family_hook_tier() {
         for p in POINTS {
             for f in p.functions {
-                let fentry = f.fentry.map_or(Vec::new(), |(entry, exit)| {
-                    vec![(entry, "__fentry"), (exit, "__fexit")]
-                });
-                let kprobe = [(f.kprobe.0, "__kprobe"), (f.kprobe.1, "__kretprobe")];
-                for (name, suffix) in fentry.into_iter().chain(kprobe) {
+                let suffixed = |programs: Programs, entry: &'static str, exit: &'static str| {
+                    let entry = programs.entry.map(|name| (name, entry));
+                    entry.into_iter().chain([(programs.exit, exit)])
+                };
+                let fentry = f
+                    .fentry
+                    .into_iter()
+                    .flat_map(|p| suffixed(p, "__fentry", "__fexit"));
+                let kprobe = suffixed(f.kprobe, "__kprobe", "__kretprobe");
+                for (name, suffix) in fentry.chain(kprobe) {
                     assert!(name.ends_with(suffix), "{name} should end with {suffix}");
                     assert_eq!(
                         name.matches("__").count(),
