@@ -1,53 +1,24 @@
-//! A log-linear (HDR-style) latency histogram: each power of two is cut into 2^[`SUB_BITS`]
-//! equal buckets, so a bucket is at most 1/128 (0.78 %) of its values wide. Log2 buckets
-//! (the probes' histograms) are too coarse for a tail CCDF, where a step of a few percent is the
+//! A log-linear (HDR) latency histogram: each power of two is cut into 2^[`SUB_BITS`] equal
+//! buckets, so a bucket is at most 1/128 (0.78 %) of its values wide. Log2 buckets (the
+//! probes' histograms) are too coarse for a tail CCDF, where a step of a few percent is the
 //! signal.
+//!
+//! The counts live in an [`hdrhistogram::Histogram`]; beside it we keep the exact minimum,
+//! maximum and sum, which the summary reports to the nanosecond.
 
+use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-/// Sub-bucket bits: 128 buckets per power of two.
+/// Sub-bucket bits: 128 buckets per power of two (values below 256 are exact).
 pub const SUB_BITS: u32 = 7;
-const SUB: u64 = 1 << SUB_BITS;
-/// Buckets needed to cover every u64.
-pub const BUCKETS: usize = ((64 - SUB_BITS as usize) + 1) * (1 << SUB_BITS);
-
-/// The bucket of a value (ns).
-pub fn bucket_of(v: u64) -> usize {
-    if v < SUB {
-        return v as usize;
-    }
-    let high_bit = 63 - v.leading_zeros();
-    let shift = high_bit - SUB_BITS;
-    let mantissa = v >> shift; // in [SUB, 2 SUB)
-    ((u64::from(shift) + 1) * SUB + (mantissa - SUB)) as usize
-}
-
-/// The smallest value in a bucket.
-pub fn bucket_low(i: usize) -> u64 {
-    let i = i as u64;
-    if i < SUB {
-        return i;
-    }
-    let shift = i / SUB - 1;
-    let mantissa = i % SUB + SUB;
-    mantissa << shift
-}
-
-/// The largest value in a bucket.
-pub fn bucket_high(i: usize) -> u64 {
-    let i = i as u64;
-    if i < SUB {
-        return i;
-    }
-    let shift = i / SUB - 1;
-    bucket_low(i as usize).saturating_add((1u64 << shift) - 1)
-}
+/// The HDR precision that gives [`SUB_BITS`]: two significant figures need unit resolution up
+/// to 200, so 256 sub-buckets, the upper half of which is repeated at each power of two.
+const SIGNIFICANT_FIGURES: u8 = 2;
 
 /// Latencies in nanoseconds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LatencyHistogram {
-    counts: Vec<u64>,
-    total: u64,
+    counts: Histogram<u64>,
     min: u64,
     max: u64,
     sum: u128,
@@ -79,11 +50,18 @@ pub struct CcdfPoint {
     pub ccdf: f64,
 }
 
+/// Counts covering every u64, so recording and adding never leave the range.
+fn every_u64() -> Histogram<u64> {
+    match Histogram::new_with_max(u64::MAX, SIGNIFICANT_FIGURES) {
+        Ok(counts) => counts,
+        Err(e) => unreachable!("1..=u64::MAX at {SIGNIFICANT_FIGURES} figures is valid: {e}"),
+    }
+}
+
 impl LatencyHistogram {
     pub fn new() -> LatencyHistogram {
         LatencyHistogram {
-            counts: vec![0; BUCKETS],
-            total: 0,
+            counts: every_u64(),
             min: u64::MAX,
             max: 0,
             sum: 0,
@@ -91,65 +69,55 @@ impl LatencyHistogram {
     }
 
     pub fn record(&mut self, v: u64) {
-        if let Some(c) = self.counts.get_mut(bucket_of(v)) {
-            *c += 1;
-        }
-        self.total += 1;
+        self.counts.saturating_record(v);
         self.min = self.min.min(v);
         self.max = self.max.max(v);
         self.sum += u128::from(v);
     }
 
     pub fn merge(&mut self, other: &LatencyHistogram) {
-        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
-            *a += b;
+        for bucket in other.counts.iter_recorded() {
+            self.counts
+                .saturating_record_n(bucket.value_iterated_to(), bucket.count_at_value());
         }
-        self.total += other.total;
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
         self.sum += other.sum;
     }
 
     pub fn total(&self) -> u64 {
-        self.total
+        self.counts.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.total == 0
+        self.counts.is_empty()
     }
 
     pub fn min(&self) -> Option<u64> {
-        (self.total > 0).then_some(self.min)
+        (!self.is_empty()).then_some(self.min)
     }
 
     pub fn max(&self) -> Option<u64> {
-        (self.total > 0).then_some(self.max)
+        (!self.is_empty()).then_some(self.max)
     }
 
     pub fn mean(&self) -> Option<f64> {
-        (self.total > 0).then(|| self.sum as f64 / self.total as f64)
+        (!self.is_empty()).then(|| self.sum as f64 / self.total() as f64)
     }
 
     /// The value at quantile `q` (0..=1): the highest value of the bucket holding the
     /// ceil(q·n)-th smallest sample, clamped to the observed min and max.
     pub fn quantile(&self, q: f64) -> Option<u64> {
-        if self.total == 0 {
-            return None;
-        }
-        let rank = ((q.clamp(0.0, 1.0) * self.total as f64).ceil() as u64).max(1);
-        let mut seen = 0u64;
-        for (i, &c) in self.counts.iter().enumerate() {
-            seen += c;
-            if c > 0 && seen >= rank {
-                return Some(bucket_high(i).clamp(self.min, self.max));
-            }
-        }
-        Some(self.max)
+        (!self.is_empty()).then(|| {
+            self.counts
+                .value_at_quantile(q.clamp(0.0, 1.0))
+                .clamp(self.min, self.max)
+        })
     }
 
     pub fn summary(&self) -> Option<LatencySummary> {
         Some(LatencySummary {
-            count: self.total,
+            count: self.total(),
             min_ns: self.min()?,
             mean_ns: self.mean()?,
             p50_ns: self.quantile(0.50)?,
@@ -163,28 +131,27 @@ impl LatencyHistogram {
     /// The CCDF at every non-empty bucket: (bucket's highest value, share of samples above it).
     /// The last point is (max, 0).
     pub fn ccdf(&self) -> Vec<CcdfPoint> {
-        let mut points = Vec::new();
+        let total = self.total();
         let mut seen = 0u64;
-        for (i, &c) in self.counts.iter().enumerate() {
-            if c == 0 {
-                continue;
-            }
-            seen += c;
-            points.push(CcdfPoint {
-                latency_ns: bucket_high(i).clamp(self.min, self.max),
-                ccdf: (self.total - seen) as f64 / self.total as f64,
-            });
-        }
-        points
+        self.buckets()
+            .map(|(_, high, count)| {
+                seen += count;
+                CcdfPoint {
+                    latency_ns: high.clamp(self.min, self.max),
+                    ccdf: (total - seen) as f64 / total as f64,
+                }
+            })
+            .collect()
     }
 
-    /// Non-empty buckets as (lowest value, highest value, count).
+    /// Non-empty buckets as (lowest value, highest value, count), lowest first.
     pub fn buckets(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
-        self.counts
-            .iter()
-            .enumerate()
-            .filter(|(_, &c)| c > 0)
-            .map(|(i, &c)| (bucket_low(i), bucket_high(i), c))
+        self.counts.iter_recorded().map(|bucket| {
+            let low = self.counts.lowest_equivalent(bucket.value_iterated_to());
+            // Not `highest_equivalent`: it stops one short of u64::MAX in the last bucket.
+            let high = low + (self.counts.equivalent_range(low) - 1);
+            (low, high, bucket.count_at_value())
+        })
     }
 }
 
@@ -203,7 +170,7 @@ impl Serialize for LatencyHistogram {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         HistogramData {
             sub_bucket_bits: SUB_BITS,
-            count: self.total,
+            count: self.total(),
             min_ns: self.min(),
             max_ns: self.max(),
             sum_ns: self.sum,
@@ -224,11 +191,15 @@ impl<'de> Deserialize<'de> for LatencyHistogram {
         }
         let mut h = LatencyHistogram::new();
         for [low, _, count] in data.buckets {
-            if let Some(c) = h.counts.get_mut(bucket_of(low)) {
-                *c += count;
-            }
+            h.counts.saturating_record_n(low, count);
         }
-        h.total = data.count;
+        if h.total() != data.count {
+            return Err(serde::de::Error::custom(format!(
+                "histogram says count {} but its buckets hold {}",
+                data.count,
+                h.total()
+            )));
+        }
         h.min = data.min_ns.unwrap_or(u64::MAX);
         h.max = data.max_ns.unwrap_or(0);
         h.sum = data.sum_ns;
@@ -240,26 +211,42 @@ impl<'de> Deserialize<'de> for LatencyHistogram {
 mod tests {
     use super::*;
 
-    #[test]
-    fn buckets_are_contiguous_and_invert() {
-        for i in 0..BUCKETS - 1 {
-            assert_eq!(bucket_high(i) + 1, bucket_low(i + 1), "bucket {i}");
-            assert_eq!(bucket_of(bucket_low(i)), i);
-            assert_eq!(bucket_of(bucket_high(i)), i);
+    fn buckets_of(values: &[u64]) -> Vec<(u64, u64, u64)> {
+        let mut h = LatencyHistogram::new();
+        for &v in values {
+            h.record(v);
         }
-        assert_eq!(bucket_of(u64::MAX), BUCKETS - 1);
-        assert_eq!(bucket_high(BUCKETS - 1), u64::MAX);
+        h.buckets().collect()
     }
 
     #[test]
     fn buckets_are_narrow() {
-        for v in [200u64, 1_000, 12_345, 87_654_321, 1 << 40] {
-            let i = bucket_of(v);
-            let width = bucket_high(i) - bucket_low(i) + 1;
-            assert!(width as f64 / bucket_low(i) as f64 <= 1.0 / 128.0, "{v}");
+        for v in [200u64, 1_000, 12_345, 87_654_321, 1 << 40, u64::MAX] {
+            let [(low, high, 1)] = buckets_of(&[v])[..] else {
+                panic!("{v} is in one bucket");
+            };
+            assert!((low..=high).contains(&v), "{v} in [{low}, {high}]");
+            let width = high - low + 1;
+            assert!(width as f64 / low as f64 <= 1.0 / 128.0, "{v}");
         }
-        for v in 0..SUB {
-            assert_eq!(bucket_low(bucket_of(v)), v, "exact below {SUB}");
+        for v in 0..256 {
+            assert_eq!(buckets_of(&[v]), [(v, v, 1)], "exact below 256");
+        }
+    }
+
+    /// Reports written before hdrhistogram held these `[low, high]` pairs: readers that plot
+    /// them must see the same bucket edges.
+    #[test]
+    fn bucket_edges_match_earlier_reports() {
+        for (v, low, high) in [
+            (256u64, 256u64, 257u64),
+            (511, 510, 511),
+            (512, 512, 515),
+            (70_001, 69_632, 70_143),
+            (9_999_999, 9_961_472, 10_027_007),
+            (1 << 40, 1 << 40, (1 << 40) + (1 << 33) - 1),
+        ] {
+            assert_eq!(buckets_of(&[v]), [(low, high, 1)], "{v}");
         }
     }
 
@@ -283,6 +270,18 @@ mod tests {
             assert!(err < 0.01, "got {got}, want {want}");
         }
         assert!((s.mean_ns - 5_000_500.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn percentiles_below_256_are_exact() {
+        let mut h = LatencyHistogram::new();
+        for v in 1..=200u64 {
+            h.record(v);
+        }
+        assert_eq!(h.quantile(0.5), Some(100));
+        assert_eq!(h.quantile(0.9), Some(180));
+        assert_eq!(h.quantile(0.99), Some(198));
+        assert_eq!(h.quantile(1.0), Some(200));
     }
 
     #[test]
@@ -312,16 +311,20 @@ mod tests {
         let mut b = LatencyHistogram::new();
         a.record(10);
         b.record(1_000_000);
+        b.record(1_000_000);
         a.merge(&b);
-        assert_eq!(a.total(), 2);
+        assert_eq!(a.total(), 3);
         assert_eq!(a.min(), Some(10));
         assert_eq!(a.max(), Some(1_000_000));
+        assert_eq!(a.quantile(0.5), Some(1_000_000));
+        assert!((a.mean().unwrap() - 2_000_010.0 / 3.0).abs() < 1e-6);
     }
 
     #[test]
     fn empty_has_no_summary() {
         let h = LatencyHistogram::new();
         assert!(h.summary().is_none());
+        assert!(h.quantile(0.5).is_none());
         assert!(h.ccdf().is_empty());
     }
 
@@ -334,5 +337,13 @@ mod tests {
         let json = serde_json::to_string(&h).unwrap();
         let back: LatencyHistogram = serde_json::from_str(&json).unwrap();
         assert_eq!(back, h);
+    }
+
+    #[test]
+    fn json_with_a_count_its_buckets_do_not_hold_is_refused() {
+        let json = r#"{"sub_bucket_bits":7,"count":3,"min_ns":5,"max_ns":5,"sum_ns":5,
+                       "buckets":[[5,5,1]]}"#;
+        let err = serde_json::from_str::<LatencyHistogram>(json).unwrap_err();
+        assert!(err.to_string().contains("count 3"), "{err}");
     }
 }
