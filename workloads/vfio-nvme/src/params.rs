@@ -4,9 +4,9 @@
 
 use crate::error::ParamError;
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
+use strum::VariantArray;
 
 /// The largest queue depth per thread (the I/O queue then has `qd + 1` entries).
 pub const MAX_QUEUE_DEPTH: u16 = 1024;
@@ -18,19 +18,34 @@ pub const MAX_BLOCK_SIZE: u32 = 2 << 20;
 pub const MAX_PAGES: u64 = 1 << 20;
 
 /// The host page size that backs the DMA buffers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::VariantArray,
+    strum::IntoStaticStr,
+    strum::Display,
+)]
 pub enum PageSize {
     #[serde(rename = "4k")]
+    #[strum(serialize = "4k")]
     Size4K,
     #[serde(rename = "2m")]
+    #[strum(serialize = "2m")]
     Size2M,
     #[serde(rename = "1g")]
+    #[strum(serialize = "1g")]
     Size1G,
 }
 
 impl PageSize {
-    pub const ALL: [PageSize; 3] = [PageSize::Size4K, PageSize::Size2M, PageSize::Size1G];
-
     pub fn bytes(self) -> u64 {
         match self {
             PageSize::Size4K => 4 << 10,
@@ -46,15 +61,11 @@ impl PageSize {
 
     /// The page size of `kib` KiB, if it is one of ours.
     pub fn of_kib(kib: u64) -> Option<PageSize> {
-        PageSize::ALL.into_iter().find(|p| p.kib() == kib)
+        PageSize::VARIANTS.iter().copied().find(|p| p.kib() == kib)
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            PageSize::Size4K => "4k",
-            PageSize::Size2M => "2m",
-            PageSize::Size1G => "1g",
-        }
+        self.into()
     }
 
     pub fn is_huge(self) -> bool {
@@ -71,12 +82,6 @@ impl PageSize {
     }
 }
 
-impl fmt::Display for PageSize {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 impl FromStr for PageSize {
     type Err = ParamError;
     fn from_str(s: &str) -> Result<PageSize, ParamError> {
@@ -90,8 +95,21 @@ impl FromStr for PageSize {
 }
 
 /// The access pattern.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::VariantArray,
+    strum::IntoStaticStr,
+    strum::Display,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Pattern {
     RandRead,
     RandWrite,
@@ -107,35 +125,21 @@ impl Pattern {
         matches!(self, Pattern::RandRead | Pattern::RandWrite)
     }
     pub fn name(self) -> &'static str {
-        match self {
-            Pattern::RandRead => "randread",
-            Pattern::RandWrite => "randwrite",
-            Pattern::Read => "read",
-            Pattern::Write => "write",
-        }
-    }
-}
-
-impl fmt::Display for Pattern {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        self.into()
     }
 }
 
 impl FromStr for Pattern {
     type Err = ParamError;
     fn from_str(s: &str) -> Result<Pattern, ParamError> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "randread" => Ok(Pattern::RandRead),
-            "randwrite" => Ok(Pattern::RandWrite),
-            "read" => Ok(Pattern::Read),
-            "write" => Ok(Pattern::Write),
-            _ => Err(ParamError::new(
-                "--pattern",
-                s,
-                "use randread, randwrite, read or write",
-            )),
-        }
+        let wanted = s.trim().to_ascii_lowercase();
+        Pattern::VARIANTS
+            .iter()
+            .copied()
+            .find(|p| p.name() == wanted)
+            .ok_or_else(|| {
+                ParamError::new("--pattern", s, "use randread, randwrite, read or write")
+            })
     }
 }
 
@@ -553,6 +557,24 @@ mod tests {
         assert_eq!("1GiB".parse::<PageSize>(), Ok(PageSize::Size1G));
         let e = "8k".parse::<PageSize>().unwrap_err();
         assert_eq!(e.to_string(), "--page-size `8k`: use 4k, 2m or 1g");
+    }
+
+    /// The names are the ones users type, reports carry (serde) and screens show (Display).
+    #[test]
+    fn names_are_what_serde_writes_and_parse_back() {
+        for &p in PageSize::VARIANTS {
+            assert_eq!(serde_json::to_value(p).unwrap(), p.name());
+            assert_eq!(p.to_string(), p.name());
+            assert_eq!(p.name().parse::<PageSize>(), Ok(p));
+        }
+        for &p in Pattern::VARIANTS {
+            assert_eq!(serde_json::to_value(p).unwrap(), p.name());
+            assert_eq!(p.to_string(), p.name());
+            assert_eq!(p.name().parse::<Pattern>(), Ok(p));
+        }
+        assert_eq!(PageSize::Size2M.name(), "2m");
+        assert_eq!(Pattern::RandWrite.name(), "randwrite");
+        assert_eq!(PageSize::of_kib(1 << 20), Some(PageSize::Size1G));
     }
 
     #[test]
