@@ -29,7 +29,7 @@ pub fn render_interval(time: &str, snapshot: &Snapshot, sort: Column) -> String 
     let line = |values: Vec<&str>| {
         let fields: Vec<String> = values
             .iter()
-            .zip(&columns)
+            .zip(columns)
             .zip(&widths)
             .map(|((value, column), width)| {
                 if column.is_text() {

@@ -7,7 +7,9 @@ use iommutop_model::snapshot::Device;
 use std::cmp::Ordering;
 
 /// One column of the device table, in display order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, strum::EnumCount, strum::VariantArray,
+)]
 pub enum Column {
     /// PCI address (or the row's key: `deferred`, a disk name, ...).
     Device,
@@ -42,26 +44,10 @@ pub enum SortValue {
 
 impl Column {
     /// Every column, in display order.
-    pub const ALL: [Column; 15] = [
-        Column::Device,
-        Column::Driver,
-        Column::Names,
-        Column::Domain,
-        Column::MapsPerS,
-        Column::MbPerS,
-        Column::MapP50,
-        Column::MapP99,
-        Column::UnmapP50,
-        Column::UnmapP99,
-        Column::IovaP50,
-        Column::SyncsPerS,
-        Column::FlushesPerS,
-        Column::NsPerIo,
-        Column::Cpu,
-    ];
+    pub const ALL: &[Column] = <Column as strum::VariantArray>::VARIANTS;
 
     /// Which columns stay when the terminal is narrow: earlier ones first.
-    const PRIORITY: [Column; 15] = [
+    const PRIORITY: [Column; <Column as strum::EnumCount>::COUNT] = [
         Column::Device,
         Column::MapsPerS,
         Column::NsPerIo,
@@ -288,6 +274,14 @@ mod tests {
         assert_eq!(columns, sorted);
         let width: u16 = columns.iter().map(|c| c.width()).sum::<u16>() + columns.len() as u16 - 1;
         assert!(width <= 78);
+    }
+
+    /// A column left out of the priority list would never be shown.
+    #[test]
+    fn every_column_has_one_priority() {
+        let mut prioritised = Column::PRIORITY.to_vec();
+        prioritised.sort();
+        assert_eq!(prioritised, Column::ALL);
     }
 
     #[test]
