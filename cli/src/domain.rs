@@ -12,7 +12,8 @@ use signal_hook::SigId;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-pub use iommutop_host::domain::{DomainError, TYPES};
+pub use iommutop_host::domain::TYPES;
+pub use iommutop_host::DomainError;
 
 /// While alive, SIGINT, SIGTERM, SIGHUP and SIGQUIT set a flag instead of ending the process.
 /// signal-hook cannot put the default action back when the last flag goes: a SIGHUP or SIGQUIT

@@ -11,25 +11,40 @@
 //! Everything is rooted at a [`HostRoot`]: `/` on the machine, a temporary directory in tests,
 //! where a fake sysfs and procfs stand in for the kernel's.
 //!
-//! The modules: [`pci`] (addresses, drivers, groups, binding), [`block`] (whether a disk is in
-//! use), [`hugepages`] (pool sizes), [`domain`] (an IOMMU group's domain type), [`netns`] (NICs in
-//! network namespaces), [`record`] (the journal and the sweep).
+//! The modules form layers; each imports only from the layers below it, so there is no import
+//! circle:
+//! 1. The host's files and tools: [`error`], [`root`], [`sysfs`], [`command`], [`wait`].
+//! 2. What the machine has, read only: [`pci_device`] (addresses, driver, group), [`nvme`]
+//!    (controllers, namespaces), [`block`] (a function's disks, whether one is in use),
+//!    [`hugepage_pool`] (pool sizes), [`nic`] (link state, addresses, default routes).
+//! 3. Each kind of change as recorded, and its undoing: [`change`].
+//! 4. The record format: [`record`].
+//! 5. The journal that records and undoes, and the sweep: [`journal`].
+//! 6. Making changes, each recorded in a journal first: [`pci`] (rebinding), [`hugepages`]
+//!    (raising a pool), [`domain`] (switching a group's domain type), [`netns`] (NICs in
+//!    network namespaces).
 
 pub mod block;
+pub mod change;
 pub mod command;
 pub mod domain;
 pub mod error;
+pub mod hugepage_pool;
 pub mod hugepages;
+pub mod journal;
 pub mod netns;
+pub mod nic;
 pub mod nvme;
 pub mod pci;
+pub mod pci_device;
 pub mod record;
 pub mod root;
 pub mod sysfs;
 pub mod wait;
 
-pub use error::HostError;
-pub use record::{sweep, Change, Journal};
+pub use error::{DomainError, HostError};
+pub use journal::{sweep, Journal};
+pub use record::Change;
 pub use root::HostRoot;
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! NVMe controllers and the block devices of their namespaces (multipath heads included).
 
+use crate::pci_device::functions_of_class;
 use crate::root::HostRoot;
 use crate::sysfs::entry_names;
 use std::path::Path;
@@ -9,7 +10,7 @@ pub const NVME_CLASS: u32 = 0x01_08_02;
 
 /// Every NVMe controller's PCI address, sorted.
 pub fn controllers(root: &HostRoot) -> Vec<String> {
-    crate::pci::functions_of_class(root, NVME_CLASS)
+    functions_of_class(root, NVME_CLASS)
 }
 
 /// The block devices of a controller's namespaces (`nvme0n1`, …), including the multipath heads

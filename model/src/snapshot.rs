@@ -13,7 +13,7 @@ use crate::derive::{derive, Derived};
 use crate::facts::DeviceFacts;
 pub use crate::op_stats::{per_second, Latency, OpDelta, OpStats};
 use crate::sample::{Op, OpCounters, RawSample, RawSource, SourceKind};
-use iommutop_host::pci::is_pci_address;
+use iommutop_host::pci_device::is_pci_address;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 

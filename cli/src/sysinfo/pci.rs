@@ -1,7 +1,7 @@
 //! PCI functions: driver, ids, IOMMU group and unit, and the disks and netdevs on them.
 
 use super::fs::{entry_names, link_name, read_hex};
-use iommutop_host::pci::is_pci_address;
+use iommutop_host::pci_device::is_pci_address;
 use iommutop_model::facts::{DeviceFacts, IommuGroup};
 use std::path::Path;
 

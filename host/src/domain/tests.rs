@@ -2,6 +2,7 @@
 //! and by the sweep after a kill; devices in use refused before anything changes.
 
 use super::*;
+use crate::change::domain::refusal_hint;
 use crate::fake::{Fake, NIC, NVME};
 use std::os::unix::fs::symlink;
 

@@ -5,7 +5,7 @@
 
 use crate::error::WorkloadError;
 use iommutop_host::block::{disk_uses, exclusively_busy, DiskUse};
-use iommutop_host::pci::pci_address_in;
+use iommutop_host::pci_device::pci_address_in;
 use iommutop_host::HostRoot;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};

@@ -1,10 +1,11 @@
 //! Two NICs in two network namespaces, and back, through the host layer
-//! ([`iommutop_host::netns`]): what this module adds is the workload's side — checking that
+//! ([`iommutop_host::netns`], [`iommutop_host::nic`]): what this module adds is the workload's side — checking that
 //! `ip` can do it and naming the parameter at fault.
 
 use crate::error::WorkloadError;
 use crate::process::run_quiet;
-use iommutop_host::netns::{self as host_netns, Unmovable};
+use iommutop_host::netns as host_netns;
+use iommutop_host::nic::{self as host_nic, Unmovable};
 use iommutop_host::HostRoot;
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ pub use iommutop_host::netns::Placement;
 
 /// Checks that `nic` exists here and may be moved: not the way this host reaches its network.
 pub fn check_movable(nic: &str) -> Result<(), WorkloadError> {
-    host_netns::check_movable(&HostRoot::system(), nic).map_err(|why| match why {
+    host_nic::check_movable(&HostRoot::system(), nic).map_err(|why| match why {
         Unmovable::DefaultRoute(_) => WorkloadError::Refused(why.to_string()),
         Unmovable::NoSuchNic(_) | Unmovable::Loopback => {
             WorkloadError::param("nics", why.to_string())
@@ -39,7 +40,7 @@ pub fn check_ip_netns() -> Result<(), WorkloadError> {
 
 /// The PCI address of a NIC (`/sys/class/net/NIC/device`), if it is a PCI function.
 pub fn nic_pci_address(nic: &str) -> Option<String> {
-    host_netns::nic_pci_address(&HostRoot::system(), nic)
+    host_nic::nic_pci_address(&HostRoot::system(), nic)
 }
 
 /// Network namespaces this process created, with the NICs it moved into them; put back by

@@ -6,8 +6,7 @@ use iommutop_workloads::{ErrorClass, WorkloadError};
 /// The NIC this host reaches its network by is never moved into a namespace.
 #[test]
 fn the_nic_carrying_the_default_route_is_refused() {
-    let devices =
-        iommutop_host::netns::default_route_interfaces(&iommutop_host::HostRoot::system());
+    let devices = iommutop_host::nic::default_route_interfaces(&iommutop_host::HostRoot::system());
     let Some(dev) = devices.first() else {
         eprintln!("this host has no default route: nothing to refuse");
         return;

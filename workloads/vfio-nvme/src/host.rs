@@ -14,9 +14,10 @@ use crate::located::Located;
 use crate::mem::reserve_advice;
 use crate::params::{PageSize, Target};
 use iommutop_host::hugepages::{Counts, Pool};
+use iommutop_host::journal::claimed_by_other;
 use iommutop_host::nvme::NVME_CLASS;
-use iommutop_host::pci::{self, is_pci_address, pci_address_in, PciState};
-use iommutop_host::record::claimed_by_other;
+use iommutop_host::pci;
+use iommutop_host::pci_device::{self, is_pci_address, pci_address_in, PciState};
 use iommutop_host::{Change, HostError, HostRoot, Journal};
 use std::fs;
 
@@ -110,7 +111,7 @@ impl NvmeHost {
     }
 
     pub fn device_state(&self, pci: &str) -> Result<PciState, Error> {
-        Ok(pci::state(&self.root, pci)?)
+        Ok(pci_device::state(&self.root, pci)?)
     }
 
     /// The block devices of the controller's namespaces (`nvme0n1`, …).

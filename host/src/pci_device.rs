@@ -1,0 +1,100 @@
+//! PCI functions as sysfs shows them: addresses, and what driver, IOMMU group and class each
+//! has. Reads only; moving a function to another driver is [`crate::pci::rebind`].
+
+use crate::error::HostError;
+use crate::root::HostRoot;
+use crate::sysfs::{entry_names, link_name, read, read_hex};
+use std::path::Path;
+
+/// Whether a name is a PCI address (`0000:00:02.0`: domain, bus and device in hex, function 0-7).
+pub fn is_pci_address(name: &str) -> bool {
+    let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let Some((domain_bus_device, function)) = name.split_once('.') else {
+        return false;
+    };
+    let parts: Vec<&str> = domain_bus_device.split(':').collect();
+    matches!(parts.as_slice(), [domain, bus, device] if hex(domain, 4) && hex(bus, 2) && hex(device, 2))
+        && function.len() == 1
+        && function.bytes().all(|b| (b'0'..=b'7').contains(&b))
+}
+
+/// The PCI address in a resolved sysfs path: the last component that is one.
+pub fn pci_address_in(path: &Path) -> Option<String> {
+    path.components()
+        .filter_map(|c| c.as_os_str().to_str())
+        .rfind(|c| is_pci_address(c))
+        .map(str::to_string)
+}
+
+/// The PCI address behind a sysfs link (`/sys/class/net/eth0/device`).
+pub fn pci_address_of(sysfs_link: &Path) -> Option<String> {
+    pci_address_in(&std::fs::canonicalize(sysfs_link).ok()?)
+}
+
+/// A PCI function's driver state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PciState {
+    pub driver: Option<String>,
+    /// `driver_override`, `None` when unset (`(null)`).
+    pub driver_override: Option<String>,
+    pub iommu_group: Option<u32>,
+    pub class: u32,
+}
+
+/// Reads `/sys/bus/pci/devices/ADDRESS`.
+pub fn state(root: &HostRoot, address: &str) -> Result<PciState, HostError> {
+    let dir = root.pci_device(address);
+    read(&dir.join("class"))?;
+    let driver_override = read(&dir.join("driver_override"))
+        .ok()
+        .filter(|s| !s.is_empty() && s != "(null)");
+    Ok(PciState {
+        driver: link_name(&dir.join("driver")),
+        driver_override,
+        iommu_group: link_name(&dir.join("iommu_group")).and_then(|g| g.parse().ok()),
+        class: read_hex(&dir.join("class")).unwrap_or(0),
+    })
+}
+
+/// Every PCI function of a class (`0x010802`: NVMe), sorted.
+pub fn functions_of_class(root: &HostRoot, class: u32) -> Vec<String> {
+    entry_names(&root.sys("bus/pci/devices"))
+        .into_iter()
+        .filter(|name| state(root, name).is_ok_and(|s| s.class == class))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pci_addresses_have_one_rule() {
+        assert!(is_pci_address("0000:00:02.0"));
+        assert!(is_pci_address("10de:af:1f.7"));
+        for name in [
+            "nvme0n1",
+            "eth0",
+            "0000:00:02",
+            "0000:00:02.8",
+            "000:00:02.0",
+            "pci0000:00",
+            "0000:0g:02.0",
+            "",
+        ] {
+            assert!(!is_pci_address(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn pci_addresses_are_found_in_sysfs_paths() {
+        let path = Path::new("/sys/devices/pci0000:00/0000:00:04.0/nvme/nvme0/nvme0n1");
+        assert_eq!(pci_address_in(path).as_deref(), Some("0000:00:04.0"));
+        let bridged = Path::new("/sys/devices/pci0000:00/0000:00:1c.0/0000:01:00.0/net/eth0");
+        assert_eq!(pci_address_in(bridged).as_deref(), Some("0000:01:00.0"));
+        assert_eq!(
+            pci_address_in(Path::new("/sys/devices/virtual/block/loop0")),
+            None
+        );
+    }
+}
