@@ -12,7 +12,7 @@
 //! where a fake sysfs and procfs stand in for the kernel's.
 //!
 //! The modules form layers; each imports only from the layers below it, so there is no import
-//! circle:
+//! circle (a unit test parses `src/` and fails on one):
 //! 1. The host's files and tools: [`error`], [`root`], [`sysfs`], [`command`], [`wait`].
 //! 2. What the machine has, read only: [`pci_device`] (addresses, driver, group), [`nvme`]
 //!    (controllers, namespaces), [`block`] (a function's disks, whether one is in use),
@@ -49,3 +49,5 @@ pub use root::HostRoot;
 
 #[cfg(test)]
 mod fake;
+#[cfg(test)]
+mod layers;
