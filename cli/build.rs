@@ -39,13 +39,7 @@ fn main() {
         .unwrap_or_else(|e| fail(&format!("mkdir {vmlinux_dir:?}: {e}")));
     write_vmlinux_h(&bpftool, &vmlinux_dir.join("vmlinux.h"));
 
-    let mut objects = Vec::new();
-    for source in sources(&ebpf.join("progs"), ".bpf.c") {
-        let name = source
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("prog");
-        let object = out.join(name.replace(".bpf.c", ".bpf.o"));
+    let compile = |source: &Path, object: &Path| {
         run(
             Command::new(&clang)
                 .args([
@@ -66,13 +60,28 @@ fn main() {
                 .arg("-I")
                 .arg(&vmlinux_dir)
                 .arg("-c")
-                .arg(&source)
+                .arg(source)
                 .arg("-o")
-                .arg(&object),
+                .arg(object),
             &format!("compiling {}", source.display()),
         );
+    };
+    let mut objects = Vec::new();
+    for source in sources(&ebpf.join("progs"), ".bpf.c") {
+        let name = source
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("prog");
+        let object = out.join(name.replace(".bpf.c", ".bpf.o"));
+        compile(&source, &object);
         objects.push(object);
     }
+    // Test programs, never attached (`iommutop selftest`): an object of their own, so that the
+    // probe object holds only what the probe table attaches.
+    compile(
+        &ebpf.join("selftest/hist.bpf.c"),
+        &out.join("selftest.bpf.o"),
+    );
     let linked = out.join("iommutop.bpf.o");
     run(
         Command::new(&bpftool)

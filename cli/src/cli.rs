@@ -93,6 +93,11 @@ pub struct ProbesArgs {
     /// attaching), so the verifier judges all of them; exits 1 if any is rejected.
     #[arg(long)]
     pub verify: bool,
+    /// Run the BPF test programs in this kernel (BPF_PROG_TEST_RUN, never attached) and check
+    /// that it computes what iommutop reads back: the latency histogram's slot of every edge
+    /// value; exits 1 on any disagreement.
+    #[arg(long, conflicts_with = "verify")]
+    pub selftest: bool,
 }
 
 #[derive(Debug, Args)]

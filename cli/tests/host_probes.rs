@@ -84,6 +84,26 @@ fn probes_on_the_host_fall_back_to_tracepoints_and_say_why() {
     assert_eq!(iova["refused"].as_array().map(Vec::len), Some(3), "{iova}");
 }
 
+/// The kernel files every edge value of the latency histogram in the slot user space reads it
+/// back from (the test program runs through BPF_PROG_TEST_RUN; the lab checks 5.10 and 7.3).
+#[test]
+fn this_kernel_computes_histogram_slots_as_user_space_reads_them() {
+    let _bpf = require_root();
+    let output = iommutop()
+        .args(["probes", "--selftest", "--json"])
+        .output()
+        .expect("runs");
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let check = &json_of(&output.stdout)["hist_slots"];
+    assert_eq!(check["mismatches"], serde_json::json!([]), "{check}");
+    assert!(check["values"].as_u64().unwrap_or(0) >= 64 * 2, "{check}");
+}
+
 #[test]
 fn the_verifier_accepts_every_embedded_program_this_kernel_can_load() {
     let _bpf = require_root();

@@ -44,6 +44,27 @@ fn step_succeeded(out: &Path, step: &str) {
     );
 }
 
+/// The oldest and the newest lab kernel run the histogram's slot function (BPF_PROG_TEST_RUN on
+/// a test program) and agree with user space on every edge value.
+#[test]
+fn oldest_and_newest_kernels_compute_histogram_slots_as_user_space_reads_them() {
+    if lab_skipped("oldest_and_newest_kernels_compute_histogram_slots_as_user_space_reads_them") {
+        return;
+    }
+    for kernel in ["5.10", "7.3"] {
+        let output = lab_run(
+            &["--kernel", kernel, "--iommu", "intel"],
+            &[&iommutop_bin(), "probes", "--selftest"],
+        );
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && stdout.contains("the kernel files all"),
+            "{kernel}: {stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
 fn counts_on(kernel: &str) {
     let out = run_guest_script(
         &format!("eras-counts-{kernel}"),

@@ -26,7 +26,8 @@ static __always_inline __u32 iommutop_log2_u64(__u64 v)
 }
 
 /* The histogram slot of a value: floor(log2(v)), 0 for 0 and 1, clamped to the last slot.
- * Must equal iommutop_model::hist::slot_of (checked by a test on the same vectors). */
+ * Must equal iommutop_model::hist::slot_of: a unit test checks the shared vectors, and
+ * `iommutop probes --selftest` runs this function in the kernel on every slot edge. */
 static __always_inline __u32 iommutop_hist_slot(__u64 v)
 {
 	__u32 slot = iommutop_log2_u64(v);

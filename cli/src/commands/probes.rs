@@ -1,10 +1,12 @@
 //! `iommutop probes`: which tier each probe point gets here, found by really attaching.
 
 use crate::cli::ProbesArgs;
-use crate::exit::Outcome;
+use crate::exit::{Failure, Outcome};
 use crate::privileges::require_bpf_privileges;
+use crate::probes::selftest::check_hist_slots;
 use crate::probes::table::{hook_kernels, point};
 use crate::probes::{load_failure, verify_all_programs, PointStatus, Probes, ProgramVerdict};
+use anyhow::anyhow;
 use serde_json::json;
 use std::process::ExitCode;
 
@@ -12,6 +14,9 @@ pub fn run(args: &ProbesArgs) -> Outcome<ExitCode> {
     require_bpf_privileges()?;
     if args.verify {
         return verify(args.json);
+    }
+    if args.selftest {
+        return selftest(args.json);
     }
     let probes =
         Probes::attach(false, &crate::probes::PointSelection::all()).map_err(load_failure)?;
@@ -23,6 +28,38 @@ pub fn run(args: &ProbesArgs) -> Outcome<ExitCode> {
         print!("{}", table(probes.statuses()));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn selftest(json: bool) -> Outcome<ExitCode> {
+    let check = check_hist_slots().map_err(|e| Failure::environment(anyhow!(e)))?;
+    if json {
+        let mismatches: Vec<serde_json::Value> = check
+            .mismatches
+            .iter()
+            .map(|m| json!({"value": m.value, "kernel": m.kernel, "user_space": m.user_space}))
+            .collect();
+        let text = serde_json::to_string_pretty(&json!({
+            "hist_slots": {"values": check.values, "mismatches": mismatches}
+        }))?;
+        println!("{text}");
+    } else if check.mismatches.is_empty() {
+        println!(
+            "hist slots: the kernel files all {} edge values in the slots iommutop reads them from",
+            check.values
+        );
+    } else {
+        for m in &check.mismatches {
+            println!(
+                "hist slots: {} ns filed in slot {} by the kernel, read from slot {} by iommutop",
+                m.value, m.kernel, m.user_space
+            );
+        }
+    }
+    Ok(if check.mismatches.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn verify(json: bool) -> Outcome<ExitCode> {

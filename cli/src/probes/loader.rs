@@ -733,7 +733,7 @@ fn load_once(program: &mut KProbe) -> Result<(), String> {
     program.load().map_err(|e| describe(&e))
 }
 
-fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, String>
+pub(super) fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, String>
 where
     &'a mut T: TryFrom<&'a mut Program>,
 {
@@ -747,7 +747,7 @@ where
 
 /// One line for an aya error and its causes: the syscall's answer, and the verifier's last word
 /// when it said one (the whole log is printed with IOMMUTOP_DEBUG_VERIFIER=1).
-fn describe(error: &dyn std::error::Error) -> String {
+pub(super) fn describe(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

@@ -5,6 +5,7 @@ mod convert;
 mod kallsyms;
 pub mod loader;
 pub mod selection;
+pub mod selftest;
 pub mod status;
 pub mod table;
 
