@@ -45,6 +45,9 @@ pub enum Command {
     /// Show a saved report again: its summary and verdict, the report in the current schema, its
     /// call paths as folded stacks or a flame graph.
     Report(ReportArgs),
+    /// Export per-device translation cost to Prometheus: attach the probes once and serve
+    /// `/metrics` (text format 0.0.4) and `/healthz` until SIGINT or SIGTERM.
+    Serve(ServeArgs),
     /// Print a shell completion script, e.g. `iommutop completions bash >
     /// /etc/bash_completion.d/iommutop`.
     Completions(CompletionsArgs),
@@ -279,6 +282,18 @@ pub struct TopArgs {
     /// With --batch: stop after COUNT intervals (default: at Ctrl-C).
     #[arg(short = 'n', long, value_name = "COUNT", requires = "batch")]
     pub iterations: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address and port to serve on. The default answers this machine only; to let a
+    /// Prometheus elsewhere scrape, say so: `--listen 0.0.0.0:9464` (or a chosen address).
+    #[arg(long, value_name = "ADDR:PORT", default_value = crate::commands::serve::DEFAULT_LISTEN)]
+    pub listen: String,
+    /// Attach only these probe points (comma-separated, `iommutop probes` lists them) and the
+    /// DMA API points the IOMMU-side ones need for attribution: less cost, fewer series.
+    #[arg(long, value_name = "LIST", value_parser = parse_points)]
+    pub points: Option<PointSelection>,
 }
 
 fn parse_points(text: &str) -> Result<PointSelection, String> {

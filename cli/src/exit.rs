@@ -14,6 +14,8 @@ pub enum Code {
     Environment,
     /// A threshold given with --fail-if was crossed.
     Threshold,
+    /// What iommutop must own is taken by another program: `serve`'s listening port.
+    InUse,
     /// The command run under the probes failed: its own status, passed on as `time` and
     /// `perf stat` do.
     Command(u8),
@@ -26,6 +28,7 @@ impl Code {
             Code::Usage => 2,
             Code::Environment => 3,
             Code::Threshold => 4,
+            Code::InUse => 5,
             Code::Command(status) => status,
         }
     }
@@ -48,6 +51,12 @@ impl Failure {
     pub fn environment(error: impl Into<anyhow::Error>) -> Failure {
         Failure {
             code: Code::Environment,
+            error: error.into(),
+        }
+    }
+    pub fn in_use(error: impl Into<anyhow::Error>) -> Failure {
+        Failure {
+            code: Code::InUse,
             error: error.into(),
         }
     }

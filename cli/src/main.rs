@@ -58,6 +58,7 @@ fn run(command: cli::Command) -> exit::Outcome<ExitCode> {
         cli::Command::Profiles(args) => commands::profiles::run(&args),
         cli::Command::Top(args) => commands::top::run(&args),
         cli::Command::Report(args) => commands::report::run(&args),
+        cli::Command::Serve(args) => commands::serve::run(&args),
         cli::Command::Completions(args) => commands::docs::completions(args.shell),
         cli::Command::Man { dir } => commands::docs::man_pages(&dir),
     }

@@ -9,5 +9,6 @@ pub mod profiles;
 pub mod record;
 pub mod report;
 pub mod run;
+pub mod serve;
 pub mod top;
 pub mod workload;

@@ -1,0 +1,250 @@
+use super::*;
+use iommutop_model::facts::{DeviceFacts, IommuGroup, IommuUnit, IommuVendor};
+use iommutop_model::sample::{OpCounters, RawSample, RawSource, SourceKind};
+use iommutop_model::snapshot::Snapshot;
+
+fn nvme_facts() -> DeviceFacts {
+    DeviceFacts {
+        pci_address: "0000:00:04.0".into(),
+        driver: Some("nvme".into()),
+        iommu_group: Some(3),
+        domain_type: Some("DMA-FQ".into()),
+        disks: vec!["nvme0n1".into()],
+        ..DeviceFacts::default()
+    }
+}
+
+/// 2000 timed 4 KiB maps of 1000 ns each (log2 slot 9) and 2000 completions.
+fn two_thousand_reads() -> Totals {
+    let mut slots = vec![0; 32];
+    slots[9] = 2000;
+    let maps = OpCounters {
+        count: 2000,
+        bytes: 2000 * 4096,
+        timed: 2000,
+        total_ns: 2_000_000,
+        hist: slots,
+        ..OpCounters::default()
+    };
+    let completions = OpCounters {
+        count: 2000,
+        bytes: 2000 * 4096,
+        ..OpCounters::default()
+    };
+    let sample = RawSample {
+        monotonic_ns: 1_000_000_000,
+        sources: vec![
+            RawSource {
+                kind: SourceKind::Device,
+                id: 1,
+                name: "0000:00:04.0".into(),
+                ops: [(Op::DmaMap, maps)].into_iter().collect(),
+            },
+            RawSource {
+                kind: SourceKind::Disk,
+                id: 2,
+                name: "nvme0n1".into(),
+                ops: [(Op::Completion, completions)].into_iter().collect(),
+            },
+        ],
+        program_stats: [("dma__map_page__fentry".to_string(), (2000, 300_000))]
+            .into_iter()
+            .collect(),
+        health: [("device_map_full".to_string(), 0)].into_iter().collect(),
+    };
+    let mut totals = Totals::default();
+    totals.add(&Snapshot::between(
+        &RawSample::default(),
+        &sample,
+        &[nvme_facts()],
+    ));
+    totals
+}
+
+fn host() -> HostLabels {
+    HostLabels::from_facts(&HostFacts {
+        kernel_release: Some("6.12.95+deb12-amd64".into()),
+        cmdline: Some("console=ttyS0 intel_iommu=on iommu.strict=1 quiet".into()),
+        iommu_units: vec![IommuUnit {
+            name: "dmar0".into(),
+            vendor: Some(IommuVendor::Intel),
+        }],
+        groups: vec![IommuGroup {
+            id: 3,
+            domain_type: Some("DMA".into()),
+            devices: vec!["0000:00:04.0".into()],
+        }],
+        ..HostFacts::default()
+    })
+}
+
+fn text(totals: &Totals) -> String {
+    let points = [
+        PointTier {
+            point: "dma_map",
+            tier: Some("fentry"),
+        },
+        PointTier {
+            point: "iotlb_flush",
+            tier: None,
+        },
+    ];
+    render(&Exposition {
+        totals,
+        host: &host(),
+        points: &points,
+        cpus: 2,
+        sample_errors: 0,
+    })
+    .expect("renders")
+}
+
+const NVME: &str = r#"{device="0000:00:04.0",driver="nvme",group="3",domain="DMA-FQ"}"#;
+
+fn assert_line(text: &str, line: &str) {
+    assert!(
+        text.lines().any(|l| l == line),
+        "no line `{line}` in:\n{text}"
+    );
+}
+
+#[test]
+fn a_device_counts_calls_bytes_and_seconds() {
+    let text = text(&two_thousand_reads());
+    assert_line(&text, &format!("iommutop_dma_maps_total{NVME} 2000"));
+    assert_line(
+        &text,
+        &format!("iommutop_dma_map_bytes_total{NVME} 8192000"),
+    );
+    assert_line(
+        &text,
+        &format!("iommutop_dma_map_seconds_total{NVME} 0.002"),
+    );
+    assert_line(&text, &format!("iommutop_completions_total{NVME} 2000"));
+    assert_line(
+        &text,
+        &format!("iommutop_translation_seconds_total{NVME} 0.002"),
+    );
+    assert_line(
+        &text,
+        &format!("iommutop_iotlb_invalidations_total{NVME} 0"),
+    );
+    assert_line(&text, "# TYPE iommutop_dma_maps_total counter");
+}
+
+#[test]
+fn latency_buckets_are_the_log2_slots_in_seconds() {
+    let text = text(&two_thousand_reads());
+    let labels = NVME.trim_end_matches('}');
+    // Slot 8 is [256, 512) ns: nothing below 512 ns; slot 9 is [512, 1024) ns.
+    assert_line(
+        &text,
+        &format!("iommutop_dma_map_duration_seconds_bucket{labels},le=\"0.000000512\"}} 0"),
+    );
+    assert_line(
+        &text,
+        &format!("iommutop_dma_map_duration_seconds_bucket{labels},le=\"0.000001024\"}} 2000"),
+    );
+    assert_line(
+        &text,
+        &format!("iommutop_dma_map_duration_seconds_bucket{labels},le=\"+Inf\"}} 2000"),
+    );
+    assert_line(
+        &text,
+        &format!("iommutop_dma_map_duration_seconds_sum{NVME} 0.002"),
+    );
+    assert_line(
+        &text,
+        &format!("iommutop_dma_map_duration_seconds_count{NVME} 2000"),
+    );
+    let buckets = text
+        .lines()
+        .filter(|l| l.starts_with("iommutop_dma_map_duration_seconds_bucket"))
+        .count();
+    assert_eq!(buckets, 32, "31 slot bounds and +Inf");
+    // Untimed operations have no histogram.
+    assert!(!text.contains("iommutop_dma_unmap_duration_seconds_bucket"));
+}
+
+#[test]
+fn the_host_is_one_info_series() {
+    let text = text(&Totals::default());
+    assert_line(
+        &text,
+        r#"iommutop_host_info{kernel="6.12.95+deb12-amd64",iommu="intel",default_domain="DMA",cmdline_iommu="intel_iommu=on iommu.strict=1"} 1"#,
+    );
+    assert_line(&text, "iommutop_host_cpus 2");
+    assert_line(
+        &text,
+        r#"iommutop_probe_point_attached{point="dma_map",tier="fentry"} 1"#,
+    );
+    assert_line(
+        &text,
+        r#"iommutop_probe_point_attached{point="iotlb_flush",tier="none"} 0"#,
+    );
+}
+
+#[test]
+fn the_probes_own_cost_and_health_are_counters() {
+    let text = text(&two_thousand_reads());
+    assert_line(
+        &text,
+        r#"iommutop_probe_seconds_total{program="dma__map_page__fentry"} 0.0003"#,
+    );
+    assert_line(
+        &text,
+        r#"iommutop_probe_runs_total{program="dma__map_page__fentry"} 2000"#,
+    );
+    assert_line(&text, "iommutop_probe_events_total 4000");
+    assert_line(
+        &text,
+        r#"iommutop_probe_health_total{counter="device_map_full"} 0"#,
+    );
+    assert_line(&text, "iommutop_sample_errors_total 0");
+}
+
+/// What `promtool check metrics` lints, checked without it: counters end in `_total`, units
+/// are base units, every family has help.
+#[test]
+fn names_follow_the_prometheus_conventions() {
+    for family in families(&Exposition {
+        totals: &two_thousand_reads(),
+        host: &host(),
+        points: &[],
+        cpus: 1,
+        sample_errors: 0,
+    }) {
+        let name = family.name();
+        assert!(name.starts_with("iommutop_"), "{name}");
+        assert!(!family.help().is_empty(), "{name} has no help");
+        match family.get_field_type() {
+            MetricType::COUNTER => assert!(name.ends_with("_total"), "{name}"),
+            _ => assert!(!name.ends_with("_total"), "{name}"),
+        }
+        for abbreviation in ["_ns", "_us", "_ms", "_nanoseconds", "_kb"] {
+            assert!(!name.contains(abbreviation), "{name}");
+        }
+    }
+}
+
+#[test]
+fn label_values_are_escaped() {
+    let mut host = host();
+    host.cmdline_iommu = "iommu=\"pt\"\\".into();
+    let text = render(&Exposition {
+        totals: &Totals::default(),
+        host: &host,
+        points: &[],
+        cpus: 1,
+        sample_errors: 0,
+    })
+    .expect("renders");
+    assert!(text.contains(r#"cmdline_iommu="iommu=\"pt\"\\""#), "{text}");
+}
+
+#[test]
+fn a_host_without_an_iommu_says_none() {
+    let labels = HostLabels::from_facts(&HostFacts::default());
+    assert_eq!(labels.iommu, "none");
+    assert_eq!(labels.default_domain, "");
+}

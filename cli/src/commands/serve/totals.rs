@@ -1,0 +1,203 @@
+//! Counters since `serve` started, built from interval snapshots so that they never go backwards.
+//!
+//! Each scrape reads the maps once and adds the interval's [`Snapshot`] (deltas, already safe
+//! against resets in the kernel's maps) to these totals. A series is keyed by all of its labels:
+//! when a device changes driver, group or domain type (VFIO rebinding, a domain switch), the old
+//! series keeps its last value and a new one counts from zero; a device that disappears (hot
+//! unplug) keeps its series at their last values until `serve` exits. Nothing is ever dropped,
+//! so a series never vanishes and comes back lower.
+
+use iommutop_model::op_stats::OpDelta;
+use iommutop_model::snapshot::{Device, OpStats, ProgramDelta, Snapshot};
+use iommutop_model::{Histogram, Op};
+use std::collections::BTreeMap;
+
+/// The labels of a device's series.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DeviceLabels {
+    /// A PCI address, `deferred`, `unattributed`, or the kernel's name of another device.
+    pub device: String,
+    pub driver: String,
+    /// The IOMMU group number, empty without one.
+    pub group: String,
+    /// `identity`, `DMA`, `DMA-FQ`, ...; empty without a group.
+    pub domain: String,
+}
+
+impl DeviceLabels {
+    pub fn of(device: &Device) -> DeviceLabels {
+        DeviceLabels {
+            device: device.key.clone(),
+            driver: device.driver.clone().unwrap_or_default(),
+            group: device
+                .iommu_group
+                .map(|group| group.to_string())
+                .unwrap_or_default(),
+            domain: device.domain_type.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// One device's totals.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeviceTotals {
+    pub ops: BTreeMap<Op, OpDelta>,
+    /// Outermost timed translation work (see `iommutop_model::derive`), in ns.
+    pub translation_ns: u64,
+}
+
+/// Everything `serve` exports as counters.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Totals {
+    pub devices: BTreeMap<DeviceLabels, DeviceTotals>,
+    /// Per BPF program: runs and run time (the kernel's BPF statistics).
+    pub programs: BTreeMap<String, ProgramDelta>,
+    /// Probe health counters (map full, nesting overflow, ...).
+    pub health: BTreeMap<String, u64>,
+    /// Operations the probes counted, over all devices.
+    pub events: u64,
+}
+
+impl Totals {
+    /// Adds one interval.
+    pub fn add(&mut self, snapshot: &Snapshot) {
+        for device in &snapshot.devices {
+            let totals = self.devices.entry(DeviceLabels::of(device)).or_default();
+            for (&op, stats) in &device.ops {
+                totals.ops.entry(op).or_default().merge(&delta_of(stats));
+            }
+            totals.translation_ns = totals
+                .translation_ns
+                .saturating_add(device.derived.translation_ns.unwrap_or(0));
+        }
+        for (program, delta) in &snapshot.programs {
+            let total = self.programs.entry(program.clone()).or_default();
+            total.run_count = total.run_count.saturating_add(delta.run_count);
+            total.run_time_ns = total.run_time_ns.saturating_add(delta.run_time_ns);
+        }
+        for (counter, delta) in &snapshot.health {
+            let total = self.health.entry(counter.clone()).or_default();
+            *total = total.saturating_add(*delta);
+        }
+        self.events = self.events.saturating_add(snapshot.events);
+    }
+}
+
+/// An interval's op stats back as the plain sums they were computed from.
+fn delta_of(stats: &OpStats) -> OpDelta {
+    let latency = stats.latency.as_ref();
+    OpDelta {
+        count: stats.count,
+        bytes: stats.bytes,
+        failures: stats.failures,
+        timed: latency.map_or(0, |l| l.timed),
+        total_ns: latency.map_or(0, |l| l.total_ns),
+        hist: latency.map_or_else(Histogram::default, |l| l.hist),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iommutop_model::facts::DeviceFacts;
+    use iommutop_model::sample::{OpCounters, RawSample, RawSource, SourceKind};
+
+    fn nvme(driver: &str) -> DeviceFacts {
+        DeviceFacts {
+            pci_address: "0000:00:04.0".into(),
+            driver: Some(driver.into()),
+            iommu_group: Some(3),
+            domain_type: Some("DMA-FQ".into()),
+            ..DeviceFacts::default()
+        }
+    }
+
+    fn sample(at_ns: u64, maps: u64) -> RawSample {
+        let counters = OpCounters {
+            count: maps,
+            bytes: maps * 4096,
+            timed: maps,
+            total_ns: maps * 1_000,
+            hist: {
+                let mut slots = vec![0; 32];
+                slots[9] = maps;
+                slots
+            },
+            ..OpCounters::default()
+        };
+        RawSample {
+            monotonic_ns: at_ns,
+            sources: vec![RawSource {
+                kind: SourceKind::Device,
+                id: 1,
+                name: "0000:00:04.0".into(),
+                ops: [(Op::DmaMap, counters)].into_iter().collect(),
+            }],
+            ..RawSample::default()
+        }
+    }
+
+    fn maps(totals: &Totals, driver: &str) -> u64 {
+        totals
+            .devices
+            .iter()
+            .find(|(labels, _)| labels.driver == driver)
+            .and_then(|(_, device)| device.ops.get(&Op::DmaMap))
+            .map_or(0, |delta| delta.count)
+    }
+
+    #[test]
+    fn counters_add_up_across_intervals() {
+        let facts = [nvme("nvme")];
+        let mut totals = Totals::default();
+        let samples = [RawSample::default(), sample(1, 10), sample(2, 25)];
+        for pair in samples.windows(2) {
+            totals.add(&Snapshot::between(&pair[0], &pair[1], &facts));
+        }
+        assert_eq!(maps(&totals, "nvme"), 25);
+        let device = totals.devices.values().next().expect("one device");
+        assert_eq!(device.ops[&Op::DmaMap].total_ns, 25_000);
+        assert_eq!(device.ops[&Op::DmaMap].hist.slots()[9], 25);
+        assert_eq!(device.translation_ns, 25_000);
+        assert_eq!(totals.events, 25);
+    }
+
+    /// The probes' maps were recreated (counts restart low): the totals keep growing.
+    #[test]
+    fn a_reset_in_the_kernel_never_lowers_a_total() {
+        let facts = [nvme("nvme")];
+        let mut totals = Totals::default();
+        totals.add(&Snapshot::between(
+            &RawSample::default(),
+            &sample(1, 100),
+            &facts,
+        ));
+        totals.add(&Snapshot::between(&sample(1, 100), &sample(2, 5), &facts));
+        assert_eq!(maps(&totals, "nvme"), 105);
+    }
+
+    /// VFIO rebinding: the nvme series stays at its last value, the vfio-pci one starts at 0.
+    #[test]
+    fn a_rebound_device_keeps_its_old_series() {
+        let mut totals = Totals::default();
+        totals.add(&Snapshot::between(
+            &RawSample::default(),
+            &sample(1, 40),
+            &[nvme("nvme")],
+        ));
+        totals.add(&Snapshot::between(
+            &sample(1, 40),
+            &sample(2, 47),
+            &[nvme("vfio-pci")],
+        ));
+        assert_eq!(maps(&totals, "nvme"), 40);
+        assert_eq!(maps(&totals, "vfio-pci"), 7);
+        // Unplugged: no more samples name it, both series stay.
+        totals.add(&Snapshot::between(
+            &sample(2, 47),
+            &RawSample::default(),
+            &[],
+        ));
+        assert_eq!(totals.devices.len(), 2);
+    }
+}

@@ -1,0 +1,77 @@
+#!/bin/sh
+# Runs inside a lab guest (issue 14): `iommutop serve` scraped every second by Debian's Prometheus
+# on loopback while dd does 2000 direct 4 KiB reads of the NVMe. Leaves in OUT:
+#   maps.json        the Prometheus HTTP API's answer for iommutop_dma_maps_total of the NVMe
+#   scrape.txt       one scrape of /metrics; promtool.out and promtool.rc: `promtool check metrics`
+#   serve.rc         serve's exit status after SIGINT; serve.err its stderr
+#   progs-left.txt   iommutop's BPF programs still loaded after serve exited (should be empty)
+#   ready.rc         0 when serve and Prometheus both came up
+set -u
+iommutop=$1
+out=$2
+listen=127.0.0.1:9464
+nvme=$(basename "$(readlink -f /sys/class/nvme/nvme0/device)")
+
+# Our programs are named <family>__<hook>__<tier>; bpftool shows the first 15 characters.
+our_programs() {
+	bpftool prog show 2>/dev/null | grep -E ' name (dma|iommu|iova|iotlb|completion)__' || true
+}
+
+# wait_for URL SECONDS: 0 once URL answers 200.
+wait_for() {
+	i=0
+	while [ "$i" -lt "$(($2 * 2))" ]; do
+		curl -sf -o /dev/null "$1" && return 0
+		sleep 0.5
+		i=$((i + 1))
+	done
+	return 1
+}
+
+"$iommutop" serve --listen "$listen" >"$out/serve.out" 2>"$out/serve.err" &
+serve=$!
+
+cat >"$out/prometheus.yml" <<CONFIG
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: iommutop
+    static_configs:
+      - targets: ['$listen']
+CONFIG
+# Prometheus mmaps its files, which the 9p share under OUT refuses (EINVAL): its storage is a
+# tmpfs mounted at OUT/tsdb, inside the guest only.
+mkdir -p "$out/tsdb" && mount -t tmpfs -o size=256m prometheus-tsdb "$out/tsdb"
+prometheus --config.file="$out/prometheus.yml" --storage.tsdb.path="$out/tsdb" \
+	--web.listen-address=127.0.0.1:9090 >"$out/prometheus.log" 2>&1 &
+prometheus=$!
+
+# Loading the probes takes 6-8 s under emulation: start the reads only once serve answers.
+wait_for "http://$listen/healthz" 120 && wait_for "http://127.0.0.1:9090/-/ready" 60
+echo $? >"$out/ready.rc"
+# One scrape with the NVMe row in it before the reads, so the query sees the counter grow.
+sleep 3
+
+dd if=/dev/nvme0n1 of=/dev/null bs=4k count=2000 iflag=direct >"$out/dd.out" 2>&1
+echo $? >"$out/dd.rc"
+
+# Two scrapes after the reads, then ask Prometheus what it stored.
+sleep 3
+curl -sf "http://127.0.0.1:9090/api/v1/query" \
+	--data-urlencode "query=iommutop_dma_maps_total{device=\"$nvme\"}" >"$out/maps.json"
+echo "$nvme" >"$out/nvme.txt"
+curl -sf "http://127.0.0.1:9090/api/v1/query" \
+	--data-urlencode 'query=up{job="iommutop"}' >"$out/up.json"
+curl -sf "http://$listen/metrics" >"$out/scrape.txt"
+promtool check metrics <"$out/scrape.txt" >"$out/promtool.out" 2>&1
+echo $? >"$out/promtool.rc"
+
+kill "$prometheus"
+wait "$prometheus"
+kill -INT "$serve"
+wait "$serve"
+echo $? >"$out/serve.rc"
+our_programs >"$out/progs-left.txt"
+umount "$out/tsdb"
+exit 0
