@@ -124,6 +124,38 @@ fn a_bad_threshold_is_a_usage_error() {
     }
 }
 
+/// `--fail-if` on a latency the tier could not time said "not found in B" instead of why.
+#[test]
+fn a_latency_threshold_on_a_counting_tier_says_the_tier_cannot_time() {
+    let mut report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(valid_report()).expect("fixture"))
+            .expect("JSON");
+    for probe in report["probes"].as_array_mut().expect("probes") {
+        if probe["point"] == "dma_map" {
+            probe["tier"] = "tracepoint".into();
+            probe["latency"] = false.into();
+        }
+    }
+    report["devices"][0]["ops"]["dma_map"]["latency"] = serde_json::Value::Null;
+    let counted = write("dma-map-counted.json", &report.to_string());
+    let expression = "device[nvme0n1].dma_map.p99_ns > 1000";
+    let output = compare(&[
+        counted.as_os_str(),
+        counted.as_os_str(),
+        "--fail-if".as_ref(),
+        expression.as_ref(),
+    ]);
+    assert_one_line_error(
+        &output,
+        2,
+        &[
+            expression,
+            "B counts dma_map but has no timing for it",
+            "got the tracepoint tier, which counts calls but cannot time them",
+        ],
+    );
+}
+
 #[test]
 fn a_threshold_is_checked_before_the_reports_are_read() {
     let missing = dir().join("never-read.json");

@@ -19,6 +19,7 @@ pub mod explain;
 pub mod noise;
 pub mod path;
 pub mod threshold;
+pub mod untimed;
 pub mod work;
 
 pub use explain::{Finding, FindingKind};

@@ -17,6 +17,7 @@
 //!
 //! Operators: `<`, `<=`, `>`, `>=`, `==`, `!=`. Text and yes/no fields take only `==` and `!=`.
 
+use super::untimed::untimed_reason;
 use super::work::{work_units, DeviceWork, COMPLETIONS_PER_S};
 use crate::facts::cmdline_params;
 use crate::ops_map::op_named;
@@ -50,6 +51,13 @@ pub enum ThresholdError {
         expr: String,
         what: String,
         side: &'static str,
+    },
+    #[error("`{expr}`: {side} counts {op} but has no timing for it: {why}")]
+    Untimed {
+        expr: String,
+        op: &'static str,
+        side: &'static str,
+        why: String,
     },
     #[error("`{expr}`: `{name}` is ambiguous in {side}: it matches {matches}")]
     Ambiguous {
@@ -139,6 +147,8 @@ const DERIVED: [&str; 6] = [
     "iotlb_flushes_per_io",
 ];
 const OP_STATS: [&str; 4] = ["count", "rate_per_s", "mean_ns", "p99_ns"];
+/// The statistics only a tier that times calls (fentry, kprobe) gives.
+const TIMED_STATS: [&str; 2] = ["mean_ns", "p99_ns"];
 const PER_UNIT: [&str; 6] = [
     "dma_maps",
     "iommu_maps",
@@ -333,8 +343,17 @@ impl Threshold {
                 .ok_or_else(|| self.missing(&format!("workload result `{metric}`"), side)),
             Path::Device { selector, field } => {
                 let device = self.select(report, selector, side)?;
-                read_device(report, device, field)
-                    .ok_or_else(|| self.missing(&format!("a value for `{selector}`"), side))
+                read_device(report, device, field).ok_or_else(|| match field {
+                    DeviceField::Op { op, stat } if TIMED_STATS.contains(stat) => {
+                        ThresholdError::Untimed {
+                            expr: self.text.clone(),
+                            op: op.name(),
+                            side,
+                            why: untimed_reason(report, *op),
+                        }
+                    }
+                    _ => self.missing(&format!("a value for `{selector}`"), side),
+                })
             }
             Path::Host(field) => Ok(read_host(report, field)),
         }
@@ -677,6 +696,25 @@ mod tests {
         assert!(error.contains("device `nope` not found in B"), "{error}");
         assert!(!is_namespace_of("nvme10n1", "nvme1"));
         assert!(is_namespace_of("nvme1c0n1", "nvme1"));
+    }
+
+    /// A latency threshold on a tracepoint-tier point said "not found in B" instead of why.
+    #[test]
+    fn a_latency_the_tier_cannot_time_says_why() {
+        let r = full_report();
+        let error = Threshold::parse("device[nvme0n1].iommu_map.p99_ns > 1000")
+            .expect("parses")
+            .evaluate(&r, &r)
+            .expect_err("iommu_map is on the tracepoint tier")
+            .to_string();
+        assert!(
+            error.contains(
+                "B counts iommu_map but has no timing for it: the `iommu_map` probe \
+                 point got the tracepoint tier, which counts calls but cannot time them"
+            ),
+            "{error}"
+        );
+        assert!(!error.contains("not found"), "{error}");
     }
 
     #[test]
