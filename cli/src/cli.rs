@@ -185,6 +185,16 @@ pub struct CompareArgs {
     /// `device[nvme0n1].translation_ns_per_io > 800` (repeatable).
     #[arg(long = "fail-if", value_name = "EXPR")]
     pub fail_if: Vec<String>,
+    /// text: the findings and their evidence; markdown: the reports, a table of the findings
+    /// with their numbers and one of the thresholds, for a pull-request comment.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: CompareFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompareFormat {
+    Text,
+    Markdown,
 }
 
 #[derive(Debug, Args)]

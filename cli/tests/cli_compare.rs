@@ -307,3 +307,66 @@ fn json_dash_is_standard_output_with_the_text_on_stderr() {
     );
     assert!(!dir().join("-").exists(), "no file named `-`");
 }
+
+#[test]
+fn json_gives_findings_and_thresholds_their_numbers() {
+    let output = compare(&[
+        lab_report("pt-6.12").as_os_str(),
+        lab_report("intel-6.12").as_os_str(),
+        "--json".as_ref(),
+        "-".as_ref(),
+        "--fail-if".as_ref(),
+        "workload.transactions_per_s < -50%".as_ref(),
+    ]);
+    let value: serde_json::Value =
+        serde_json::from_str(&stdout_of(&output)).expect("stdout is the JSON alone");
+    let headline = &value["comparison"]["findings"][0];
+    assert_eq!(headline["quantity"], "transactions_per_s", "{headline}");
+    for field in ["a", "b", "delta_pct", "noise_pct"] {
+        assert!(headline[field].is_f64(), "{field}: {headline}");
+    }
+    assert!(headline["beyond_noise"].is_boolean(), "{headline}");
+    let threshold = &value["thresholds"][0];
+    assert!(
+        threshold["observed"].is_string(),
+        "the text stays: {threshold}"
+    );
+    let (a, b) = (
+        threshold["a"].as_f64().expect("a"),
+        threshold["b"].as_f64().expect("b"),
+    );
+    let delta = threshold["delta_pct"].as_f64().expect("delta_pct");
+    assert!(((b - a) / a * 100.0 - delta).abs() < 1e-9, "{threshold}");
+    assert!(threshold["noise_pct"].is_f64(), "{threshold}");
+    assert!(threshold["beyond_noise"].is_boolean(), "{threshold}");
+}
+
+#[test]
+fn markdown_is_a_table_of_the_findings_for_a_pull_request() {
+    let output = compare(&[
+        lab_report("pt-6.12").as_os_str(),
+        lab_report("intel-6.12").as_os_str(),
+        "--format".as_ref(),
+        "markdown".as_ref(),
+    ]);
+    let text = stdout_of(&output);
+    assert!(text.starts_with("### iommutop compare\n"), "{text}");
+    assert!(
+        text.contains(
+            "\n| # | finding | share of gap | measured | A | B | change | noise | beyond noise |\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("| 1 | IOMMU translation on the NICs 0000:00:05.0 (eth0, e1000e)"),
+        "{text}"
+    );
+    assert!(!text.contains("\nA: "), "no plain text: {text}");
+    let bad = compare(&[
+        lab_report("pt-6.12").as_os_str(),
+        lab_report("intel-6.12").as_os_str(),
+        "--format".as_ref(),
+        "html".as_ref(),
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+}

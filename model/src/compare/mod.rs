@@ -16,7 +16,9 @@
 //! Thresholds for CI are in [`threshold`].
 
 pub mod explain;
+pub mod markdown;
 pub mod noise;
+pub mod numbers;
 pub mod path;
 pub mod threshold;
 pub mod untimed;
@@ -24,6 +26,7 @@ pub mod work;
 
 pub use explain::{Finding, FindingKind};
 pub use noise::{Significance, Spread};
+pub use numbers::Numbers;
 pub use threshold::{Evaluation, Threshold, ThresholdError};
 pub use work::{work_units, DeviceWork, WorkUnits, COMPLETIONS_PER_S};
 

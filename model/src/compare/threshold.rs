@@ -17,6 +17,8 @@
 //!
 //! Operators: `<`, `<=`, `>`, `>=`, `==`, `!=`. Text and yes/no fields take only `==` and `!=`.
 
+use super::noise::{judge, workload_spread};
+use super::numbers::Numbers;
 use super::untimed::untimed_reason;
 use super::work::{work_units, DeviceWork, COMPLETIONS_PER_S};
 use crate::facts::cmdline_params;
@@ -183,6 +185,10 @@ pub struct Evaluation {
     /// What was compared: B's value, or the change from A to B (`-3.10%`).
     pub observed: String,
     pub crossed: bool,
+    /// The value in A and B as numbers (`None` for text, or where A lacks it), with the noise
+    /// of a workload number.
+    #[serde(flatten)]
+    pub numbers: Numbers,
 }
 
 impl Evaluation {
@@ -276,6 +282,7 @@ impl Threshold {
     /// Evaluates the threshold on A (the baseline) and B.
     pub fn evaluate(&self, a: &Report, b: &Report) -> Result<Evaluation, ThresholdError> {
         let in_b = self.read(b, "B")?;
+        let numbers = self.numbers(a, b, &in_b);
         let (crossed, observed) = match (&self.expected, in_b) {
             (Expected::Number { value, relative }, Observed::Number(in_b)) => {
                 if *relative {
@@ -314,7 +321,32 @@ impl Threshold {
             expression: self.text.clone(),
             observed,
             crossed,
+            numbers,
         })
+    }
+
+    /// A's and B's values as numbers, judged against the run-to-run noise where the reports
+    /// measure it (a workload result's interval samples).
+    fn numbers(&self, a: &Report, b: &Report, in_b: &Observed) -> Numbers {
+        let Observed::Number(in_b) = *in_b else {
+            return Numbers::default();
+        };
+        let in_a = match self.read(a, "A") {
+            Ok(Observed::Number(in_a)) => Some(in_a),
+            _ => None,
+        };
+        let significance = match &self.path {
+            Path::Workload(metric) => in_a.and_then(|in_a| {
+                judge(
+                    in_a,
+                    in_b,
+                    workload_spread(a, metric),
+                    workload_spread(b, metric),
+                )
+            }),
+            _ => None,
+        };
+        Numbers::of(in_a, Some(in_b), significance)
     }
 
     fn missing(&self, what: &str, side: &'static str) -> ThresholdError {
@@ -741,6 +773,14 @@ mod tests {
         let e = eval("device[nvme0n1].translation_ns_per_io > 20%", &a, &b);
         assert!(e.crossed, "{e:?}");
         assert!(e.observed.starts_with("+50.00%"), "{}", e.observed);
+        assert_eq!(e.numbers.a, a.devices[0].derived.translation_ns_per_io);
+        assert_eq!(e.numbers.b, b.devices[0].derived.translation_ns_per_io);
+        assert_eq!(e.numbers.delta_pct, Some(50.0));
+        let json = serde_json::to_value(&e).expect("serializes");
+        assert_eq!(
+            json["delta_pct"], 50.0,
+            "numbers sit beside `observed`: {json}"
+        );
         assert!(!eval("device[nvme0n1].translation_ns_per_io > 60%", &a, &b).crossed);
         assert!(!eval("device[nvme0n1].translation_ns_per_io > 1%", &a, &a).crossed);
         assert!(eval("device[nvme0n1].translation_ns_per_io > 0", &a, &a).crossed);
