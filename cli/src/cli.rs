@@ -150,8 +150,9 @@ pub struct DiagnoseArgs {
     /// workload and the device of --ab.
     #[arg(long, value_name = "ADDR")]
     pub device: Option<String>,
-    /// Also write the run's report as JSON to FILE (with --ab, the other mode's beside it:
-    /// FILE-identity.json).
+    /// Also write the run's report as JSON to FILE; with --ab, the other mode's report beside
+    /// it, named for that mode: `rr.json` → `rr-identity.json` (`rr-DMA-FQ.json` or
+    /// `rr-DMA.json` when the group starts in identity).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Run the workload this long (the profile's duration_s; a command is stopped after it).
@@ -192,6 +193,16 @@ pub struct CompareArgs {
     /// `device[nvme0n1].translation_ns_per_io > 800` (repeatable).
     #[arg(long = "fail-if", value_name = "EXPR")]
     pub fail_if: Vec<String>,
+    /// text: the findings and their evidence; markdown: the reports, a table of the findings
+    /// with their numbers and one of the thresholds, for a pull-request comment.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: CompareFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompareFormat {
+    Text,
+    Markdown,
 }
 
 #[derive(Debug, Args)]
@@ -219,13 +230,9 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(
-    disable_help_flag = true,
-    after_help = "Workloads: netperf, fio, dma-contention, tlb (vfio-nvme: not yet).\n\
-`iommutop workload NAME --help` lists a workload's parameters."
-)]
+#[command(disable_help_flag = true, after_help = workload_list())]
 pub struct WorkloadArgs {
-    /// The workload: netperf, fio, dma-contention, tlb.
+    /// The workload (one of those listed below).
     #[arg(value_name = "NAME", required_unless_present = "help")]
     pub name: Option<String>,
     /// Parameters as KEY=VALUE or --KEY VALUE (e.g. `max_size=64m`, `--rw randread`).
@@ -294,6 +301,16 @@ pub struct ServeArgs {
     /// DMA API points the IOMMU-side ones need for attribution: less cost, fewer series.
     #[arg(long, value_name = "LIST", value_parser = parse_points)]
     pub points: Option<PointSelection>,
+}
+
+/// The workloads `iommutop workload` runs, one a line with what each does, for its help.
+fn workload_list() -> String {
+    let mut text = String::from("Workloads:\n");
+    for kind in iommutop_workloads::WorkloadKind::ALL {
+        text.push_str(&format!("  {:<16} {}\n", kind.name(), kind.description()));
+    }
+    text.push_str("\n`iommutop workload NAME --help` lists a workload's parameters.");
+    text
 }
 
 fn parse_points(text: &str) -> Result<PointSelection, String> {

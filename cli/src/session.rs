@@ -184,7 +184,7 @@ pub fn probe_entry(status: &PointStatus) -> ProbeEntry {
         },
         latency: status.measures_latency(),
         reason: if status.tier.is_none() {
-            Some(unavailable_reason(status))
+            unavailable_reason(status)
         } else {
             (!failed.is_empty()).then(|| failed.join("; "))
         },
@@ -199,12 +199,47 @@ pub fn probe_entry(status: &PointStatus) -> ProbeEntry {
     }
 }
 
-/// Why a point got no tier: each tier's refusal, most promising first.
-fn unavailable_reason(status: &PointStatus) -> String {
+/// Why a point got no tier, beyond its refusals: nothing when the refusals say it (the
+/// report's `refused` holds them, and the summary prints them once).
+fn unavailable_reason(status: &PointStatus) -> Option<String> {
     status
         .refused
-        .iter()
-        .map(|r| format!("{}: {}", r.tier.name(), r.reason))
-        .collect::<Vec<_>>()
-        .join("; ")
+        .is_empty()
+        .then(|| "no tier of this point exists on this kernel".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probes::status::Refusal as TierRefusal;
+    use iommutop_model::report::Tier;
+    use iommutop_model::sample::Op;
+
+    fn unhooked(refused: Vec<TierRefusal>) -> PointStatus {
+        PointStatus {
+            point: "iova_alloc",
+            op: Op::IovaAlloc,
+            tier: None,
+            hooks: vec![],
+            refused,
+            caveats: vec![],
+        }
+    }
+
+    /// The refusals went into `reason` as well as `refused`, and the summary printed both.
+    #[test]
+    fn an_unhooked_points_refusals_are_kept_once() {
+        let entry = probe_entry(&unhooked(vec![TierRefusal {
+            tier: Tier::Kprobe,
+            reason: "this kernel has no kprobe PMU".into(),
+        }]));
+        assert_eq!(entry.status, ProbeStatus::Unavailable);
+        assert_eq!(entry.reason, None);
+        assert_eq!(entry.refused.len(), 1);
+        let entry = probe_entry(&unhooked(vec![]));
+        assert_eq!(
+            entry.reason.as_deref(),
+            Some("no tier of this point exists on this kernel")
+        );
+    }
 }

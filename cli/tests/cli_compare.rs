@@ -124,6 +124,38 @@ fn a_bad_threshold_is_a_usage_error() {
     }
 }
 
+/// `--fail-if` on a latency the tier could not time said "not found in B" instead of why.
+#[test]
+fn a_latency_threshold_on_a_counting_tier_says_the_tier_cannot_time() {
+    let mut report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(valid_report()).expect("fixture"))
+            .expect("JSON");
+    for probe in report["probes"].as_array_mut().expect("probes") {
+        if probe["point"] == "dma_map" {
+            probe["tier"] = "tracepoint".into();
+            probe["latency"] = false.into();
+        }
+    }
+    report["devices"][0]["ops"]["dma_map"]["latency"] = serde_json::Value::Null;
+    let counted = write("dma-map-counted.json", &report.to_string());
+    let expression = "device[nvme0n1].dma_map.p99_ns > 1000";
+    let output = compare(&[
+        counted.as_os_str(),
+        counted.as_os_str(),
+        "--fail-if".as_ref(),
+        expression.as_ref(),
+    ]);
+    assert_one_line_error(
+        &output,
+        2,
+        &[
+            expression,
+            "B counts dma_map but has no timing for it",
+            "got the tracepoint tier, which counts calls but cannot time them",
+        ],
+    );
+}
+
 #[test]
 fn a_threshold_is_checked_before_the_reports_are_read() {
     let missing = dir().join("never-read.json");
@@ -274,4 +306,67 @@ fn json_dash_is_standard_output_with_the_text_on_stderr() {
         "the text goes to stderr"
     );
     assert!(!dir().join("-").exists(), "no file named `-`");
+}
+
+#[test]
+fn json_gives_findings_and_thresholds_their_numbers() {
+    let output = compare(&[
+        lab_report("pt-6.12").as_os_str(),
+        lab_report("intel-6.12").as_os_str(),
+        "--json".as_ref(),
+        "-".as_ref(),
+        "--fail-if".as_ref(),
+        "workload.transactions_per_s < -50%".as_ref(),
+    ]);
+    let value: serde_json::Value =
+        serde_json::from_str(&stdout_of(&output)).expect("stdout is the JSON alone");
+    let headline = &value["comparison"]["findings"][0];
+    assert_eq!(headline["quantity"], "transactions_per_s", "{headline}");
+    for field in ["a", "b", "delta_pct", "noise_pct"] {
+        assert!(headline[field].is_f64(), "{field}: {headline}");
+    }
+    assert!(headline["beyond_noise"].is_boolean(), "{headline}");
+    let threshold = &value["thresholds"][0];
+    assert!(
+        threshold["observed"].is_string(),
+        "the text stays: {threshold}"
+    );
+    let (a, b) = (
+        threshold["a"].as_f64().expect("a"),
+        threshold["b"].as_f64().expect("b"),
+    );
+    let delta = threshold["delta_pct"].as_f64().expect("delta_pct");
+    assert!(((b - a) / a * 100.0 - delta).abs() < 1e-9, "{threshold}");
+    assert!(threshold["noise_pct"].is_f64(), "{threshold}");
+    assert!(threshold["beyond_noise"].is_boolean(), "{threshold}");
+}
+
+#[test]
+fn markdown_is_a_table_of_the_findings_for_a_pull_request() {
+    let output = compare(&[
+        lab_report("pt-6.12").as_os_str(),
+        lab_report("intel-6.12").as_os_str(),
+        "--format".as_ref(),
+        "markdown".as_ref(),
+    ]);
+    let text = stdout_of(&output);
+    assert!(text.starts_with("### iommutop compare\n"), "{text}");
+    assert!(
+        text.contains(
+            "\n| # | finding | share of gap | measured | A | B | change | noise | beyond noise |\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("| 1 | IOMMU translation on the NICs 0000:00:05.0 (eth0, e1000e)"),
+        "{text}"
+    );
+    assert!(!text.contains("\nA: "), "no plain text: {text}");
+    let bad = compare(&[
+        lab_report("pt-6.12").as_os_str(),
+        lab_report("intel-6.12").as_os_str(),
+        "--format".as_ref(),
+        "html".as_ref(),
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
 }

@@ -633,6 +633,20 @@ fn iommutop_answers_as_the_vfio_nvme_worker() {
 }
 
 /// `--json -`: the results alone on stdout, the summary on stderr, no file named `-`.
+/// The help said "vfio-nvme: not yet" and `Usage: workload`, without the program's name.
+#[test]
+fn workload_help_names_the_program_and_lists_every_workload() {
+    let output = iommutop()
+        .args(["workload", "--help"])
+        .output()
+        .expect("runs");
+    assert!(output.status.success());
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("Usage: iommutop workload "), "{text}");
+    assert!(text.contains("  vfio-nvme "), "{text}");
+    assert!(!text.contains("not yet"), "{text}");
+}
+
 #[test]
 fn workload_json_dash_is_standard_output() {
     let dir = tempfile::tempdir().expect("tempdir");

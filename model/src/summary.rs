@@ -219,7 +219,8 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::fixtures::{full_report, minimal_report};
+    use crate::report::fixtures::{full_report, minimal_report, report_with_probes};
+    use crate::report::{ProbeStatus, Refusal, Tier};
 
     #[test]
     fn a_full_report() {
@@ -287,5 +288,55 @@ PROBE            TIER        STATUS    SYMBOL                 LATENCY  NOTES
 completion.nvme  tracepoint  attached  nvme:nvme_complete_rq  no       nvme_pci_complete_rq is never hit; refused fentry (EPERM)
 ";
         assert_eq!(render_summary(&report), expected);
+    }
+
+    /// A point no tier could hook printed its refusals three times (reason, notes, warnings).
+    #[test]
+    fn each_refusal_is_said_once() {
+        let refused = vec![
+            Refusal {
+                tier: Tier::Fentry,
+                reason: "alloc_iova_fast: refused before verification".into(),
+            },
+            Refusal {
+                tier: Tier::Kprobe,
+                reason: "this kernel has no kprobe PMU".into(),
+            },
+        ];
+        let unhooked = |point: &str| ProbeEntry {
+            point: point.into(),
+            tier: None,
+            symbol: None,
+            status: ProbeStatus::Unavailable,
+            latency: false,
+            reason: None,
+            refused: refused.clone(),
+        };
+        let text = render_summary(&report_with_probes(vec![
+            unhooked("iova_alloc"),
+            unhooked("iova_free"),
+        ]));
+        let iova_free_row = text
+            .lines()
+            .find(|line| line.starts_with("iova_free "))
+            .unwrap_or_default();
+        assert_eq!(iova_free_row.matches("no kprobe PMU").count(), 1, "{text}");
+        assert_eq!(
+            text.matches("no kprobe PMU").count(),
+            2,
+            "one per row: {text}"
+        );
+        assert_eq!(
+            text.matches("refused before verification").count(),
+            2,
+            "one per row: {text}"
+        );
+        assert!(
+            text.contains(
+                "not measured, every tier refused (the probe table says why): iova_alloc, \
+                 iova_free"
+            ),
+            "{text}"
+        );
     }
 }

@@ -83,6 +83,17 @@ pub fn format_size(bytes: u64) -> String {
     bytes.to_string()
 }
 
+/// `4096` → `4 KiB`, `268435456` → `256 MiB`, for sentences; sizes that are not a whole number
+/// of units stay bytes (`1536 B`).
+pub fn iec_size(bytes: u64) -> String {
+    for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{} {unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes} B")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +121,14 @@ mod tests {
     fn shares() {
         assert_eq!(percent(0.006), "0.60%");
         assert_eq!(percent(1.125), "112.50%");
+    }
+
+    #[test]
+    fn sizes_in_sentences_carry_their_unit() {
+        assert_eq!(iec_size(4096), "4 KiB");
+        assert_eq!(iec_size(256 << 20), "256 MiB");
+        assert_eq!(iec_size(2 << 30), "2 GiB");
+        assert_eq!(iec_size(1536), "1536 B");
     }
 
     #[test]

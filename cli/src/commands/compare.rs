@@ -1,11 +1,13 @@
-//! `iommutop compare A.json B.json [--json FILE|-] [--fail-if EXPR]...`: lines up two reports and
-//! explains the difference (see `iommutop_model::compare`); thresholds set exit code 4 for CI.
+//! `iommutop compare A.json B.json [--json FILE|-] [--fail-if EXPR]... [--format text|markdown]`:
+//! lines up two reports and explains the difference (see `iommutop_model::compare`), as text or
+//! as Markdown for a pull request; thresholds set exit code 4 for CI.
 
-use crate::cli::CompareArgs;
+use crate::cli::{CompareArgs, CompareFormat};
 use crate::commands::workload::is_stdout;
 use crate::exit::{Code, Failure, Outcome};
 use anyhow::{anyhow, Context};
-use iommutop_model::compare::{compare, Threshold};
+use iommutop_model::compare::markdown::render_markdown;
+use iommutop_model::compare::{compare, Evaluation, Threshold};
 use iommutop_model::report::Report;
 use std::process::ExitCode;
 
@@ -20,14 +22,6 @@ pub fn run(args: &CompareArgs) -> Outcome<ExitCode> {
     let b = Report::read(&args.b).map_err(Failure::usage)?;
     let comparison = compare(&a, &b);
     let names = (args.a.display().to_string(), args.b.display().to_string());
-    // With `--json -` stdout carries the JSON alone; the text goes to stderr.
-    let json_to_stdout = args.json.as_deref().is_some_and(is_stdout);
-    let text = comparison.render((&names.0, &names.1));
-    if json_to_stdout {
-        eprint!("{text}");
-    } else {
-        print!("{text}");
-    }
     let evaluations = thresholds
         .iter()
         .map(|t| {
@@ -35,17 +29,18 @@ pub fn run(args: &CompareArgs) -> Outcome<ExitCode> {
                 .map_err(|e| Failure::usage(anyhow!("--fail-if {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    if !evaluations.is_empty() {
-        let lines: Vec<String> = evaluations
-            .iter()
-            .map(|e| format!("  {}", e.sentence()))
-            .collect();
-        let text = format!("\nthresholds:\n{}\n", lines.join("\n"));
-        if json_to_stdout {
-            eprint!("{text}");
-        } else {
-            print!("{text}");
+    let text = match args.format {
+        CompareFormat::Text => {
+            comparison.render((&names.0, &names.1)) + &threshold_lines(&evaluations)
         }
+        CompareFormat::Markdown => render_markdown(&comparison, (&names.0, &names.1), &evaluations),
+    };
+    // With `--json -` stdout carries the JSON alone; the text goes to stderr.
+    let json_to_stdout = args.json.as_deref().is_some_and(is_stdout);
+    if json_to_stdout {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
     }
     if let Some(path) = &args.json {
         let value = serde_json::json!({
@@ -73,4 +68,16 @@ pub fn run(args: &CompareArgs) -> Outcome<ExitCode> {
         code: Code::Threshold,
         error: anyhow!(crossed.join("; ")),
     })
+}
+
+/// `thresholds:` and one sentence per threshold, after the text; nothing without thresholds.
+fn threshold_lines(evaluations: &[Evaluation]) -> String {
+    if evaluations.is_empty() {
+        return String::new();
+    }
+    let lines: Vec<String> = evaluations
+        .iter()
+        .map(|e| format!("  {}", e.sentence()))
+        .collect();
+    format!("\nthresholds:\n{}\n", lines.join("\n"))
 }

@@ -179,6 +179,16 @@ fn parse_args(kind: WorkloadKind, args: &[String]) -> Result<Parsed, String> {
     Ok(parsed)
 }
 
+/// `iommutop workload --help`: the command's own help, its usage line naming the program.
+fn command_help() -> String {
+    let mut command = <crate::cli::Cli as clap::CommandFactory>::command();
+    command.build();
+    command
+        .find_subcommand_mut("workload")
+        .map(|workload| workload.render_long_help().to_string())
+        .unwrap_or_default()
+}
+
 /// `iommutop workload NAME --help`: the parameters, their values and defaults.
 fn parameter_help(kind: WorkloadKind) -> String {
     let mut out = format!(
@@ -209,13 +219,7 @@ fn parameter_help(kind: WorkloadKind) -> String {
 
 pub fn run(args: &WorkloadArgs) -> Outcome<ExitCode> {
     let Some(name) = &args.name else {
-        let mut command = <crate::cli::Cli as clap::CommandFactory>::command();
-        if let Some(sub) = command.find_subcommand_mut("workload") {
-            print!("{}", sub.render_long_help());
-        }
-        for kind in WorkloadKind::ALL {
-            println!("  {:<16} {}", kind.name(), kind.description());
-        }
+        print!("{}", command_help());
         return Ok(ExitCode::SUCCESS);
     };
     let kind = WorkloadKind::from_name(name).ok_or_else(|| {
@@ -390,6 +394,16 @@ mod tests {
         assert!(err.contains("did you mean `iodepth`"), "{err}");
         let err = parse_args(WorkloadKind::Fio, &strings(&["--bs"])).unwrap_err();
         assert_eq!(err, "--bs needs a value");
+    }
+
+    #[test]
+    fn command_help_names_the_program_and_every_workload() {
+        let text = command_help();
+        assert!(text.contains("Usage: iommutop workload "), "{text}");
+        for kind in WorkloadKind::ALL {
+            assert!(text.contains(kind.name()), "{}: {text}", kind.name());
+        }
+        assert!(!text.contains("not yet"), "{text}");
     }
 
     #[test]

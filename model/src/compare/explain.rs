@@ -14,7 +14,7 @@
 //!   Beyond noise, translation is credited only with the share of the time per unit that its own
 //!   change accounts for.
 
-use super::{Comparison, DeviceChange, HostDifference, MetricChange, Role, Transition};
+use super::{Comparison, DeviceChange, HostDifference, MetricChange, Numbers, Role, Transition};
 use crate::units::human_ns;
 use serde::Serialize;
 use std::fmt::Write;
@@ -47,6 +47,11 @@ pub struct Finding {
     pub share_of_gap: Option<f64>,
     pub headline: String,
     pub details: Vec<String>,
+    /// What `a` and `b` measure: the workload's number, or the time in DMA map and unmap per
+    /// unit of the finding's devices (summed).
+    pub quantity: String,
+    #[serde(flatten)]
+    pub numbers: Numbers,
 }
 
 /// Said under a time or throughput change between lab runs.
@@ -165,6 +170,31 @@ fn work_line(c: &Comparison, d: &DeviceChange) -> String {
     format!("{} per {}, A → B: {}", d.label, c.unit, parts.join(", "))
 }
 
+/// `DMA map+unmap ns per transaction`: what a device finding's numbers measure.
+fn dma_time_quantity(c: &Comparison) -> String {
+    format!("DMA map+unmap ns per {}", c.unit)
+}
+
+/// The devices' time in DMA map and unmap per unit, summed, in A and B. The noise is judged
+/// per device, so it is given for a finding about one device only.
+fn dma_time_numbers(devices: &[&DeviceChange]) -> Numbers {
+    let sum = |side: fn(&DeviceChange) -> Option<f64>| {
+        devices
+            .iter()
+            .map(|d| side(d))
+            .try_fold(0.0, |sum, v| v.map(|v| sum + v))
+    };
+    let significance = match devices {
+        [one] => one.dma_time,
+        _ => None,
+    };
+    Numbers::of(
+        sum(|d| d.a.as_ref().and_then(|w| w.dma_ns)),
+        sum(|d| d.b.as_ref().and_then(|w| w.dma_ns)),
+        significance,
+    )
+}
+
 fn share_sum(devices: &[&DeviceChange]) -> Option<f64> {
     devices
         .iter()
@@ -210,6 +240,8 @@ fn translation_finding(c: &Comparison, devices: &[&DeviceChange], on: &str, off:
         share_of_gap: share_sum(devices),
         headline,
         details,
+        quantity: dma_time_quantity(c),
+        numbers: dma_time_numbers(devices),
     }
 }
 
@@ -240,6 +272,8 @@ fn code_path_finding(c: &Comparison) -> Option<Finding> {
             c.unit
         ),
         details,
+        quantity: dma_time_quantity(c),
+        numbers: dma_time_numbers(&devices),
     })
 }
 
@@ -278,6 +312,8 @@ fn invalidation_findings(c: &Comparison) -> Vec<Finding> {
             who(&devices)
         ),
         details,
+        quantity: dma_time_quantity(c),
+        numbers: dma_time_numbers(&devices),
     }]
 }
 
@@ -331,6 +367,8 @@ fn cost_findings(c: &Comparison) -> Vec<Finding> {
             who(&devices)
         ),
         details,
+        quantity: dma_time_quantity(c),
+        numbers: dma_time_numbers(&devices),
     }]
 }
 
@@ -371,6 +409,8 @@ fn count_findings(c: &Comparison) -> Vec<Finding> {
             who(&devices)
         ),
         details,
+        quantity: dma_time_quantity(c),
+        numbers: dma_time_numbers(&devices),
     }]
 }
 
@@ -409,6 +449,8 @@ fn same_finding(c: &Comparison) -> Finding {
             c.unit
         ),
         details,
+        quantity: dma_time_quantity(c),
+        numbers: dma_time_numbers(&translated),
     }
 }
 
@@ -455,6 +497,8 @@ fn workload_finding(c: &Comparison, m: &MetricChange) -> Finding {
         share_of_gap: None,
         headline,
         details,
+        quantity: m.metric.clone(),
+        numbers: Numbers::of(Some(m.a), Some(m.b), m.significance),
     }
 }
 

@@ -16,13 +16,17 @@
 //! Thresholds for CI are in [`threshold`].
 
 pub mod explain;
+pub mod markdown;
 pub mod noise;
+pub mod numbers;
 pub mod path;
 pub mod threshold;
+pub mod untimed;
 pub mod work;
 
 pub use explain::{Finding, FindingKind};
 pub use noise::{Significance, Spread};
+pub use numbers::Numbers;
 pub use threshold::{Evaluation, Threshold, ThresholdError};
 pub use work::{work_units, DeviceWork, WorkUnits, COMPLETIONS_PER_S};
 

@@ -17,6 +17,9 @@
 //!
 //! Operators: `<`, `<=`, `>`, `>=`, `==`, `!=`. Text and yes/no fields take only `==` and `!=`.
 
+use super::noise::{judge, workload_spread};
+use super::numbers::Numbers;
+use super::untimed::untimed_reason;
 use super::work::{work_units, DeviceWork, COMPLETIONS_PER_S};
 use crate::facts::cmdline_params;
 use crate::ops_map::op_named;
@@ -50,6 +53,13 @@ pub enum ThresholdError {
         expr: String,
         what: String,
         side: &'static str,
+    },
+    #[error("`{expr}`: {side} counts {op} but has no timing for it: {why}")]
+    Untimed {
+        expr: String,
+        op: &'static str,
+        side: &'static str,
+        why: String,
     },
     #[error("`{expr}`: `{name}` is ambiguous in {side}: it matches {matches}")]
     Ambiguous {
@@ -139,6 +149,8 @@ const DERIVED: [&str; 6] = [
     "iotlb_flushes_per_io",
 ];
 const OP_STATS: [&str; 4] = ["count", "rate_per_s", "mean_ns", "p99_ns"];
+/// The statistics only a tier that times calls (fentry, kprobe) gives.
+const TIMED_STATS: [&str; 2] = ["mean_ns", "p99_ns"];
 const PER_UNIT: [&str; 6] = [
     "dma_maps",
     "iommu_maps",
@@ -173,6 +185,10 @@ pub struct Evaluation {
     /// What was compared: B's value, or the change from A to B (`-3.10%`).
     pub observed: String,
     pub crossed: bool,
+    /// The value in A and B as numbers (`None` for text, or where A lacks it), with the noise
+    /// of a workload number.
+    #[serde(flatten)]
+    pub numbers: Numbers,
 }
 
 impl Evaluation {
@@ -266,6 +282,7 @@ impl Threshold {
     /// Evaluates the threshold on A (the baseline) and B.
     pub fn evaluate(&self, a: &Report, b: &Report) -> Result<Evaluation, ThresholdError> {
         let in_b = self.read(b, "B")?;
+        let numbers = self.numbers(a, b, &in_b);
         let (crossed, observed) = match (&self.expected, in_b) {
             (Expected::Number { value, relative }, Observed::Number(in_b)) => {
                 if *relative {
@@ -304,7 +321,32 @@ impl Threshold {
             expression: self.text.clone(),
             observed,
             crossed,
+            numbers,
         })
+    }
+
+    /// A's and B's values as numbers, judged against the run-to-run noise where the reports
+    /// measure it (a workload result's interval samples).
+    fn numbers(&self, a: &Report, b: &Report, in_b: &Observed) -> Numbers {
+        let Observed::Number(in_b) = *in_b else {
+            return Numbers::default();
+        };
+        let in_a = match self.read(a, "A") {
+            Ok(Observed::Number(in_a)) => Some(in_a),
+            _ => None,
+        };
+        let significance = match &self.path {
+            Path::Workload(metric) => in_a.and_then(|in_a| {
+                judge(
+                    in_a,
+                    in_b,
+                    workload_spread(a, metric),
+                    workload_spread(b, metric),
+                )
+            }),
+            _ => None,
+        };
+        Numbers::of(in_a, Some(in_b), significance)
     }
 
     fn missing(&self, what: &str, side: &'static str) -> ThresholdError {
@@ -333,8 +375,17 @@ impl Threshold {
                 .ok_or_else(|| self.missing(&format!("workload result `{metric}`"), side)),
             Path::Device { selector, field } => {
                 let device = self.select(report, selector, side)?;
-                read_device(report, device, field)
-                    .ok_or_else(|| self.missing(&format!("a value for `{selector}`"), side))
+                read_device(report, device, field).ok_or_else(|| match field {
+                    DeviceField::Op { op, stat } if TIMED_STATS.contains(stat) => {
+                        ThresholdError::Untimed {
+                            expr: self.text.clone(),
+                            op: op.name(),
+                            side,
+                            why: untimed_reason(report, *op),
+                        }
+                    }
+                    _ => self.missing(&format!("a value for `{selector}`"), side),
+                })
             }
             Path::Host(field) => Ok(read_host(report, field)),
         }
@@ -679,6 +730,25 @@ mod tests {
         assert!(is_namespace_of("nvme1c0n1", "nvme1"));
     }
 
+    /// A latency threshold on a tracepoint-tier point said "not found in B" instead of why.
+    #[test]
+    fn a_latency_the_tier_cannot_time_says_why() {
+        let r = full_report();
+        let error = Threshold::parse("device[nvme0n1].iommu_map.p99_ns > 1000")
+            .expect("parses")
+            .evaluate(&r, &r)
+            .expect_err("iommu_map is on the tracepoint tier")
+            .to_string();
+        assert!(
+            error.contains(
+                "B counts iommu_map but has no timing for it: the `iommu_map` probe \
+                 point got the tracepoint tier, which counts calls but cannot time them"
+            ),
+            "{error}"
+        );
+        assert!(!error.contains("not found"), "{error}");
+    }
+
     #[test]
     fn a_driver_shared_by_two_busy_devices_is_ambiguous() {
         let mut r = full_report();
@@ -703,6 +773,14 @@ mod tests {
         let e = eval("device[nvme0n1].translation_ns_per_io > 20%", &a, &b);
         assert!(e.crossed, "{e:?}");
         assert!(e.observed.starts_with("+50.00%"), "{}", e.observed);
+        assert_eq!(e.numbers.a, a.devices[0].derived.translation_ns_per_io);
+        assert_eq!(e.numbers.b, b.devices[0].derived.translation_ns_per_io);
+        assert_eq!(e.numbers.delta_pct, Some(50.0));
+        let json = serde_json::to_value(&e).expect("serializes");
+        assert_eq!(
+            json["delta_pct"], 50.0,
+            "numbers sit beside `observed`: {json}"
+        );
         assert!(!eval("device[nvme0n1].translation_ns_per_io > 60%", &a, &b).crossed);
         assert!(!eval("device[nvme0n1].translation_ns_per_io > 1%", &a, &a).crossed);
         assert!(eval("device[nvme0n1].translation_ns_per_io > 0", &a, &a).crossed);

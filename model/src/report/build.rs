@@ -139,17 +139,31 @@ fn host_warnings(host: &HostFacts) -> Vec<String> {
 
 fn probe_warnings(probes: &[ProbeEntry]) -> Vec<String> {
     let mut warnings = Vec::new();
+    let mut every_tier_refused = Vec::new();
     for probe in probes {
-        let reason = probe.reason.as_deref().unwrap_or("no reason given");
-        match probe.status {
-            ProbeStatus::Attached => {}
-            ProbeStatus::Unavailable => {
-                warnings.push(format!("probe {} unavailable: {reason}", probe.point));
+        let reason = probe.reason.as_deref();
+        match (probe.status, reason) {
+            (ProbeStatus::Attached, _) => {}
+            (ProbeStatus::Unavailable, None) if !probe.refused.is_empty() => {
+                every_tier_refused.push(probe.point.as_str());
             }
-            ProbeStatus::Failed => {
-                warnings.push(format!("probe {} failed: {reason}", probe.point));
-            }
+            (ProbeStatus::Unavailable, reason) => warnings.push(format!(
+                "probe {} unavailable: {}",
+                probe.point,
+                reason.unwrap_or("no reason given")
+            )),
+            (ProbeStatus::Failed, reason) => warnings.push(format!(
+                "probe {} failed: {}",
+                probe.point,
+                reason.unwrap_or("no reason given")
+            )),
         }
+    }
+    if !every_tier_refused.is_empty() {
+        warnings.push(format!(
+            "not measured, every tier refused (the probe table says why): {}",
+            every_tier_refused.join(", ")
+        ));
     }
     let counts_only: Vec<&str> = probes
         .iter()

@@ -205,6 +205,11 @@ pub fn full_report() -> Report {
 }
 
 pub fn minimal_report() -> Report {
+    report_with_probes(vec![])
+}
+
+/// The minimal report of a run whose probes went as given.
+pub fn report_with_probes(probes: Vec<ProbeEntry>) -> Report {
     let host = HostFacts::default();
     let sample = RawSample::default();
     Report::build(ReportInputs {
@@ -221,7 +226,7 @@ pub fn minimal_report() -> Report {
         },
         first: &sample,
         last: &sample,
-        probes: vec![],
+        probes,
         bpf_stats_enabled_by_iommutop: false,
         intervals: vec![],
         warnings: vec![],

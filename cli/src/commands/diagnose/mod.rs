@@ -307,4 +307,23 @@ mod tests {
         );
         assert_eq!(sibling(Path::new("r"), "DMA-FQ"), Path::new("r-DMA-FQ"));
     }
+
+    #[test]
+    fn the_json_help_names_the_file_ab_really_writes() {
+        let mut command = <Cli as clap::CommandFactory>::command();
+        command.build();
+        let help = command
+            .find_subcommand_mut("diagnose")
+            .expect("diagnose exists")
+            .render_long_help()
+            .to_string();
+        for mode in ["identity", "DMA-FQ", "DMA"] {
+            let written = sibling(Path::new("rr.json"), mode);
+            assert!(
+                help.contains(&format!("`{}`", written.display())),
+                "{mode}: {help}"
+            );
+        }
+        assert!(!help.contains("FILE-identity"), "{help}");
+    }
 }

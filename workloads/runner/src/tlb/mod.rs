@@ -18,7 +18,7 @@ use crate::params::{DefaultValue, Kind, ParamSpec, ParamValues};
 use crate::{Workload, WorkloadOutput};
 use chase::{Backing, Buffer, Tsc, PAGE_2M};
 use hugepages::Reservation;
-use iommutop_model::units::format_size;
+use iommutop_model::units::{format_size, iec_size};
 use iommutop_model::workload::{Headline, WorkUnit};
 use serde_json::{json, Map, Value};
 use std::time::Duration;
@@ -432,24 +432,45 @@ pub fn summarize(results: &Map<String, Value>) -> String {
             step["ratio"].as_f64().unwrap_or(0.0),
         ));
     }
-    for e in results
+    let pattern = results.get("pattern").and_then(Value::as_str);
+    for estimate in results
         .get("estimates")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
     {
-        let detail = match (e["entries"].as_u64(), e["cache_bytes"].as_u64()) {
-            (Some(n), _) => format!(" ≈ {n} entries"),
-            (None, Some(b)) => format!(" ≈ {}", format_size(b)),
-            _ => String::new(),
-        };
-        out.push_str(&format!(
-            "estimate: {} at {}{detail}\n",
-            e["what"].as_str().unwrap_or("?"),
-            format_size(e["working_set_bytes"].as_u64().unwrap_or(0)),
-        ));
+        out.push_str(&estimate_line(estimate, pattern));
     }
     out
+}
+
+/// One reach estimate as a sentence with units: what is estimated, how big, and from which
+/// working set (`TLB reach with 4 KiB pages ≈ 64 TLB entries (…)`).
+fn estimate_line(estimate: &Value, pattern: Option<&str>) -> String {
+    let what = estimate["what"].as_str().unwrap_or("?");
+    let working_set = iec_size(estimate["working_set_bytes"].as_u64().unwrap_or(0));
+    match (
+        estimate["entries"].as_u64(),
+        estimate["cache_bytes"].as_u64(),
+    ) {
+        (Some(entries), _) => format!(
+            "estimate: {what} ≈ {entries} TLB entries (the chase slows past {working_set} of \
+             4 KiB pages)\n"
+        ),
+        (None, Some(cache)) if pattern == Some("pages") => format!(
+            "estimate: {what} ≈ {} (the chase slows past {working_set} of working set, one \
+             64-byte line touched per 4 KiB page)\n",
+            iec_size(cache)
+        ),
+        (None, Some(cache)) => format!(
+            "estimate: {what} ≈ {} (the chase slows past {working_set} of working set, every \
+             line touched)\n",
+            iec_size(cache)
+        ),
+        (None, None) => {
+            format!("estimate: {what}: the chase slows past {working_set} of working set\n")
+        }
+    }
 }
 
 #[cfg(test)]
@@ -488,6 +509,45 @@ mod tests {
         assert_eq!(out.results["sizes_per_page_size"], json!(7));
         let text = summarize(&out.results);
         assert!(text.contains("      256k"), "{text}");
+    }
+
+    /// The summary said "cache size at 256k ≈ 4k": no unit, and not what was estimated.
+    #[test]
+    fn estimates_say_what_they_estimate_with_units() {
+        let results = json!({
+            "pattern": "pages",
+            "estimates": [
+                {"what": "TLB reach with 4 KiB pages", "working_set_bytes": 256 << 10,
+                 "entries": 64, "cache_bytes": null},
+                {"what": "cache size", "working_set_bytes": 256 << 10,
+                 "entries": null, "cache_bytes": 4 << 10},
+                {"what": "cache or TLB limit (2m pages)", "working_set_bytes": 64 << 20,
+                 "entries": null, "cache_bytes": null},
+            ],
+        });
+        let text = summarize(results.as_object().unwrap());
+        assert!(
+            text.contains(
+                "estimate: TLB reach with 4 KiB pages ≈ 64 TLB entries (the chase slows past \
+                 256 KiB of 4 KiB pages)\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "estimate: cache size ≈ 4 KiB (the chase slows past 256 KiB of working set, \
+                 one 64-byte line touched per 4 KiB page)\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "estimate: cache or TLB limit (2m pages): the chase slows past 64 MiB of \
+                 working set\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("at 256k"), "{text}");
     }
 
     #[test]
