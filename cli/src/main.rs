@@ -39,11 +39,13 @@ fn init_logging(verbose: u8) {
         1 => log::LevelFilter::Info,
         _ => log::LevelFilter::Debug,
     };
+    // -vv shows when each step happened: where attaching spends its time.
+    let timestamps = (verbose >= 2).then_some(env_logger::TimestampPrecision::Millis);
     env_logger::Builder::new()
         .filter_level(log::LevelFilter::Warn)
         .filter_module("iommutop", level)
         .parse_env("RUST_LOG")
-        .format_timestamp(None)
+        .format_timestamp(timestamps)
         .init();
 }
 

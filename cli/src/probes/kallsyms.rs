@@ -1,19 +1,25 @@
 //! Kernel addresses to function names, from /proc/kallsyms (root sees real addresses).
 
+use std::collections::HashSet;
 use std::path::Path;
 
 /// The names of the functions this kernel has (built-in and loaded modules), whatever
 /// kptr_restrict hides of their addresses: what can be hooked by name.
 pub struct KernelFunctions {
-    names: std::collections::HashSet<String>,
+    names: HashSet<String>,
 }
 
 impl KernelFunctions {
-    pub fn load(path: &Path) -> std::io::Result<KernelFunctions> {
-        Ok(KernelFunctions::parse(&std::fs::read_to_string(path)?))
+    /// Which of `wanted` this kernel has. Only those are kept: a kernel has some 200,000
+    /// symbols, and the probe table asks about a few dozen.
+    pub fn load(path: &Path, wanted: &HashSet<&str>) -> std::io::Result<KernelFunctions> {
+        Ok(KernelFunctions::parse(
+            &std::fs::read_to_string(path)?,
+            wanted,
+        ))
     }
 
-    pub fn parse(text: &str) -> KernelFunctions {
+    pub fn parse(text: &str, wanted: &HashSet<&str>) -> KernelFunctions {
         let names = text
             .lines()
             .filter_map(|line| {
@@ -21,7 +27,8 @@ impl KernelFunctions {
                 let _address = fields.next()?;
                 let kind = fields.next()?;
                 let name = fields.next()?;
-                matches!(kind, "t" | "T" | "w" | "W").then(|| name.to_string())
+                (matches!(kind, "t" | "T" | "w" | "W") && wanted.contains(name))
+                    .then(|| name.to_string())
             })
             .collect();
         KernelFunctions { names }
@@ -84,7 +91,13 @@ ffffffffc0001000 t e1000_xmit_frame\t[e1000e]
     #[test]
     fn function_names_are_known_even_with_hidden_addresses() {
         let hidden = SAMPLE.replace("ffffffff", "00000000");
-        let functions = KernelFunctions::parse(&hidden);
+        let wanted = HashSet::from([
+            "dma_map_page_attrs",
+            "e1000_xmit_frame",
+            "some_data",
+            "dma_map_phys",
+        ]);
+        let functions = KernelFunctions::parse(&hidden, &wanted);
         assert!(functions.contains("dma_map_page_attrs"));
         assert!(functions.contains("e1000_xmit_frame"));
         assert!(!functions.contains("some_data"));

@@ -9,7 +9,9 @@ use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
 use super::kallsyms::{Kallsyms, KernelFunctions};
 use super::selection::PointSelection;
 use super::status::{HookOutcome, PointStatus, Refusal};
-use super::table::{FunctionHook, Point, Programs, Tier, TracepointHook, POINTS};
+use super::table::{
+    symbols_asked_about, FunctionHook, Point, Programs, Tier, TracepointHook, POINTS,
+};
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, StackTraceMap};
 use aya::programs::{BtfTracePoint, FEntry, FExit, KProbe, Program};
 use aya::{Btf, Ebpf, EbpfLoader, Pod};
@@ -109,8 +111,10 @@ impl Probes {
     /// works.
     /// `enable_stats` turns on the kernel's BPF run-time statistics for as long as this lives.
     pub fn attach(enable_stats: bool, selection: &PointSelection) -> Result<Probes, LoadError> {
+        log::debug!("reading the kernel's BTF");
         let btf = load_btf()?;
         let stack_interval = stack_interval_ns();
+        log::debug!("relocating the BPF object and creating its maps");
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&btf))
             .override_global("iommutop_stack_interval_ns", &stack_interval, true)
@@ -127,7 +131,9 @@ impl Probes {
         } else {
             None
         };
+        log::debug!("reading kallsyms");
         let mut kernel = KernelSupport::probe();
+        log::debug!("attaching");
         let statuses: Vec<PointStatus> = POINTS
             .iter()
             .filter(|point| selection.includes(point))
@@ -584,7 +590,8 @@ struct KernelSupport {
 impl KernelSupport {
     fn probe() -> KernelSupport {
         KernelSupport {
-            functions: KernelFunctions::load(Path::new("/proc/kallsyms")).ok(),
+            functions: KernelFunctions::load(Path::new("/proc/kallsyms"), &symbols_asked_about())
+                .ok(),
             fexit_refusal: None,
         }
     }

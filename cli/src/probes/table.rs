@@ -633,6 +633,22 @@ pub fn hook_kernels(hook: &str) -> Option<&'static str> {
     })
 }
 
+/// Every kernel function the table asks whether the kernel has: the hooked ones, and those
+/// that mark an era or a wrapper.
+pub fn symbols_asked_about() -> std::collections::HashSet<&'static str> {
+    POINTS
+        .iter()
+        .flat_map(|point| {
+            let hooks = point.functions.iter().flat_map(|hook| {
+                [Some(hook.symbol), hook.only_with, hook.unless]
+                    .into_iter()
+                    .flatten()
+            });
+            hooks.chain(point.caveats.iter().map(|caveat| caveat.era_marker))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
