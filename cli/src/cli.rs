@@ -289,6 +289,15 @@ pub struct TopArgs {
     /// With --batch: stop after COUNT intervals (default: at Ctrl-C).
     #[arg(short = 'n', long, value_name = "COUNT", requires = "batch")]
     pub iterations: Option<u64>,
+    /// Start sorted by this column: its name (device, driver, names, domain, maps-per-s,
+    /// mb-per-s, map-p50, map-p99, unmap-p50, unmap-p99, iova-p50, syncs-per-s, flushes-per-s,
+    /// ns-per-io, cpu) or its header (`NS/IO`), any case; `s` changes it in the view.
+    #[arg(long, value_name = "COL")]
+    pub sort: Option<String>,
+    /// Start showing only the rows whose address, driver, disk or NIC names or domain type
+    /// contain TEXT (any case), as `/` does in the view.
+    #[arg(long, value_name = "TEXT")]
+    pub filter: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -420,6 +429,25 @@ mod tests {
         assert_eq!(args.interval, 0.5);
         assert_eq!(args.profile.as_deref(), Some("tcp-rr-1k"));
         assert!(Cli::try_parse_from(["iommutop", "top", "--set", "a=b"]).is_err());
+    }
+
+    #[test]
+    fn top_takes_a_start_up_sort_and_filter() {
+        let cli = Cli::try_parse_from([
+            "iommutop",
+            "top",
+            "--batch",
+            "--sort",
+            "ns-per-io",
+            "--filter",
+            "nvme",
+        ])
+        .expect("parses");
+        let Some(Command::Top(args)) = cli.command else {
+            panic!("not top")
+        };
+        assert_eq!(args.sort.as_deref(), Some("ns-per-io"));
+        assert_eq!(args.filter.as_deref(), Some("nvme"));
     }
 
     #[test]

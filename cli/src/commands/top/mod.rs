@@ -21,7 +21,7 @@ use crate::probes::PointStatus;
 use crate::session::{probe_entry, Session};
 use anyhow::{anyhow, Context};
 use iommutop_tui::{
-    render, update, Action, Effect, HostSummary, Key, OpProbe, State, WorkloadView,
+    render, update, Action, Column, Effect, HostSummary, Key, OpProbe, State, WorkloadView,
 };
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use std::io::IsTerminal;
@@ -61,6 +61,8 @@ pub fn without_subcommand() -> Outcome<ExitCode> {
             points: None,
             batch: false,
             iterations: None,
+            sort: None,
+            filter: None,
         });
     }
     use clap::CommandFactory;
@@ -69,8 +71,9 @@ pub fn without_subcommand() -> Outcome<ExitCode> {
 }
 
 pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
+    let start = StartView::from_args(args)?;
     if args.batch {
-        return batch::run(args, Duration::from_secs_f64(args.interval));
+        return batch::run(args, &start, Duration::from_secs_f64(args.interval));
     }
     if !std::io::stdout().is_terminal() {
         return Err(Failure::usage(anyhow!(
@@ -105,7 +108,9 @@ pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
         HostSummary::from_facts(session.facts()),
         op_probes(session.probe_statuses()),
         interval,
-    );
+    )
+    .with_sort(start.sort)
+    .with_filter(&start.filter);
     if let Some(profile) = &profile {
         state = state.with_workload(WorkloadView::new(
             &profile.name,
@@ -154,6 +159,28 @@ pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
     };
     shown?;
     end.map(|()| ExitCode::SUCCESS)
+}
+
+/// How the table starts: `--sort` and `--filter`, checked before any probe attaches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartView {
+    pub sort: Column,
+    pub filter: String,
+}
+
+impl StartView {
+    fn from_args(args: &TopArgs) -> Outcome<StartView> {
+        let sort = match args.sort.as_deref() {
+            Some(name) => {
+                Column::parse(name).map_err(|e| Failure::usage(anyhow!("--sort: {e}")))?
+            }
+            None => Column::MapsPerS,
+        };
+        Ok(StartView {
+            sort,
+            filter: args.filter.clone().unwrap_or_default(),
+        })
+    }
 }
 
 /// The view until the user quits or a signal comes (the sampler, told to stop, finishes behind
