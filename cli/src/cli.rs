@@ -119,8 +119,7 @@ pub struct RecordArgs {
     #[arg(long, value_name = "TYPE", requires = "device",
           value_parser = clap::builder::PossibleValuesParser::new(crate::domain::TYPES))]
     pub domain: Option<String>,
-    /// The PCI device (or its NIC or disk) whose group --domain switches.
-    #[arg(long, value_name = "ADDR", requires = "domain")]
+    #[arg(long, value_name = "DEV", help = DEVICE_HELP_RECORD)]
     pub device: Option<String>,
     /// Write the sampled call paths as folded stacks (for flame-graph tools) to FILE.
     #[arg(long, value_name = "FILE")]
@@ -227,6 +226,8 @@ pub struct RunArgs {
     /// DMA API points the IOMMU-side ones need for attribution: less cost, fewer numbers.
     #[arg(long, value_name = "LIST", value_parser = parse_points)]
     pub points: Option<PointSelection>,
+    #[arg(long, value_name = "DEV", help = crate::device_filter::HELP)]
+    pub device: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -298,6 +299,8 @@ pub struct TopArgs {
     /// contain TEXT (any case), as `/` does in the view.
     #[arg(long, value_name = "TEXT")]
     pub filter: Option<String>,
+    #[arg(long, value_name = "DEV", help = crate::device_filter::HELP)]
+    pub device: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -310,7 +313,15 @@ pub struct ServeArgs {
     /// DMA API points the IOMMU-side ones need for attribution: less cost, fewer series.
     #[arg(long, value_name = "LIST", value_parser = parse_points)]
     pub points: Option<PointSelection>,
+    #[arg(long, value_name = "DEV", help = crate::device_filter::HELP)]
+    pub device: Option<String>,
 }
+
+/// `record --device`: the filter, and the device `--domain` switches.
+const DEVICE_HELP_RECORD: &str =
+    "Show only this device: a PCI address (0000:00:04.0), a NIC (eth0) or a disk (nvme0n1). The \
+     `deferred` and `unattributed` rows stay, because they are not any one device's work. Nothing \
+     on the host is switched, unless --domain asks for this device's IOMMU group";
 
 /// The workloads `iommutop workload` runs, one a line with what each does, for its help.
 fn workload_list() -> String {
@@ -429,6 +440,25 @@ mod tests {
         assert_eq!(args.interval, 0.5);
         assert_eq!(args.profile.as_deref(), Some("tcp-rr-1k"));
         assert!(Cli::try_parse_from(["iommutop", "top", "--set", "a=b"]).is_err());
+    }
+
+    /// `--device` was only the target of `--domain`; alone it now filters.
+    #[test]
+    fn record_takes_device_without_domain_but_not_domain_without_device() {
+        let cli = Cli::try_parse_from(["iommutop", "record", "--device", "vda"]).expect("parses");
+        let Some(Command::Record(args)) = cli.command else {
+            panic!("not record")
+        };
+        assert_eq!(args.device.as_deref(), Some("vda"));
+        assert_eq!(args.domain, None);
+        assert!(Cli::try_parse_from(["iommutop", "record", "--domain", "identity"]).is_err());
+        for command in ["run", "top", "serve"] {
+            let mut argv = vec!["iommutop", command, "--device", "eth0"];
+            if command == "run" {
+                argv.push("tcp-rr-1k");
+            }
+            assert!(Cli::try_parse_from(&argv).is_ok(), "{command}");
+        }
     }
 
     #[test]

@@ -36,7 +36,8 @@ pub fn run(args: &TopArgs, start: &StartView, interval: Duration) -> Outcome<Exi
         None => ReportSink::Silent,
     };
     let stop = StopSignal::install()?;
-    let mut session = Session::start(&args.points.clone().unwrap_or_default())?;
+    let mut session = Session::start(&args.points.clone().unwrap_or_default())?
+        .with_device_filter(start.device.clone());
     let mut printed = 0u64;
     let mut stdout = std::io::stdout();
     while args.iterations.is_none_or(|count| printed < count) {

@@ -20,6 +20,7 @@ use crate::output::{JsonTarget, ReportSink};
 use crate::probes::PointStatus;
 use crate::session::{probe_entry, Session};
 use anyhow::{anyhow, Context};
+use iommutop_model::DeviceFilter;
 use iommutop_tui::{
     render, update, Action, Column, Effect, HostSummary, Key, OpProbe, State, WorkloadView,
 };
@@ -63,6 +64,7 @@ pub fn without_subcommand() -> Outcome<ExitCode> {
             iterations: None,
             sort: None,
             filter: None,
+            device: None,
         });
     }
     use clap::CommandFactory;
@@ -102,7 +104,8 @@ pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
         restore_leftovers();
     }
     eprintln!("iommutop: attaching probes…");
-    let session = Session::start(&args.points.clone().unwrap_or_default())?;
+    let session = Session::start(&args.points.clone().unwrap_or_default())?
+        .with_device_filter(start.device.clone());
 
     let mut state = State::new(
         HostSummary::from_facts(session.facts()),
@@ -161,11 +164,13 @@ pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
     end.map(|()| ExitCode::SUCCESS)
 }
 
-/// How the table starts: `--sort` and `--filter`, checked before any probe attaches.
+/// How the table starts: `--sort`, `--filter` and `--device`, checked before any probe
+/// attaches.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StartView {
     pub sort: Column,
     pub filter: String,
+    pub device: Option<DeviceFilter>,
 }
 
 impl StartView {
@@ -179,6 +184,7 @@ impl StartView {
         Ok(StartView {
             sort,
             filter: args.filter.clone().unwrap_or_default(),
+            device: crate::device_filter::resolve(args.device.as_deref())?,
         })
     }
 }
