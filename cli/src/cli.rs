@@ -119,8 +119,7 @@ pub struct RecordArgs {
     #[arg(long, value_name = "TYPE", requires = "device",
           value_parser = clap::builder::PossibleValuesParser::new(crate::domain::TYPES))]
     pub domain: Option<String>,
-    /// The PCI device (or its NIC or disk) whose group --domain switches.
-    #[arg(long, value_name = "ADDR", requires = "domain")]
+    #[arg(long, value_name = "DEV", help = DEVICE_HELP_RECORD)]
     pub device: Option<String>,
     /// Write the sampled call paths as folded stacks (for flame-graph tools) to FILE.
     #[arg(long, value_name = "FILE")]
@@ -227,6 +226,8 @@ pub struct RunArgs {
     /// DMA API points the IOMMU-side ones need for attribution: less cost, fewer numbers.
     #[arg(long, value_name = "LIST", value_parser = parse_points)]
     pub points: Option<PointSelection>,
+    #[arg(long, value_name = "DEV", help = crate::device_filter::HELP)]
+    pub device: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -289,6 +290,17 @@ pub struct TopArgs {
     /// With --batch: stop after COUNT intervals (default: at Ctrl-C).
     #[arg(short = 'n', long, value_name = "COUNT", requires = "batch")]
     pub iterations: Option<u64>,
+    /// Start sorted by this column: its name (device, driver, names, domain, maps-per-s,
+    /// mb-per-s, map-p50, map-p99, unmap-p50, unmap-p99, iova-p50, syncs-per-s, flushes-per-s,
+    /// ns-per-io, cpu) or its header (`NS/IO`), any case; `s` changes it in the view.
+    #[arg(long, value_name = "COL")]
+    pub sort: Option<String>,
+    /// Start showing only the rows whose address, driver, disk or NIC names or domain type
+    /// contain TEXT (any case), as `/` does in the view.
+    #[arg(long, value_name = "TEXT")]
+    pub filter: Option<String>,
+    #[arg(long, value_name = "DEV", help = crate::device_filter::HELP)]
+    pub device: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -301,7 +313,15 @@ pub struct ServeArgs {
     /// DMA API points the IOMMU-side ones need for attribution: less cost, fewer series.
     #[arg(long, value_name = "LIST", value_parser = parse_points)]
     pub points: Option<PointSelection>,
+    #[arg(long, value_name = "DEV", help = crate::device_filter::HELP)]
+    pub device: Option<String>,
 }
+
+/// `record --device`: the filter, and the device `--domain` switches.
+const DEVICE_HELP_RECORD: &str =
+    "Show only this device: a PCI address (0000:00:04.0), a NIC (eth0) or a disk (nvme0n1). The \
+     `deferred` and `unattributed` rows stay, because they are not any one device's work. Nothing \
+     on the host is switched, unless --domain asks for this device's IOMMU group";
 
 /// The workloads `iommutop workload` runs, one a line with what each does, for its help.
 fn workload_list() -> String {
@@ -420,6 +440,44 @@ mod tests {
         assert_eq!(args.interval, 0.5);
         assert_eq!(args.profile.as_deref(), Some("tcp-rr-1k"));
         assert!(Cli::try_parse_from(["iommutop", "top", "--set", "a=b"]).is_err());
+    }
+
+    /// `--device` was only the target of `--domain`; alone it now filters.
+    #[test]
+    fn record_takes_device_without_domain_but_not_domain_without_device() {
+        let cli = Cli::try_parse_from(["iommutop", "record", "--device", "vda"]).expect("parses");
+        let Some(Command::Record(args)) = cli.command else {
+            panic!("not record")
+        };
+        assert_eq!(args.device.as_deref(), Some("vda"));
+        assert_eq!(args.domain, None);
+        assert!(Cli::try_parse_from(["iommutop", "record", "--domain", "identity"]).is_err());
+        for command in ["run", "top", "serve"] {
+            let mut argv = vec!["iommutop", command, "--device", "eth0"];
+            if command == "run" {
+                argv.push("tcp-rr-1k");
+            }
+            assert!(Cli::try_parse_from(&argv).is_ok(), "{command}");
+        }
+    }
+
+    #[test]
+    fn top_takes_a_start_up_sort_and_filter() {
+        let cli = Cli::try_parse_from([
+            "iommutop",
+            "top",
+            "--batch",
+            "--sort",
+            "ns-per-io",
+            "--filter",
+            "nvme",
+        ])
+        .expect("parses");
+        let Some(Command::Top(args)) = cli.command else {
+            panic!("not top")
+        };
+        assert_eq!(args.sort.as_deref(), Some("ns-per-io"));
+        assert_eq!(args.filter.as_deref(), Some("nvme"));
     }
 
     #[test]

@@ -89,22 +89,3 @@ impl Drop for DomainSwitch {
         }
     }
 }
-
-/// The PCI address of a device named by its address, a netdev or a disk.
-pub fn pci_address_of(name: &str) -> Result<String, DomainError> {
-    let root = HostRoot::system();
-    if root.pci_device(name).exists() {
-        return Ok(name.to_string());
-    }
-    let facts = crate::sysinfo::collect(root.path()).map_err(|e| {
-        DomainError::Host(iommutop_host::HostError::io(
-            "reading",
-            root.path(),
-            std::io::Error::other(e.to_string()),
-        ))
-    })?;
-    facts
-        .owner_of(name)
-        .map(|d| d.pci_address.clone())
-        .ok_or_else(|| DomainError::NoDevice(name.to_string()))
-}

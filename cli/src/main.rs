@@ -2,6 +2,7 @@
 
 mod cli;
 mod commands;
+mod device_filter;
 mod domain;
 mod exit;
 mod output;

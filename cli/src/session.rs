@@ -12,6 +12,7 @@ use iommutop_model::report::{
 };
 use iommutop_model::sample::RawSample;
 use iommutop_model::snapshot::Snapshot;
+use iommutop_model::DeviceFilter;
 use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
@@ -26,6 +27,8 @@ pub struct Session {
     intervals: Vec<IntervalPoint>,
     /// Points `--points` left out, said in the report.
     left_out: Vec<&'static str>,
+    /// `--device`: the rows kept in every snapshot and in the report.
+    device_filter: Option<DeviceFilter>,
 }
 
 /// What the caller ran, for the report's `run` section.
@@ -79,7 +82,14 @@ impl Session {
             first,
             intervals: Vec::new(),
             left_out: points.left_out(),
+            device_filter: None,
         })
+    }
+
+    /// Keeps only `filter`'s rows (`--device`) in every snapshot and in the report.
+    pub fn with_device_filter(mut self, filter: Option<DeviceFilter>) -> Session {
+        self.device_filter = filter;
+        self
     }
 
     /// IOMMU work this process's children do outside the DMA API (a userspace driver's VFIO
@@ -103,7 +113,10 @@ impl Session {
     /// point of the report's interval series (with the workload's numbers, if any).
     pub fn sample(&mut self, workload: Option<Value>) -> Outcome<Snapshot> {
         let current = self.probes.sample().context("sampling the BPF maps")?;
-        let snapshot = Snapshot::between(&self.previous, &current, &self.facts.devices);
+        let mut snapshot = Snapshot::between(&self.previous, &current, &self.facts.devices);
+        if let Some(filter) = &self.device_filter {
+            filter.apply_to_snapshot(&mut snapshot);
+        }
         let t_s = self.started.elapsed().as_secs_f64();
         self.intervals
             .push(IntervalPoint::from_snapshot(t_s, &snapshot, workload));
@@ -147,6 +160,7 @@ impl Session {
                 command: run.command,
                 exit_status: run.exit_status,
                 workload: run.workload,
+                device_filter: None,
             },
             first: &self.first,
             last: &last,
@@ -156,6 +170,9 @@ impl Session {
             warnings,
         });
         report.stacks = stacks;
+        if let Some(filter) = &self.device_filter {
+            filter.apply_to_report(&mut report);
+        }
         Ok(report)
     }
 }

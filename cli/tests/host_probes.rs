@@ -188,8 +188,12 @@ fn record_counts_block_completions_of_direct_reads_and_writes_a_valid_report() {
         .iter()
         .filter(|p| p["status"] == "unavailable")
         .collect::<Vec<_>>();
+    // Every unhooked point says why: in `reason`, or (since its refusals are no longer
+    // repeated there) in `refused[]`.
     for p in &unavailable {
-        assert!(p["reason"].as_str().is_some_and(|r| !r.is_empty()), "{p}");
+        let reason = p["reason"].as_str().is_some_and(|r| !r.is_empty());
+        let refusals = p["refused"].as_array().is_some_and(|r| !r.is_empty());
+        assert!(reason || refusals, "{p}");
     }
     assert!(report["self_overhead"]["programs"]
         .as_array()
@@ -508,4 +512,164 @@ fn verbose_logs_the_loader_s_decisions() {
         "{stderr}"
     );
     json_of(&output.stdout);
+}
+
+/// The disk that holds `path` and its PCI function, from `/sys/dev/block/MAJ:MIN`; `None` when
+/// the file system is on no PCI disk.
+fn pci_disk_of(path: &std::path::Path) -> Option<(String, String)> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).ok()?.dev();
+    let sys = std::fs::canonicalize(format!(
+        "/sys/dev/block/{}:{}",
+        libc::major(dev),
+        libc::minor(dev)
+    ))
+    .ok()?;
+    let parts: Vec<&str> = sys.iter().filter_map(|c| c.to_str()).collect();
+    let disk = parts
+        .iter()
+        .position(|&c| c == "block")
+        .map(|i| parts[i + 1])?;
+    let is_pci = |c: &&&str| {
+        c.len() == 12
+            && c.as_bytes()[4] == b':'
+            && c.as_bytes()[7] == b':'
+            && c.as_bytes()[10] == b'.'
+    };
+    let address = parts.iter().rfind(is_pci)?;
+    Some((disk.to_string(), address.to_string()))
+}
+
+/// Whether a report or interval row is kept by a filter to `address`.
+fn kept_row(key: &str, address: &str) -> bool {
+    key == address || key.starts_with("deferred") || key == "unattributed"
+}
+
+/// `record --device DISK -- dd` of the disk under the build: the report keeps the disk's row
+/// (with its completions) and work of no device, and says which filter it applied.
+#[test]
+fn record_device_keeps_the_disks_row_and_records_the_filter() {
+    let _bpf = require_root();
+    let input = scratch_file("device-input", 8);
+    let Some((disk, address)) = pci_disk_of(&input) else {
+        eprintln!("skipped: the build directory is on no PCI disk here");
+        return;
+    };
+    let report_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("host-device.json");
+    let _ = std::fs::remove_file(&report_path);
+    // SAFETY: sync has no preconditions.
+    unsafe { libc::sync() };
+    iommutop()
+        .args(["record", "--device", &disk, "--json"])
+        .arg(&report_path)
+        .args(["--", "dd"])
+        .arg(format!("if={}", input.display()))
+        .args(["of=/dev/null", "bs=4k", "count=1000", "iflag=direct"])
+        .assert()
+        .success();
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&report_path).expect("report"))
+            .expect("JSON");
+    assert_valid_report(&report);
+    assert_eq!(
+        report["run"]["device_filter"],
+        serde_json::json!({"device": disk, "pci_address": address})
+    );
+    let devices = report["devices"].as_array().expect("devices");
+    for device in devices {
+        let key = device["key"].as_str().expect("key");
+        assert!(kept_row(key, &address), "{key} kept by --device {disk}");
+    }
+    let disk_row = devices
+        .iter()
+        .find(|d| d["key"] == address.as_str())
+        .expect("the disk's row");
+    let completions = disk_row["ops"]["completion"]["count"].as_u64().unwrap_or(0);
+    assert!(completions >= 1000, "completions {completions}: {disk_row}");
+}
+
+/// `--device` naming another PCI function drops the disk's row from every NDJSON interval and
+/// from the report, while dd reads that disk.
+#[test]
+fn record_device_drops_other_devices_rows_from_the_stream() {
+    let _bpf = require_root();
+    let input = scratch_file("device-other-input", 8);
+    let Some((_, address)) = pci_disk_of(&input) else {
+        eprintln!("skipped: the build directory is on no PCI disk here");
+        return;
+    };
+    let other = std::fs::read_dir("/sys/bus/pci/devices")
+        .expect("PCI devices")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .find(|a| *a != address)
+        .expect("a second PCI function");
+    let script = format!(
+        "dd if={} of=/dev/null bs=4k count=1000 iflag=direct 2>/dev/null; sleep 1",
+        input.display()
+    );
+    let output = iommutop()
+        .args([
+            "record",
+            "--device",
+            &other,
+            "--interval",
+            "0.4",
+            "--json",
+            "-",
+        ])
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .expect("runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object a line"))
+        .collect();
+    let intervals: Vec<&Value> = lines.iter().filter(|l| l["type"] == "interval").collect();
+    assert!(intervals.len() >= 2, "{lines:#?}");
+    for line in &intervals {
+        for device in line["devices"].as_array().expect("devices") {
+            let key = device["key"].as_str().expect("key");
+            assert!(
+                kept_row(key, &other),
+                "{key} in an interval of --device {other}"
+            );
+        }
+    }
+    let report = &lines.last().expect("the report line")["report"];
+    assert_valid_report(report);
+    assert_eq!(
+        report["run"]["device_filter"]["pci_address"],
+        other.as_str()
+    );
+    assert!(
+        !report["devices"].to_string().contains(&address),
+        "{address} left in: {report}"
+    );
+}
+
+/// A name of nothing is refused before anything attaches, by every command that filters.
+#[test]
+fn device_naming_nothing_is_a_one_line_usage_error_saying_what_exists() {
+    let commands: [&[&str]; 4] = [
+        &["record", "--device", "nvme9n1", "--", "true"],
+        &["top", "--batch", "--device", "nvme9n1"],
+        &["run", "tcp-rr-1k", "--device", "nvme9n1"],
+        &["serve", "--device", "nvme9n1", "--listen", "127.0.0.1:0"],
+    ];
+    for args in commands {
+        let output = iommutop().args(args).output().expect("runs");
+        assert_one_line_error(
+            &output,
+            2,
+            &[
+                "--device: no PCI device, NIC or disk named `nvme9n1` here",
+                "lspci -D",
+            ],
+        );
+    }
 }

@@ -70,6 +70,59 @@ fn batch_mode_prints_one_table_per_interval_to_a_pipe() {
     assert_valid_report(&read_json(&json));
 }
 
+/// `--sort` and `--filter` shape every batch block as the view's `s` and `/` would: the block
+/// names them, and a filter that matches no row leaves none.
+#[test]
+fn batch_mode_starts_sorted_and_filtered() {
+    let output = iommutop()
+        .args(["top", "--batch", "-n", "1", "--interval", "0.5"])
+        .args(["--sort", "ns/io", "--filter", "no-such-row"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .expect("runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = stdout.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(
+        lines.len(),
+        2,
+        "the time line and the header only: {stdout}"
+    );
+    assert!(
+        lines[0].ends_with("0 devices  sort NS/IO  filter \"no-such-row\""),
+        "{stdout}"
+    );
+    assert!(lines[1].starts_with("DEVICE "), "{stdout}");
+}
+
+/// A mistyped column is caught before any probe attaches, with the nearest name and all of them.
+#[test]
+fn an_unknown_sort_column_is_a_one_line_usage_error_with_a_suggestion() {
+    for batch in [true, false] {
+        let mut command = iommutop();
+        command.args(["top", "--sort", "ns-per-op"]);
+        if batch {
+            command.arg("--batch");
+        }
+        let output = command.output().expect("runs");
+        assert_one_line_error(
+            &output,
+            2,
+            &[
+                "--sort",
+                "unknown column `ns-per-op`",
+                "did you mean `ns-per-io`?",
+                "maps-per-s",
+                "cpu",
+            ],
+        );
+    }
+}
+
 #[test]
 fn top_refuses_to_stream_json_into_its_own_view() {
     // The terminal check comes first when stdout is a pipe; both are usage errors.
@@ -212,6 +265,19 @@ fn q_quits_writes_the_report_and_restores_the_terminal() {
     assert_valid_report(&read_json(&report));
     let stderr = read(&pane.dir.join("stderr"));
     assert!(stderr.contains("report written to"), "{stderr}");
+}
+
+/// The live view starts with `--sort`'s column marked and `--filter`'s text applied.
+#[test]
+fn the_view_starts_sorted_and_filtered() {
+    let _view = require_root();
+    let pane = Pane::start("sort", "", "--sort cpu --filter no-such-row", 120, 30);
+    let screen = pane.wait_for("up 2s", Duration::from_secs(60));
+    assert!(screen.contains("sort CPU%"), "{screen}");
+    assert!(screen.contains("filter \"no-such-row\""), "{screen}");
+    pane.tmux(&["send-keys", "q"]);
+    assert_eq!(pane.exit_status(Duration::from_secs(30)), Some(0));
+    pane.assert_restored();
 }
 
 #[test]

@@ -16,7 +16,8 @@
 //! 1. The host's files and tools: [`error`], [`root`], [`sysfs`], [`command`], [`wait`].
 //! 2. What the machine has, read only: [`pci_device`] (addresses, driver, group), [`nvme`]
 //!    (controllers, namespaces), [`block`] (a function's disks, whether one is in use),
-//!    [`hugepage_pool`] (pool sizes), [`nic`] (link state, addresses, default routes).
+//!    [`hugepage_pool`] (pool sizes), [`nic`] (link state, addresses, default routes),
+//!    [`device_name`] (a PCI address, NIC or disk named on the command line to its function).
 //! 3. Each kind of change as recorded, and its undoing: [`change`].
 //! 4. The record format: [`record`].
 //! 5. The journal that records and undoes, and the sweep: [`journal`].
@@ -27,6 +28,7 @@
 pub mod block;
 pub mod change;
 pub mod command;
+pub mod device_name;
 pub mod domain;
 pub mod error;
 pub mod hugepage_pool;

@@ -4,6 +4,7 @@
 
 pub mod compare;
 pub mod derive;
+pub mod device_filter;
 pub mod diagnose;
 pub mod facts;
 pub mod hist;
@@ -19,6 +20,7 @@ pub mod units;
 pub mod workload;
 
 pub use derive::{Derived, IoBasis};
+pub use device_filter::DeviceFilter;
 pub use facts::{DeviceFacts, DmaMode, HostFacts, IommuGroup, IommuUnit, IommuVendor};
 pub use hist::{slot_of, Histogram, SLOT_VECTORS};
 pub use ops_map::op_named;

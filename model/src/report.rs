@@ -108,6 +108,10 @@ pub struct Run {
     /// Its exit status (`None`: no command, or killed by a signal).
     pub exit_status: Option<i32>,
     pub workload: Option<WorkloadReport>,
+    /// `--device`: the one device whose rows were kept (with deferred and unattributed work).
+    /// Absent when every device was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_filter: Option<crate::device_filter::DeviceFilter>,
 }
 
 /// A built-in workload's parameters and results, as the workload reported them.

@@ -70,6 +70,12 @@ fn run_line(report: &Report) -> String {
     if let Some(status) = run.exit_status {
         parts.push(format!("exit status {status}"));
     }
+    if let Some(filter) = &run.device_filter {
+        parts.push(format!(
+            "device {} only (with deferred and unattributed work)",
+            filter.describe()
+        ));
+    }
     format!("{}\n", parts.join(", "))
 }
 
@@ -221,6 +227,23 @@ mod tests {
     use super::*;
     use crate::report::fixtures::{full_report, minimal_report, report_with_probes};
     use crate::report::{ProbeStatus, Refusal, Tier};
+
+    #[test]
+    fn a_device_filter_is_said_on_the_run_line() {
+        let mut report = full_report();
+        crate::device_filter::DeviceFilter {
+            device: "nvme0n1".into(),
+            pci_address: "0000:00:02.0".into(),
+        }
+        .apply_to_report(&mut report);
+        let text = render_summary(&report);
+        assert!(
+            text.lines().nth(1).is_some_and(|line| line.ends_with(
+                ", device nvme0n1 (0000:00:02.0) only (with deferred and unattributed work)"
+            )),
+            "{text}"
+        );
+    }
 
     #[test]
     fn a_full_report() {

@@ -1,15 +1,21 @@
 //! `iommutop top --batch`: the device table as plain text, one block per interval, for pipes and
 //! logs (as `top -b` and `perf stat -I` print). Same columns, cells and order as the live view.
 
-use crate::columns::{self, Column};
+use crate::columns::Column;
+use crate::rows;
 use iommutop_model::snapshot::Snapshot;
 
-/// One interval's block: a `time` line, the header and a row per device, sorted by `sort`
-/// (descending where the live view sorts that column descending by default).
-pub fn render_interval(time: &str, snapshot: &Snapshot, sort: Column) -> String {
+/// One interval's block: a `time` line, the header and a row per device that matches `filter`
+/// (as the live view's `/` matches), sorted by `sort` (descending where the live view sorts that
+/// column descending by default).
+pub fn render_interval(time: &str, snapshot: &Snapshot, sort: Column, filter: &str) -> String {
     let columns = Column::ALL;
-    let mut rows: Vec<_> = snapshot.devices.iter().collect();
-    rows.sort_by(|a, b| columns::compare(sort, sort.descending_by_default(), a, b));
+    let rows = rows::shown(
+        &snapshot.devices,
+        sort,
+        sort.descending_by_default(),
+        filter,
+    );
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|d| columns.iter().map(|c| c.cell(d)).collect())
@@ -42,10 +48,15 @@ pub fn render_interval(time: &str, snapshot: &Snapshot, sort: Column) -> String 
         fields.join(" ").trim_end().to_string()
     };
     let mut out = format!(
-        "time {time}  interval {:.1} s  {} devices\n",
+        "time {time}  interval {:.1} s  {} devices  sort {}",
         snapshot.interval_ns as f64 / 1e9,
-        rows.len()
+        rows.len(),
+        sort.title()
     );
+    if !filter.is_empty() {
+        out.push_str(&format!("  filter {filter:?}"));
+    }
+    out.push('\n');
     out.push_str(&line(columns.iter().map(|c| c.title()).collect()));
     out.push('\n');
     for row in &cells {
@@ -71,11 +82,11 @@ mod tests {
             programs: Default::default(),
             events: 0,
         };
-        let text = render_interval("2026-11-23T08:00:00Z", &snapshot, Column::MapsPerS);
+        let text = render_interval("2026-11-23T08:00:00Z", &snapshot, Column::MapsPerS, "");
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
-            "time 2026-11-23T08:00:00Z  interval 1.0 s  0 devices"
+            "time 2026-11-23T08:00:00Z  interval 1.0 s  0 devices  sort MAPS/s"
         );
         assert!(lines[1].starts_with("DEVICE"), "{text}");
         assert!(lines[1].contains("MAPS/s"), "{text}");

@@ -6,10 +6,22 @@ use iommutop_model::sample::Op;
 use iommutop_model::snapshot::Device;
 use std::cmp::Ordering;
 
-/// One column of the device table, in display order.
+/// One column of the device table, in display order. Its name (`maps-per-s`, `ns-per-io`, ...)
+/// is what `--sort` takes; the header title is accepted too.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, strum::EnumCount, strum::VariantArray,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    strum::EnumCount,
+    strum::VariantArray,
+    strum::IntoStaticStr,
 )]
+#[strum(serialize_all = "kebab-case")]
 pub enum Column {
     /// PCI address (or the row's key: `deferred`, a disk name, ...).
     Device,
@@ -33,6 +45,24 @@ pub enum Column {
     /// Translation time over wall time.
     Cpu,
 }
+
+/// A `--sort` value that names no column.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown column `{given}`{}: one of {}", suggestion(*.nearest), Column::names().join(", "))]
+pub struct UnknownColumn {
+    pub given: String,
+    /// The column whose name or title is closest to what was given, if one is close.
+    pub nearest: Option<Column>,
+}
+
+fn suggestion(nearest: Option<Column>) -> String {
+    nearest
+        .map(|c| format!(" (did you mean `{}`?)", c.name()))
+        .unwrap_or_default()
+}
+
+/// How alike a typed name must be to a column's (Jaro-Winkler) to be suggested.
+const SUGGESTION_SIMILARITY: f64 = 0.8;
 
 /// How a column's values compare.
 #[derive(Debug, Clone, PartialEq, PartialOrd)]
@@ -64,6 +94,41 @@ impl Column {
         Column::Domain,
         Column::UnmapP50,
     ];
+
+    /// The name to type in a shell (`maps-per-s`).
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+
+    /// Every column's name, in display order.
+    pub fn names() -> Vec<&'static str> {
+        Column::ALL.iter().map(|c| c.name()).collect()
+    }
+
+    /// The column named `text`: its name or its header title, ignoring case (`_` for `-` too).
+    pub fn parse(text: &str) -> Result<Column, UnknownColumn> {
+        let typed = text.trim().to_lowercase().replace('_', "-");
+        let spelled_as = |c: &Column| [c.name().to_string(), c.title().to_lowercase()];
+        if let Some(&column) = Column::ALL.iter().find(|c| spelled_as(c).contains(&typed)) {
+            return Ok(column);
+        }
+        let nearest = Column::ALL
+            .iter()
+            .map(|&c| {
+                let likeness = spelled_as(&c)
+                    .iter()
+                    .map(|spelling| strsim::jaro_winkler(&typed, spelling))
+                    .fold(0.0, f64::max);
+                (likeness, c)
+            })
+            .filter(|&(likeness, _)| likeness >= SUGGESTION_SIMILARITY)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, c)| c);
+        Err(UnknownColumn {
+            given: text.to_string(),
+            nearest,
+        })
+    }
 
     /// The header text.
     pub fn title(self) -> &'static str {
@@ -294,6 +359,67 @@ mod tests {
         for column in Column::ALL {
             assert!(column.title().len() as u16 <= column.width(), "{column:?}");
         }
+    }
+
+    /// The names are a command-line interface: scripts type them.
+    #[test]
+    fn columns_have_names_to_type_in_a_shell() {
+        assert_eq!(
+            Column::names(),
+            [
+                "device",
+                "driver",
+                "names",
+                "domain",
+                "maps-per-s",
+                "mb-per-s",
+                "map-p50",
+                "map-p99",
+                "unmap-p50",
+                "unmap-p99",
+                "iova-p50",
+                "syncs-per-s",
+                "flushes-per-s",
+                "ns-per-io",
+                "cpu",
+            ]
+        );
+    }
+
+    #[test]
+    fn every_name_and_title_parses_back_to_its_column() {
+        for &column in Column::ALL {
+            assert_eq!(Column::parse(column.name()), Ok(column));
+            assert_eq!(Column::parse(column.title()), Ok(column));
+            assert_eq!(Column::parse(&column.title().to_lowercase()), Ok(column));
+        }
+        assert_eq!(Column::parse("NS_PER_IO"), Ok(Column::NsPerIo));
+        assert_eq!(Column::parse("cpu%"), Ok(Column::Cpu));
+    }
+
+    #[test]
+    fn an_unknown_column_suggests_the_nearest_and_lists_them_all() {
+        let error = Column::parse("ns-per-op").expect_err("unknown");
+        assert_eq!(error.nearest, Some(Column::NsPerIo));
+        let message = error.to_string();
+        assert!(
+            message.starts_with(
+                "unknown column `ns-per-op` (did you mean `ns-per-io`?): one of device, driver,"
+            ),
+            "{message}"
+        );
+        assert!(message.ends_with("ns-per-io, cpu"), "{message}");
+        assert!(!message.contains('\n'));
+    }
+
+    #[test]
+    fn nothing_is_suggested_for_a_name_like_no_column() {
+        let error = Column::parse("zzzz").expect_err("unknown");
+        assert_eq!(error.nearest, None);
+        assert!(error
+            .to_string()
+            .starts_with("unknown column `zzzz`: one of device"));
+        assert!(Column::parse("").is_err());
     }
 
     #[test]

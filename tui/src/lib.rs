@@ -7,10 +7,11 @@ pub mod batch;
 pub mod columns;
 pub mod format;
 pub mod history;
+pub mod rows;
 pub mod state;
 mod view;
 
-pub use columns::Column;
+pub use columns::{Column, UnknownColumn};
 pub use state::{
     update, Action, Effect, HostSummary, Input, Key, OpProbe, State, WorkloadEvent, WorkloadView,
     INTERVALS,

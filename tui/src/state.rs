@@ -2,8 +2,9 @@
 //! changes it. Nothing here knows about terminals or threads: the caller turns key presses,
 //! samples and clock ticks into [`Action`]s and acts on the [`Effect`] returned.
 
-use crate::columns::{self, Column};
+use crate::columns::Column;
 use crate::history::History;
+use crate::rows;
 use iommutop_model::facts::{DmaMode, HostFacts, IommuVendor};
 use iommutop_model::report::Tier;
 use iommutop_model::sample::Op;
@@ -226,19 +227,25 @@ impl State {
         self
     }
 
+    /// Starts sorted by `column`, in its usual direction (`top --sort`).
+    pub fn with_sort(mut self, column: Column) -> State {
+        self.set_sort(column);
+        self
+    }
+
+    /// Starts with the filter set to `text`, as if typed after `/` (`top --filter`).
+    pub fn with_filter(mut self, text: &str) -> State {
+        self.filter = text.to_string();
+        self.keep_selection_visible();
+        self
+    }
+
     /// The rows shown: filtered, then sorted.
     pub fn rows(&self) -> Vec<&Device> {
         let Some(snapshot) = &self.snapshot else {
             return Vec::new();
         };
-        let needle = self.filter.to_lowercase();
-        let mut rows: Vec<&Device> = snapshot
-            .devices
-            .iter()
-            .filter(|d| needle.is_empty() || matches_filter(d, &needle))
-            .collect();
-        rows.sort_by(|a, b| columns::compare(self.sort, self.descending, a, b));
-        rows
+        rows::shown(&snapshot.devices, self.sort, self.descending, &self.filter)
     }
 
     /// The selected row, if any row is shown.
@@ -386,15 +393,6 @@ impl State {
             }
         }
     }
-}
-
-/// Whether a row mentions `needle` (lower case) in its key, driver, names or domain type.
-fn matches_filter(device: &Device, needle: &str) -> bool {
-    let hit = |text: &str| text.to_lowercase().contains(needle);
-    hit(&device.key)
-        || device.driver.as_deref().is_some_and(hit)
-        || device.names.iter().any(|n| hit(n))
-        || device.domain_type.as_deref().is_some_and(hit)
 }
 
 /// Applies one action.
@@ -646,6 +644,36 @@ mod tests {
         assert_eq!(s.filter, "");
         assert_eq!(s.input, Input::Normal);
         assert_eq!(shown_keys(&s).len(), 3);
+    }
+
+    #[test]
+    fn a_view_started_sorted_and_filtered_shows_only_matching_rows_in_that_order() {
+        let mut s = state().with_sort(Column::Cpu).with_filter("E1000");
+        assert_eq!(s.sort_column(), Column::Cpu);
+        assert!(s.sort_descending());
+        assert_eq!(s.filter(), "E1000");
+        assert_eq!(
+            s.input(),
+            Input::Normal,
+            "keys are commands, not filter text"
+        );
+        update(&mut s, Action::Sample(three_devices(1)));
+        assert_eq!(shown_keys(&s), ["0000:00:06.0", "0000:00:05.0"]);
+        assert_eq!(s.selected.as_deref(), Some("0000:00:06.0"));
+        // The start-up filter is an ordinary one: Esc clears it.
+        keys(&mut s, &[Key::Esc]);
+        assert_eq!(shown_keys(&s).len(), 3);
+    }
+
+    #[test]
+    fn a_text_column_given_at_start_up_sorts_a_to_z() {
+        let mut s = state().with_sort(Column::Device);
+        update(&mut s, Action::Sample(three_devices(1)));
+        assert!(!s.sort_descending());
+        assert_eq!(
+            shown_keys(&s),
+            ["0000:00:04.0", "0000:00:05.0", "0000:00:06.0"]
+        );
     }
 
     #[test]

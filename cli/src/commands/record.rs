@@ -1,4 +1,4 @@
-//! `iommutop record [--duration S] [--interval S] [--json FILE|-] [--domain TYPE --device ADDR]
+//! `iommutop record [--duration S] [--interval S] [--json FILE|-] [--device DEV [--domain TYPE]]
 //! [-- COMMAND ARGS...]`
 
 use crate::cli::RecordArgs;
@@ -20,14 +20,16 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
     if let Some(program) = args.command.first() {
         require_runnable(program)?;
     }
+    let device_filter = crate::device_filter::resolve(args.device.as_deref())?;
     let stop = StopSignal::install()?;
     // With --domain, the group is switched before the probes attach and restored after the
     // report is built (so that the report shows the type recorded under).
-    let mut switch = match (&args.domain, &args.device) {
-        (Some(domain_type), Some(device)) => Some(switch_domain(device, domain_type)?),
+    let mut switch = match (&args.domain, &device_filter) {
+        (Some(domain_type), Some(filter)) => Some(switch_domain(&filter.pci_address, domain_type)?),
         _ => None,
     };
-    let mut session = Session::start(&args.points.clone().unwrap_or_default())?;
+    let mut session =
+        Session::start(&args.points.clone().unwrap_or_default())?.with_device_filter(device_filter);
     let recorded = record_while(
         &mut session,
         &args.command,
@@ -55,12 +57,11 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
     command_outcome(&args.command, recorded)
 }
 
-/// `--domain TYPE --device ADDR`: the device's group switched, after putting back what a killed
-/// run left switched.
-fn switch_domain(device: &str, domain_type: &str) -> Outcome<DomainSwitch> {
+/// `--domain TYPE --device DEV`: the group of DEV's PCI function (`address`) switched, after
+/// putting back what a killed run left switched.
+fn switch_domain(address: &str, domain_type: &str) -> Outcome<DomainSwitch> {
     crate::commands::workload::restore_leftovers();
-    let address = crate::domain::pci_address_of(device).map_err(domain_failure)?;
-    let switch = DomainSwitch::apply(&address, domain_type).map_err(domain_failure)?;
+    let switch = DomainSwitch::apply(address, domain_type).map_err(domain_failure)?;
     eprintln!(
         "iommutop: IOMMU group {} of {address} is now {domain_type} (was {})",
         switch.group(),

@@ -170,6 +170,7 @@ fn report(run: &Run1) -> Report {
                 .cloned()
                 .unwrap_or_default(),
             }),
+            device_filter: None,
         },
         first: &first,
         last: &last,

@@ -190,6 +190,7 @@ pub fn full_report() -> Report {
                     .cloned()
                     .unwrap_or_default(),
             }),
+            device_filter: None,
         },
         first: &first,
         last: &last,
@@ -223,6 +224,7 @@ pub fn report_with_probes(probes: Vec<ProbeEntry>) -> Report {
             command: vec![],
             exit_status: None,
             workload: None,
+            device_filter: None,
         },
         first: &sample,
         last: &sample,

@@ -13,6 +13,7 @@ use anyhow::{anyhow, Context};
 use iommutop_model::facts::HostFacts;
 use iommutop_model::sample::RawSample;
 use iommutop_model::snapshot::Snapshot;
+use iommutop_model::DeviceFilter;
 use std::path::Path;
 use std::sync::mpsc as std_mpsc;
 use std::thread::JoinHandle;
@@ -51,12 +52,16 @@ impl ScrapeRequests {
 }
 
 /// Attaches the probes on a thread of their own; returns once they are attached (or failed to).
-pub fn start(points: PointSelection) -> Outcome<(ScrapeRequests, JoinHandle<()>, usize)> {
+/// With `device_filter` (`--device`), only its rows become series.
+pub fn start(
+    points: PointSelection,
+    device_filter: Option<DeviceFilter>,
+) -> Outcome<(ScrapeRequests, JoinHandle<()>, usize)> {
     let (requests, inbox) = mpsc::channel(QUEUE);
     let (ready_tx, ready) = std_mpsc::channel();
     let handle = std::thread::Builder::new()
         .name("iommutop-collector".into())
-        .spawn(move || match Collector::attach(&points) {
+        .spawn(move || match Collector::attach(&points, device_filter) {
             Ok(collector) => {
                 let _ = ready_tx.send(Ok(collector.attached_points()));
                 collector.serve(inbox);
@@ -92,10 +97,11 @@ struct Collector {
     totals: Totals,
     sample_errors: u64,
     last: Option<(Instant, String)>,
+    device_filter: Option<DeviceFilter>,
 }
 
 impl Collector {
-    fn attach(points: &PointSelection) -> Outcome<Collector> {
+    fn attach(points: &PointSelection, device_filter: Option<DeviceFilter>) -> Outcome<Collector> {
         let facts = host_facts()?;
         let probes = Probes::attach(true, points).map_err(load_failure)?;
         let points = probes
@@ -118,6 +124,7 @@ impl Collector {
             totals: Totals::default(),
             sample_errors: 0,
             last: None,
+            device_filter,
         })
     }
 
@@ -140,7 +147,10 @@ impl Collector {
         self.refresh_facts();
         match self.probes.sample() {
             Ok(current) => {
-                let snapshot = Snapshot::between(&self.previous, &current, &self.facts.devices);
+                let mut snapshot = Snapshot::between(&self.previous, &current, &self.facts.devices);
+                if let Some(filter) = &self.device_filter {
+                    filter.apply_to_snapshot(&mut snapshot);
+                }
                 self.totals.add(&snapshot);
                 self.previous = current;
             }

@@ -1,4 +1,4 @@
-//! `iommutop serve [--listen ADDR:PORT] [--points LIST]`: a Prometheus exporter. The probes are
+//! `iommutop serve [--listen ADDR:PORT] [--points LIST] [--device DEV]`: a Prometheus exporter. The probes are
 //! attached once and stay attached; `GET /metrics` reads the maps once and answers with every
 //! series, `GET /healthz` says whether the collector still runs. SIGINT and SIGTERM stop the
 //! server, the collector ends and the probes detach; the exit status is then 0.
@@ -24,11 +24,12 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
 
 pub fn run(args: &ServeArgs) -> Outcome<ExitCode> {
     let address = listen::parse_listen_address(&args.listen)?;
+    let device_filter = crate::device_filter::resolve(args.device.as_deref())?;
     let listener = listen::bind(address)?;
     require_bpf_privileges()?;
     eprintln!("iommutop: attaching probes…");
     let (requests, collector, attached) =
-        collector::start(args.points.clone().unwrap_or_default())?;
+        collector::start(args.points.clone().unwrap_or_default(), device_filter)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

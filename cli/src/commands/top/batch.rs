@@ -1,6 +1,8 @@
 //! `iommutop top --batch [-n COUNT]`: the live view's table as text, one timestamped block per
-//! interval on stdout, for pipes and logs (as `top -b` prints); Ctrl-C or COUNT blocks end it.
+//! interval on stdout, for pipes and logs (as `top -b` prints), sorted and filtered as
+//! `--sort` and `--filter` say; Ctrl-C or COUNT blocks end it.
 
+use super::StartView;
 use crate::cli::TopArgs;
 use crate::exit::{Failure, Outcome};
 use crate::output::{JsonTarget, ReportSink};
@@ -9,7 +11,6 @@ use crate::stop::StopSignal;
 use anyhow::anyhow;
 use iommutop_model::time::rfc3339_utc;
 use iommutop_tui::batch::render_interval;
-use iommutop_tui::Column;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 /// How often the wait between intervals looks at Ctrl-C.
 const POLL: Duration = Duration::from_millis(50);
 
-pub fn run(args: &TopArgs, interval: Duration) -> Outcome<ExitCode> {
+pub fn run(args: &TopArgs, start: &StartView, interval: Duration) -> Outcome<ExitCode> {
     if args.profile.is_some() {
         return Err(Failure::usage(anyhow!(
             "--batch runs no workload: for a profile's numbers with the probes', use \
@@ -35,7 +36,8 @@ pub fn run(args: &TopArgs, interval: Duration) -> Outcome<ExitCode> {
         None => ReportSink::Silent,
     };
     let stop = StopSignal::install()?;
-    let mut session = Session::start(&args.points.clone().unwrap_or_default())?;
+    let mut session = Session::start(&args.points.clone().unwrap_or_default())?
+        .with_device_filter(start.device.clone());
     let mut printed = 0u64;
     let mut stdout = std::io::stdout();
     while args.iterations.is_none_or(|count| printed < count) {
@@ -43,7 +45,12 @@ pub fn run(args: &TopArgs, interval: Duration) -> Outcome<ExitCode> {
             break;
         }
         let snapshot = session.sample(None)?;
-        let block = render_interval(&rfc3339_utc(SystemTime::now()), &snapshot, Column::MapsPerS);
+        let block = render_interval(
+            &rfc3339_utc(SystemTime::now()),
+            &snapshot,
+            start.sort,
+            &start.filter,
+        );
         if stdout
             .write_all(block.as_bytes())
             .and_then(|()| stdout.flush())

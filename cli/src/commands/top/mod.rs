@@ -20,8 +20,9 @@ use crate::output::{JsonTarget, ReportSink};
 use crate::probes::PointStatus;
 use crate::session::{probe_entry, Session};
 use anyhow::{anyhow, Context};
+use iommutop_model::DeviceFilter;
 use iommutop_tui::{
-    render, update, Action, Effect, HostSummary, Key, OpProbe, State, WorkloadView,
+    render, update, Action, Column, Effect, HostSummary, Key, OpProbe, State, WorkloadView,
 };
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use std::io::IsTerminal;
@@ -61,6 +62,9 @@ pub fn without_subcommand() -> Outcome<ExitCode> {
             points: None,
             batch: false,
             iterations: None,
+            sort: None,
+            filter: None,
+            device: None,
         });
     }
     use clap::CommandFactory;
@@ -69,8 +73,9 @@ pub fn without_subcommand() -> Outcome<ExitCode> {
 }
 
 pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
+    let start = StartView::from_args(args)?;
     if args.batch {
-        return batch::run(args, Duration::from_secs_f64(args.interval));
+        return batch::run(args, &start, Duration::from_secs_f64(args.interval));
     }
     if !std::io::stdout().is_terminal() {
         return Err(Failure::usage(anyhow!(
@@ -99,13 +104,16 @@ pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
         restore_leftovers();
     }
     eprintln!("iommutop: attaching probes…");
-    let session = Session::start(&args.points.clone().unwrap_or_default())?;
+    let session = Session::start(&args.points.clone().unwrap_or_default())?
+        .with_device_filter(start.device.clone());
 
     let mut state = State::new(
         HostSummary::from_facts(session.facts()),
         op_probes(session.probe_statuses()),
         interval,
-    );
+    )
+    .with_sort(start.sort)
+    .with_filter(&start.filter);
     if let Some(profile) = &profile {
         state = state.with_workload(WorkloadView::new(
             &profile.name,
@@ -154,6 +162,31 @@ pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
     };
     shown?;
     end.map(|()| ExitCode::SUCCESS)
+}
+
+/// How the table starts: `--sort`, `--filter` and `--device`, checked before any probe
+/// attaches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartView {
+    pub sort: Column,
+    pub filter: String,
+    pub device: Option<DeviceFilter>,
+}
+
+impl StartView {
+    fn from_args(args: &TopArgs) -> Outcome<StartView> {
+        let sort = match args.sort.as_deref() {
+            Some(name) => {
+                Column::parse(name).map_err(|e| Failure::usage(anyhow!("--sort: {e}")))?
+            }
+            None => Column::MapsPerS,
+        };
+        Ok(StartView {
+            sort,
+            filter: args.filter.clone().unwrap_or_default(),
+            device: crate::device_filter::resolve(args.device.as_deref())?,
+        })
+    }
 }
 
 /// The view until the user quits or a signal comes (the sampler, told to stop, finishes behind
