@@ -49,5 +49,9 @@ fn record_domain_names_a_device_that_is_not_there() {
         "--",
         "true",
     ]);
-    assert_one_line_error(&output, 2, &["no PCI device 0000:ff:1f.7"]);
+    assert_one_line_error(
+        &output,
+        2,
+        &["no PCI device, NIC or disk named `0000:ff:1f.7`"],
+    );
 }
