@@ -46,6 +46,14 @@ fn host_supports_fentry() -> bool {
         && std::env::var_os("IOMMUTOP_HOST_HAS_FENTRY").is_some()
 }
 
+/// A `--json -` stream: one JSON object a line.
+fn ndjson_lines(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is one JSON object"))
+        .collect()
+}
+
 #[test]
 fn probes_on_the_host_fall_back_to_tracepoints_and_say_why() {
     let _bpf = require_root();
@@ -396,10 +404,7 @@ fn json_dash_streams_one_object_per_interval_then_the_report() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let lines: Vec<Value> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("each line is one JSON object"))
-        .collect();
+    let lines = ndjson_lines(&output.stdout);
     let intervals: Vec<&Value> = lines.iter().filter(|l| l["type"] == "interval").collect();
     assert_eq!(
         intervals.len(),
@@ -625,10 +630,7 @@ fn record_device_drops_other_devices_rows_from_the_stream() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let lines: Vec<Value> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object a line"))
-        .collect();
+    let lines = ndjson_lines(&output.stdout);
     let intervals: Vec<&Value> = lines.iter().filter(|l| l["type"] == "interval").collect();
     assert!(intervals.len() >= 2, "{lines:#?}");
     for line in &intervals {
