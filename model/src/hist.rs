@@ -1,84 +1,161 @@
-//! log2 latency histograms, slot for slot the same as the BPF side (`ebpf/lib/bits.bpf.h`).
+//! Log-linear latency histograms, slot for slot the same as the BPF side (`ebpf/lib/bits.bpf.h`).
 //!
-//! Slot `i` holds values `v` with `2^i <= v < 2^(i+1)`; slot 0 also holds 0 (so it is `[0, 2)`),
-//! and the last slot holds everything from `2^31` ns (about 2.1 s) up.
+//! Every power of two is split into [`SUB_SLOTS`] equal slots. Values below `SUB_SLOTS` get a slot
+//! each (slot `v` holds exactly `v`); above, a value `v` with `2^e <= v < 2^(e+1)` falls into
+//! sub-slot `(v >> (e - SUB_BITS)) & (SUB_SLOTS - 1)` of its power of two, whose slots start at
+//! `(e - SUB_BITS + 1) * SUB_SLOTS`. With 4 sub-slots a slot is at most a quarter of its lower
+//! bound wide; the last slot, [`LAST_SLOT`], holds everything from `7 * 2^30` ns (about 7.5 s) up.
 //!
 //! # Percentile estimates and their error
-//! A histogram only knows which slot a value fell into. A percentile is estimated by finding the
-//! slot that holds the wanted rank and interpolating linearly between the slot's bounds `2^i` and
-//! `2^(i+1)`, as if values were spread evenly inside the slot. The true value lies in the same slot
-//! as the estimate, so for slots `i >= 1` the estimate is within a factor of two of the truth
-//! (`|estimate - true| < 2^i <= true`); in slot 0 both lie in `[0, 2)` ns. In the last slot the
-//! upper bound is unknown, so the estimate is the slot's lower bound `2^31`, a lower bound of the truth.
+//! A histogram only knows which slot a value fell into. A percentile is the slot that holds the
+//! wanted rank (nearest rank: the `ceil(q * n)`-th smallest value), estimated by the middle of
+//! the slot. The true value lies in the same slot, so the estimate is off by at most half a slot:
+//! `|estimate - true| <= width / 2 <= lower / 8 <= true / 8`, within **12.5%** (exact below
+//! [`SUB_SLOTS`] ns). In the last slot the upper bound is unknown, so the estimate is the slot's
+//! lower bound, a lower bound of the truth.
+//!
+//! Reports keep the log2 view too (`hist`, 32 slots, [`Histogram::log2_slots`]) for readers
+//! written before the finer slots, and for Prometheus buckets; a report that has only the log2
+//! view reads back with each power of two's count spread evenly over its sub-slots, so its
+//! percentiles stay as before: within a factor of two.
 
 use crate::sample::HIST_SLOTS;
 use serde::{Deserialize, Serialize};
 
-/// The last slot: it takes every value from `2^31` up.
+/// log2 of [`SUB_SLOTS`]; `IOMMUTOP_HIST_SUB_BITS` in `ebpf/include/iommutop/abi.h`.
+pub const SUB_BITS: u32 = 2;
+
+/// Slots per power of two.
+pub const SUB_SLOTS: usize = 1 << SUB_BITS;
+
+/// The last slot: it takes every value from [`slot_lower_bound`]`(LAST_SLOT)` up.
 pub const LAST_SLOT: usize = HIST_SLOTS - 1;
+
+/// Slots of the log2 view ([`Histogram::log2_slots`]): slot `i` holds `2^i <= v < 2^(i+1)`, slot 0
+/// also 0, the last everything from `2^31`. The layout reports had before the finer slots.
+pub const LOG2_SLOTS: usize = 32;
 
 /// Inputs and the slot they fall into. The BPF side is tested against the same table, so that
 /// `iommutop_hist_slot()` in C and [`slot_of`] in Rust cannot drift apart.
 pub const SLOT_VECTORS: &[(u64, usize)] = &[
     (0, 0),
-    (1, 0),
-    (2, 1),
-    (3, 1),
-    (4, 2),
-    (5, 2),
-    (7, 2),
-    (8, 3),
-    (15, 3),
-    (16, 4),
-    (255, 7),
-    (256, 8),
-    (1_000, 9),
-    (1_023, 9),
-    (1_024, 10),
-    (1_025, 10),
-    (65_535, 15),
-    (65_536, 16),
-    (1_000_000, 19),
-    (1_000_000_000, 29),
-    ((1 << 30) - 1, 29),
-    (1 << 30, 30),
-    ((1 << 31) - 1, 30),
-    (1 << 31, 31),
-    ((1 << 32) - 1, 31),
-    (1 << 32, 31),
-    (1 << 40, 31),
-    (1 << 63, 31),
-    (u64::MAX, 31),
+    (1, 1),
+    (2, 2),
+    (3, 3),
+    (4, 4),
+    (5, 5),
+    (7, 7),
+    (8, 8),
+    (9, 8),
+    (10, 9),
+    (15, 11),
+    (16, 12),
+    (19, 12),
+    (20, 13),
+    (255, 27),
+    (256, 28),
+    (1_000, 35),
+    (1_023, 35),
+    (1_024, 36),
+    (1_280, 37),
+    (65_535, 59),
+    (65_536, 60),
+    (1_000_000, 75),
+    (1_000_000_000, 115),
+    ((1 << 30) - 1, 115),
+    (1 << 30, 116),
+    ((1 << 31) - 1, 119),
+    (1 << 31, 120),
+    ((1 << 32) - 1, 123),
+    (1 << 32, 124),
+    (7 << 30, 127),
+    ((7 << 30) - 1, 126),
+    (1 << 40, 127),
+    (1 << 63, 127),
+    (u64::MAX, 127),
 ];
 
-/// The slot a value falls into: `floor(log2(v))`, 0 for `v <= 1`, clamped to [`LAST_SLOT`].
+/// The slot a value falls into (see the module documentation), clamped to [`LAST_SLOT`].
 pub fn slot_of(v: u64) -> usize {
-    if v <= 1 {
-        return 0;
+    if v < SUB_SLOTS as u64 {
+        return v as usize;
     }
-    let log2 = (u64::BITS - 1 - v.leading_zeros()) as usize;
-    log2.min(LAST_SLOT)
+    let power = u64::BITS - 1 - v.leading_zeros();
+    let sub = ((v >> (power - SUB_BITS)) as usize) & (SUB_SLOTS - 1);
+    let slot = (power - SUB_BITS + 1) as usize * SUB_SLOTS + sub;
+    slot.min(LAST_SLOT)
 }
 
-/// Smallest value slot `slot` holds (0 for slot 0).
+/// Smallest value slot `slot` holds.
 pub fn slot_lower_bound(slot: usize) -> u64 {
-    if slot == 0 {
-        0
-    } else {
-        1u64 << slot.min(LAST_SLOT)
+    let slot = slot.min(LAST_SLOT);
+    if slot < SUB_SLOTS {
+        return slot as u64;
     }
+    let power = (slot / SUB_SLOTS) as u32 + SUB_BITS - 1;
+    let sub = (slot % SUB_SLOTS) as u64;
+    (SUB_SLOTS as u64 + sub) << (power - SUB_BITS)
 }
 
 /// First value above slot `slot`, or `None` for the last slot, which has no upper bound.
 pub fn slot_upper_bound(slot: usize) -> Option<u64> {
-    (slot < LAST_SLOT).then(|| 1u64 << (slot + 1))
+    (slot < LAST_SLOT).then(|| slot_lower_bound(slot + 1))
 }
 
-/// Counts per log2 slot of nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// The log2 slot (of [`LOG2_SLOTS`]) a value falls into.
+pub fn log2_slot_of(v: u64) -> usize {
+    if v <= 1 {
+        return 0;
+    }
+    ((u64::BITS - 1 - v.leading_zeros()) as usize).min(LOG2_SLOTS - 1)
+}
+
+/// Smallest value log2 slot `slot` holds (0 for slot 0).
+pub fn log2_slot_lower_bound(slot: usize) -> u64 {
+    match slot {
+        0 => 0,
+        _ => 1u64 << slot.min(LOG2_SLOTS - 1),
+    }
+}
+
+/// First value above log2 slot `slot`, or `None` for the last one.
+pub fn log2_slot_upper_bound(slot: usize) -> Option<u64> {
+    (slot < LOG2_SLOTS - 1).then(|| 1u64 << (slot + 1))
+}
+
+/// Counts per log-linear slot of nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Histogram {
+    #[serde(with = "serde_big_array")]
     slots: [u64; HIST_SLOTS],
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            slots: [0; HIST_SLOTS],
+        }
+    }
+}
+
+/// serde implements arrays only up to 32 elements: a histogram is a plain JSON array of its slots.
+mod serde_big_array {
+    use super::HIST_SLOTS;
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(slots: &[u64; HIST_SLOTS], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(slots.iter())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u64; HIST_SLOTS], D::Error> {
+        let counts = Vec::<u64>::deserialize(d)?;
+        let len = counts.len();
+        counts
+            .try_into()
+            .map_err(|_| D::Error::invalid_length(len, &"one count per histogram slot"))
+    }
 }
 
 /// The percentiles iommutop reports, in ns (estimates, see the module documentation).
@@ -101,9 +178,39 @@ impl Histogram {
         hist
     }
 
+    /// A histogram from the log2 view of an older report: each power of two's count is spread
+    /// evenly over the slots that split it (the first ones take the remainder).
+    pub fn from_log2_slots(counts: &[u64]) -> Histogram {
+        let mut hist = Histogram::default();
+        for (log2_slot, &count) in counts.iter().enumerate() {
+            let lower = log2_slot_lower_bound(log2_slot);
+            let first = slot_of(lower);
+            let last = match log2_slot_upper_bound(log2_slot) {
+                Some(upper) => slot_of(upper - 1),
+                None => first + SUB_SLOTS - 1,
+            };
+            let slots = (last - first + 1) as u64;
+            for (i, slot) in (first..=last).enumerate() {
+                let share = count / slots + u64::from((i as u64) < count % slots);
+                hist.add(slot, share);
+            }
+        }
+        hist
+    }
+
     /// Per-slot counts, slot 0 first.
     pub fn slots(&self) -> &[u64; HIST_SLOTS] {
         &self.slots
+    }
+
+    /// The same counts in [`LOG2_SLOTS`] powers of two (every slot lies inside one).
+    pub fn log2_slots(&self) -> [u64; LOG2_SLOTS] {
+        let mut log2 = [0u64; LOG2_SLOTS];
+        for (slot, &count) in self.slots.iter().enumerate() {
+            let into = &mut log2[log2_slot_of(slot_lower_bound(slot))];
+            *into = into.saturating_add(count);
+        }
+        log2
     }
 
     /// Counts one value.
@@ -152,29 +259,22 @@ impl Histogram {
         self.checked_since(earlier).unwrap_or(*self)
     }
 
-    /// The value below which a fraction `q` (0..=1) of the values lie, estimated by linear
-    /// interpolation inside the slot holding that rank; `None` for an empty histogram.
+    /// The value below which a fraction `q` (0..=1) of the values lie: the middle of the slot
+    /// holding the nearest rank `ceil(q * n)` (the smallest value's slot for `q` = 0); `None`
+    /// for an empty histogram.
     pub fn quantile(&self, q: f64) -> Option<u64> {
         let total = self.total();
         if total == 0 {
             return None;
         }
         let q = if q.is_nan() { 0.0 } else { q.clamp(0.0, 1.0) };
-        let rank = q * total as f64;
+        let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
         let mut below = 0u64;
         for (slot, &count) in self.slots.iter().enumerate() {
-            if count == 0 {
-                continue;
+            below = below.saturating_add(count);
+            if count > 0 && below >= rank {
+                return Some(slot_middle(slot));
             }
-            if (below + count) as f64 >= rank {
-                let lower = slot_lower_bound(slot);
-                let Some(upper) = slot_upper_bound(slot) else {
-                    return Some(lower);
-                };
-                let within = ((rank - below as f64) / count as f64).clamp(0.0, 1.0);
-                return Some(lower + ((upper - lower) as f64 * within).round() as u64);
-            }
-            below += count;
         }
         // Unreachable with a consistent total; the highest slot's bound is the honest answer.
         self.max_bound()
@@ -198,141 +298,14 @@ impl Histogram {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slot_of_matches_the_shared_vectors() {
-        for &(value, slot) in SLOT_VECTORS {
-            assert_eq!(slot_of(value), slot, "slot_of({value})");
-        }
-    }
-
-    #[test]
-    fn every_power_of_two_starts_its_slot() {
-        for i in 1..64u32 {
-            let v = 1u64 << i;
-            assert_eq!(slot_of(v), (i as usize).min(LAST_SLOT));
-            assert_eq!(slot_of(v - 1), ((i - 1) as usize).min(LAST_SLOT));
-        }
-    }
-
-    #[test]
-    fn bounds_enclose_their_slot() {
-        for slot in 0..HIST_SLOTS {
-            let lower = slot_lower_bound(slot);
-            assert_eq!(slot_of(lower), slot);
-            if let Some(upper) = slot_upper_bound(slot) {
-                assert_eq!(slot_of(upper - 1), slot);
-                assert_eq!(slot_of(upper), slot + 1);
-            }
-        }
-        assert_eq!(slot_upper_bound(LAST_SLOT), None);
-    }
-
-    #[test]
-    fn from_slots_pads_and_clamps() {
-        let short = Histogram::from_slots(&[1, 2]);
-        assert_eq!(short.total(), 3);
-        assert_eq!(short.slots()[1], 2);
-        let mut long = vec![0u64; HIST_SLOTS + 3];
-        long[LAST_SLOT] = 1;
-        long[HIST_SLOTS + 2] = 4;
-        assert_eq!(Histogram::from_slots(&long).slots()[LAST_SLOT], 5);
-        assert!(Histogram::from_slots(&[]).is_empty());
-    }
-
-    #[test]
-    fn since_subtracts_and_treats_backwards_as_reset() {
-        let earlier = Histogram::from_slots(&[1, 2, 3]);
-        let later = Histogram::from_slots(&[1, 5, 4, 1]);
-        assert_eq!(later.since(&earlier), Histogram::from_slots(&[0, 3, 1, 1]));
-        let reset = Histogram::from_slots(&[0, 1]);
-        assert_eq!(reset.checked_since(&earlier), None);
-        assert_eq!(reset.since(&earlier), reset);
-    }
-
-    #[test]
-    fn merge_adds_slotwise() {
-        let mut a = Histogram::from_slots(&[1, 0, 2]);
-        a.merge(&Histogram::from_slots(&[0, 4, 1]));
-        assert_eq!(a, Histogram::from_slots(&[1, 4, 3]));
-        let mut full = Histogram::from_slots(&[u64::MAX]);
-        full.merge(&Histogram::from_slots(&[1]));
-        assert_eq!(full.slots()[0], u64::MAX);
-    }
-
-    #[test]
-    fn quantiles_interpolate_inside_the_slot() {
-        // 100 values in [1024, 2048): the median is the middle of the slot.
-        let mut h = Histogram::default();
-        h.add(10, 100);
-        assert_eq!(h.quantile(0.5), Some(1536));
-        assert_eq!(h.quantile(0.0), Some(1024));
-        assert_eq!(h.quantile(1.0), Some(2048));
-        assert_eq!(h.quantile(0.99), Some(2038));
-    }
-
-    #[test]
-    fn quantiles_walk_across_slots() {
-        // 90 values in slot 8 [256, 512), 9 in slot 12 [4096, 8192), 1 in slot 20.
-        let mut h = Histogram::default();
-        h.add(8, 90);
-        h.add(12, 9);
-        h.add(20, 1);
-        let p = h.percentiles().expect("not empty");
-        assert_eq!(p.p50, 256 + (256.0_f64 * 50.0 / 90.0).round() as u64);
-        assert_eq!(p.p90, 512);
-        assert_eq!(p.p99, 8192);
-        assert_eq!(
-            p.p999,
-            (1 << 20) + ((1u64 << 20) as f64 * 0.9).round() as u64
-        );
-        assert_eq!(h.max_bound(), Some(1 << 21));
-    }
-
-    #[test]
-    fn estimates_stay_within_a_factor_of_two() {
-        let values = [3u64, 17, 900, 1_500, 70_000, 123_456_789];
-        for &v in &values {
-            let mut h = Histogram::default();
-            h.record(v);
-            for q in [0.0, 0.5, 0.99, 1.0] {
-                let estimate = h.quantile(q).expect("one value") as f64;
-                let ratio = estimate / v as f64;
-                assert!(
-                    (0.5..=2.0).contains(&ratio),
-                    "v={v} q={q} estimate={estimate}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn last_slot_reports_its_lower_bound_and_unbounded_max() {
-        let mut h = Histogram::default();
-        h.record(5_000_000_000);
-        assert_eq!(h.quantile(0.5), Some(1 << 31));
-        assert_eq!(h.max_bound(), Some(u64::MAX));
-    }
-
-    #[test]
-    fn empty_histogram_has_no_percentiles() {
-        let h = Histogram::default();
-        assert_eq!(h.quantile(0.5), None);
-        assert_eq!(h.percentiles(), None);
-        assert_eq!(h.max_bound(), None);
-    }
-
-    #[test]
-    fn serializes_as_a_plain_array() {
-        let h = Histogram::from_slots(&[7]);
-        let json = serde_json::to_value(h).expect("serializes");
-        let array = json.as_array().expect("an array");
-        assert_eq!(array.len(), HIST_SLOTS);
-        assert_eq!(array[0], 7);
-        let back: Histogram = serde_json::from_value(json).expect("reads back");
-        assert_eq!(back, h);
+/// The middle of a slot's whole-nanosecond values (its lower bound for the last slot).
+fn slot_middle(slot: usize) -> u64 {
+    let lower = slot_lower_bound(slot);
+    match slot_upper_bound(slot) {
+        Some(upper) => lower + (upper - 1 - lower) / 2,
+        None => lower,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -30,9 +30,12 @@ impl OpStats {
     }
 }
 
-/// Measured latency of the timed calls of one operation. Percentiles are log2-histogram estimates
-/// (within a factor of two, see [`crate::hist`]); `max_ns_bound` is a bound every call was below.
+/// Measured latency of the timed calls of one operation. Percentiles are estimates from the
+/// log-linear slots (within 12.5%, see [`crate::hist`]); `max_ns_bound` is a bound every call was
+/// below. In JSON the slots are `hist_fine`, with their log2 view in `hist` (what reports had
+/// before); a report with only `hist` reads back from it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "LatencyJson", from = "LatencyJson")]
 pub struct Latency {
     pub timed: u64,
     pub total_ns: u64,
@@ -43,6 +46,57 @@ pub struct Latency {
     pub p999_ns: u64,
     pub max_ns_bound: u64,
     pub hist: Histogram,
+}
+
+/// [`Latency`] as reports write it.
+#[derive(Serialize, Deserialize)]
+struct LatencyJson {
+    timed: u64,
+    total_ns: u64,
+    mean_ns: f64,
+    p50_ns: u64,
+    p90_ns: u64,
+    p99_ns: u64,
+    p999_ns: u64,
+    max_ns_bound: u64,
+    hist: Vec<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hist_fine: Option<Histogram>,
+}
+
+impl From<Latency> for LatencyJson {
+    fn from(l: Latency) -> LatencyJson {
+        LatencyJson {
+            timed: l.timed,
+            total_ns: l.total_ns,
+            mean_ns: l.mean_ns,
+            p50_ns: l.p50_ns,
+            p90_ns: l.p90_ns,
+            p99_ns: l.p99_ns,
+            p999_ns: l.p999_ns,
+            max_ns_bound: l.max_ns_bound,
+            hist: l.hist.log2_slots().to_vec(),
+            hist_fine: Some(l.hist),
+        }
+    }
+}
+
+impl From<LatencyJson> for Latency {
+    fn from(j: LatencyJson) -> Latency {
+        Latency {
+            timed: j.timed,
+            total_ns: j.total_ns,
+            mean_ns: j.mean_ns,
+            p50_ns: j.p50_ns,
+            p90_ns: j.p90_ns,
+            p99_ns: j.p99_ns,
+            p999_ns: j.p999_ns,
+            max_ns_bound: j.max_ns_bound,
+            hist: j
+                .hist_fine
+                .unwrap_or_else(|| Histogram::from_log2_slots(&j.hist)),
+        }
+    }
 }
 
 /// The plain sums of one operation over an interval.

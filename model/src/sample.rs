@@ -6,8 +6,8 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Number of log2 slots, equal to `IOMMUTOP_HIST_SLOTS` in `ebpf/include/iommutop/abi.h`.
-pub const HIST_SLOTS: usize = 32;
+/// Number of log-linear histogram slots, equal to `IOMMUTOP_HIST_SLOTS` in `ebpf/include/iommutop/abi.h`.
+pub const HIST_SLOTS: usize = 128;
 
 /// The operations iommutop counts: each variant's value is its `enum iommutop_op` value in the
 /// ABI header (pinned one by one where the bindings are generated, `cli/src/probes/convert.rs`).

@@ -252,7 +252,7 @@ iommutop 0.1.0, kernel 6.12.95+deb12-amd64, IOMMU intel (dmar0), default domain 
 run 2.0 s, interval 1.0 s, profile nvme-4k-read, workload fio, exit status 0
 
 DEVICE        DRIVER  NAMES    DOMAIN  MAPS    MB  MAP P50  MAP P99  IOVA  SYNCS  FLUSHES   IOS  NS/IO    CPU
-0000:00:02.0  nvme    nvme0n1  DMA-FQ  4000  16.4   1.54us   2.04us  4000   4000        0  4000   3000  0.60%
+0000:00:02.0  nvme    nvme0n1  DMA-FQ  4000  16.4   1.92us   1.92us  4000   4000        0  4000   3000  0.60%
 deferred      -       -        -          0   0.0        -        -     0      0        0     0      -      -
 
 PROBE        TIER        STATUS       SYMBOL              LATENCY  NOTES

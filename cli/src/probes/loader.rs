@@ -5,6 +5,7 @@ use super::abi::{
     iommutop_dev_key, iommutop_dev_name, iommutop_dev_stats, iommutop_key_kind, iommutop_stack_key,
     iommutop_stack_value, IOMMUTOP_NAME_LEN,
 };
+use super::capacity::stats_capacity;
 use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
 use super::kallsyms::{Kallsyms, KernelFunctions};
 use super::selection::PointSelection;
@@ -118,6 +119,7 @@ impl Probes {
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&btf))
             .override_global("iommutop_stack_interval_ns", &stack_interval, true)
+            .map_max_entries("iommutop_stats", stats_capacity())
             .load(OBJECT)
             .map_err(|e| LoadError::Object(describe(&e)))?;
         let stats = take_map(&mut ebpf, "iommutop_stats", PerCpuHashMap::try_from)?;
@@ -398,6 +400,7 @@ pub fn verify_all_programs() -> Result<Vec<ProgramVerdict>, LoadError> {
     let btf = load_btf()?;
     let mut ebpf = EbpfLoader::new()
         .btf(Some(&btf))
+        .map_max_entries("iommutop_stats", stats_capacity())
         .load(OBJECT)
         .map_err(|e| LoadError::Object(describe(&e)))?;
     let mut verdicts = Vec::new();

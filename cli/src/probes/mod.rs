@@ -1,6 +1,7 @@
 //! Probe points, their attach tiers, and the BPF loader.
 
 mod abi;
+mod capacity;
 mod convert;
 mod kallsyms;
 pub mod loader;

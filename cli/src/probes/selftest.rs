@@ -5,7 +5,8 @@
 use super::loader::{describe, program};
 use aya::programs::{RawTracePoint, RawTracePointRunOptions, TestRun};
 use aya::{Ebpf, EbpfLoader};
-use iommutop_model::hist::{slot_of, SLOT_VECTORS};
+use iommutop_model::hist::{slot_lower_bound, slot_of, SLOT_VECTORS};
+use iommutop_model::sample::HIST_SLOTS;
 
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/selftest.bpf.o"));
 
@@ -24,17 +25,22 @@ pub struct SlotCheck {
     pub mismatches: Vec<SlotMismatch>,
 }
 
-/// The values tried: the shared vectors, and every power of two with its neighbours (each
-/// slot's edges).
+/// The values tried: the shared vectors, every slot's lower bound with its neighbours (each
+/// slot's edges), and every power of two with its neighbours (past the last slot too).
 pub fn slot_test_values() -> Vec<u64> {
-    let edges = (0..64u32).flat_map(|bit| {
+    let slot_edges = (0..HIST_SLOTS).flat_map(|slot| {
+        let lower = slot_lower_bound(slot);
+        [lower.saturating_sub(1), lower, lower + 1]
+    });
+    let powers = (0..64u32).flat_map(|bit| {
         let power = 1u64 << bit;
         [power - 1, power, power.saturating_add(1)]
     });
     let mut values: Vec<u64> = SLOT_VECTORS
         .iter()
         .map(|&(value, _)| value)
-        .chain(edges)
+        .chain(slot_edges)
+        .chain(powers)
         .chain([u64::MAX])
         .collect();
     values.sort_unstable();
@@ -84,6 +90,13 @@ mod tests {
         assert!(values.windows(2).all(|w| w[0] < w[1]), "sorted, no repeats");
         for bit in 0..64u32 {
             assert!(values.contains(&(1u64 << bit)), "2^{bit}");
+        }
+        for slot in 0..HIST_SLOTS {
+            let lower = slot_lower_bound(slot);
+            assert!(values.contains(&lower), "slot {slot} starts at {lower}");
+            if lower > 0 {
+                assert!(values.contains(&(lower - 1)), "below slot {slot}");
+            }
         }
         assert!(values.contains(&0) && values.contains(&u64::MAX));
     }

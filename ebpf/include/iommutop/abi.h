@@ -13,9 +13,12 @@
 #include <linux/types.h>
 #endif
 
-/* log2 histogram: slot i counts values v with 2^i <= v < 2^(i+1) (slot 0 also takes v == 0);
- * the last slot takes everything larger. Values are nanoseconds. */
-#define IOMMUTOP_HIST_SLOTS 32 /* a power of two: BPF code masks indices with it */
+/* Log-linear histogram of nanoseconds: each power of two is split into 2^IOMMUTOP_HIST_SUB_BITS
+ * equal slots. Slot v counts v for v < 4; above, v with 2^e <= v < 2^(e+1) is counted in slot
+ * 4(e-1) + ((v >> (e-2)) & 3), at most a quarter of its lower bound wide; the last slot takes
+ * everything from 7 * 2^30 up (iommutop_hist_slot, iommutop_model::hist). */
+#define IOMMUTOP_HIST_SUB_BITS 2
+#define IOMMUTOP_HIST_SLOTS 128 /* a power of two: BPF code masks indices with it */
 
 /* Longest device or disk/netdev name copied from the kernel, NUL included. */
 #define IOMMUTOP_NAME_LEN 32

@@ -1,4 +1,5 @@
-//! A log2 latency histogram drawn as horizontal bars, one line per slot, fastest on top:
+//! A latency histogram drawn as horizontal bars, one line per power of two (the log2 view of the
+//! finer slots: a panel has few lines), fastest on top:
 //!
 //! ```text
 //! dma_map · fentry
@@ -9,7 +10,7 @@
 //! ```
 
 use super::style;
-use iommutop_model::hist::{slot_lower_bound, Histogram};
+use iommutop_model::hist::{log2_slot_lower_bound, Histogram};
 use iommutop_model::snapshot::Latency;
 use iommutop_model::units::human_ns;
 use ratatui::layout::Rect;
@@ -60,9 +61,10 @@ pub fn render(
     frame.render_widget(Paragraph::new(lines), area);
 }
 
-/// One line per slot for at most `rows` slots: the busiest run of consecutive slots.
+/// One line per power of two for at most `rows` of them: the busiest run of consecutive ones.
 fn slot_lines(hist: &Histogram, rows: usize, width: usize) -> Vec<Line<'static>> {
-    let slots = hist.slots();
+    let log2 = hist.log2_slots();
+    let slots = &log2[..];
     let (Some(lo), Some(hi)) = (
         slots.iter().position(|&c| c > 0),
         slots.iter().rposition(|&c| c > 0),
@@ -81,7 +83,7 @@ fn slot_lines(hist: &Histogram, rows: usize, width: usize) -> Vec<Line<'static>>
             .unwrap_or(lo)
     };
     let end = (start + rows.min(span)).min(slots.len());
-    let total = hist.total().max(1);
+    let total = slots.iter().sum::<u64>().max(1);
     let peak = slots[start..end].iter().copied().max().unwrap_or(1).max(1);
     // `label bar pct`: 6 + 1 + bar + 1 + 4.
     let bar_width = width.saturating_sub(12);
@@ -95,7 +97,7 @@ fn slot_lines(hist: &Histogram, rows: usize, width: usize) -> Vec<Line<'static>>
                 format!("{share:.0}%")
             };
             let mut spans = vec![Span::styled(
-                format!("{:>6} ", human_ns(slot_lower_bound(slot))),
+                format!("{:>6} ", human_ns(log2_slot_lower_bound(slot))),
                 style::dim(),
             )];
             if bar_width > 0 {
@@ -134,14 +136,18 @@ mod tests {
         assert_eq!(bar(3, 8, 1), "▍");
     }
 
+    /// A histogram with `count` values in each listed power of two.
+    fn log2_histogram(counts: &[(usize, u64)]) -> Histogram {
+        let mut log2 = [0u64; iommutop_model::hist::LOG2_SLOTS];
+        for &(slot, count) in counts {
+            log2[slot] = count;
+        }
+        Histogram::from_log2_slots(&log2)
+    }
+
     #[test]
     fn too_many_slots_show_the_busiest_window() {
-        let mut h = Histogram::default();
-        h.add(3, 1);
-        h.add(9, 100);
-        h.add(10, 300);
-        h.add(11, 50);
-        h.add(20, 1);
+        let h = log2_histogram(&[(3, 1), (9, 100), (10, 300), (11, 50), (20, 1)]);
         let lines = slot_lines(&h, 3, 30);
         assert_eq!(lines.len(), 3);
         let first: String = lines[0].spans.iter().map(|s| s.content.as_ref()).collect();
@@ -150,9 +156,7 @@ mod tests {
 
     #[test]
     fn few_slots_show_all_of_them() {
-        let mut h = Histogram::default();
-        h.add(9, 1);
-        h.add(10, 3);
+        let h = log2_histogram(&[(9, 1), (10, 3)]);
         let lines = slot_lines(&h, 8, 24);
         assert_eq!(lines.len(), 2);
         let second: String = lines[1].spans.iter().map(|s| s.content.as_ref()).collect();

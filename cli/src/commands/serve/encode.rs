@@ -9,7 +9,7 @@
 use super::names::op_names;
 use super::totals::{DeviceLabels, DeviceTotals, Totals};
 use iommutop_model::facts::{cmdline_params, HostFacts};
-use iommutop_model::hist::{slot_upper_bound, LAST_SLOT};
+use iommutop_model::hist::{log2_slot_upper_bound, LOG2_SLOTS};
 use iommutop_model::op_stats::OpDelta;
 use iommutop_model::Op;
 use prometheus::proto::{
@@ -286,14 +286,15 @@ fn device_histogram(name: &str, help: &str, totals: &Totals, op: Op) -> MetricFa
     family(name, help, MetricType::HISTOGRAM, metrics)
 }
 
-/// The kernel's log2 slots as cumulative buckets in seconds; the encoder adds `+Inf`.
+/// The histogram's log2 view (32 buckets a series, not the 128 finer slots) as cumulative
+/// buckets in seconds; the encoder adds `+Inf`.
 fn log2_histogram(delta: &OpDelta) -> Histogram {
-    let slots = delta.hist.slots();
+    let slots = delta.hist.log2_slots();
     let mut cumulative = 0u64;
-    let buckets = (0..LAST_SLOT)
+    let buckets = (0..LOG2_SLOTS - 1)
         .filter_map(|slot| {
             cumulative = cumulative.saturating_add(slots[slot]);
-            let upper_ns = slot_upper_bound(slot)?;
+            let upper_ns = log2_slot_upper_bound(slot)?;
             let mut bucket = Bucket::default();
             bucket.set_upper_bound(nanoseconds(upper_ns));
             bucket.set_cumulative_count(cumulative);

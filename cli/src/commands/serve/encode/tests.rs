@@ -1,6 +1,7 @@
 use super::*;
 use iommutop_model::facts::{DeviceFacts, IommuGroup, IommuUnit, IommuVendor};
-use iommutop_model::sample::{OpCounters, RawSample, RawSource, SourceKind};
+use iommutop_model::hist::slot_of;
+use iommutop_model::sample::{OpCounters, RawSample, RawSource, SourceKind, HIST_SLOTS};
 use iommutop_model::snapshot::Snapshot;
 
 fn nvme_facts() -> DeviceFacts {
@@ -16,8 +17,8 @@ fn nvme_facts() -> DeviceFacts {
 
 /// 2000 timed 4 KiB maps of 1000 ns each (log2 slot 9) and 2000 completions.
 fn two_thousand_reads() -> Totals {
-    let mut slots = vec![0; 32];
-    slots[9] = 2000;
+    let mut slots = vec![0; HIST_SLOTS];
+    slots[slot_of(1_000)] = 2000;
     let maps = OpCounters {
         count: 2000,
         bytes: 2000 * 4096,

@@ -1,0 +1,80 @@
+//! How many keys the per-CPU statistics map is created with.
+//!
+//! Each key (a device, a disk, a NIC, the deferred flush timer, unattributed work) holds every
+//! operation's counters and log-linear histogram on every CPU: about 16 KiB per key per CPU, and a
+//! preallocated per-CPU hash takes all of it at creation. The map is sized for the machine it runs
+//! on (the PCI functions with a driver, block devices and network interfaces, plus headroom for
+//! devices that appear later and for processes' unattributed work) rather than for the largest
+//! machine. A key beyond it is not silently lost: the probes count it as `device_map_full`.
+
+use super::abi::IOMMUTOP_MAX_DEVICES;
+use std::fs;
+use std::path::Path;
+
+/// Keys beyond those present at start: hot-plugged devices, per-process unattributed work, the
+/// deferred timer.
+const HEADROOM: usize = 48;
+
+/// Fewest keys the map is created with.
+const MIN_KEYS: usize = 64;
+
+/// The number of keys for the statistics map on this machine.
+pub fn stats_capacity() -> u32 {
+    stats_capacity_under(Path::new("/sys")) as u32
+}
+
+fn stats_capacity_under(sys: &Path) -> usize {
+    let entries = |dir: &str| fs::read_dir(sys.join(dir)).map_or(0, |d| d.flatten().count());
+    let pci_with_driver = fs::read_dir(sys.join("bus/pci/devices")).map_or(0, |devices| {
+        devices
+            .flatten()
+            .filter(|device| device.path().join("driver").exists())
+            .count()
+    });
+    let present = pci_with_driver + entries("block") + entries("class/net");
+    (present + HEADROOM).clamp(MIN_KEYS, IOMMUTOP_MAX_DEVICES as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touch_dir(path: &Path) {
+        fs::create_dir_all(path).expect("creates a directory");
+    }
+
+    #[test]
+    fn counts_drivers_disks_and_interfaces_plus_headroom() {
+        let sys = tempfile::tempdir().expect("temporary directory");
+        for i in 0..30 {
+            let device = sys
+                .path()
+                .join(format!("bus/pci/devices/0000:00:{i:02x}.0"));
+            touch_dir(&device);
+            if i % 2 == 0 {
+                touch_dir(&device.join("driver"));
+            }
+        }
+        for name in ["vda", "nvme0n1", "loop0"] {
+            touch_dir(&sys.path().join("block").join(name));
+        }
+        for name in ["lo", "eth0"] {
+            touch_dir(&sys.path().join("class/net").join(name));
+        }
+        assert_eq!(stats_capacity_under(sys.path()), 15 + 3 + 2 + HEADROOM);
+    }
+
+    #[test]
+    fn stays_between_the_floor_and_the_abi_maximum() {
+        let empty = tempfile::tempdir().expect("temporary directory");
+        assert_eq!(stats_capacity_under(empty.path()), MIN_KEYS);
+        let big = tempfile::tempdir().expect("temporary directory");
+        for i in 0..300 {
+            touch_dir(&big.path().join(format!("class/net/veth{i}")));
+        }
+        assert_eq!(
+            stats_capacity_under(big.path()),
+            IOMMUTOP_MAX_DEVICES as usize
+        );
+    }
+}
