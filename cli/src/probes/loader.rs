@@ -21,6 +21,7 @@ use iommutop_model::sample::{Op, RawSample, RawSource, SourceKind};
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::path::Path;
+use std::time::Instant;
 
 // SAFETY: the key is bindgen's view of `struct iommutop_dev_key`: integers only, explicit padding,
 // no invalid bit patterns (checked by bindgen's layout tests and the size asserts in convert.rs).
@@ -83,7 +84,8 @@ pub struct SampleError {
 
 /// Attached probes and typed handles on their maps. Dropping it detaches everything.
 pub struct Probes {
-    ebpf: Ebpf,
+    /// `None` only while being dropped (detaching is timed, see [`Drop`]).
+    ebpf: Option<Ebpf>,
     stats: PerCpuHashMap<MapData, iommutop_dev_key, iommutop_dev_stats>,
     names: BpfHashMap<MapData, iommutop_dev_key, iommutop_dev_name>,
     owners: BpfHashMap<MapData, u32, iommutop_dev_key>,
@@ -160,7 +162,7 @@ impl Probes {
             return Err(LoadError::NothingAttached(reasons));
         }
         Ok(Probes {
-            ebpf,
+            ebpf: Some(ebpf),
             stats,
             names,
             owners,
@@ -297,7 +299,7 @@ impl Probes {
     /// on that CPU (an interrupt probed while its program ran): each is an entry or exit never
     /// seen. The kernel counts them per program (5.12+) and shows them in the program's fdinfo.
     fn recursion_misses(&self) -> u64 {
-        self.ebpf
+        self.ebpf()
             .programs()
             .filter_map(|(_, program)| program.fd().ok())
             .filter_map(|fd| {
@@ -310,7 +312,7 @@ impl Probes {
     }
 
     fn program_stats(&self) -> BTreeMap<String, (u64, u64)> {
-        self.ebpf
+        self.ebpf()
             .programs()
             .filter_map(|(name, program)| {
                 let info = program.info().ok()?;
@@ -320,6 +322,23 @@ impl Probes {
                 ))
             })
             .collect()
+    }
+}
+
+impl Probes {
+    fn ebpf(&self) -> &Ebpf {
+        self.ebpf
+            .as_ref()
+            .expect("the object lives until Probes is dropped")
+    }
+}
+
+impl Drop for Probes {
+    /// Detaches every program and closes the maps, timed (-vv).
+    fn drop(&mut self) {
+        if let Some(ebpf) = self.ebpf.take() {
+            timed("every program", "detached", || drop(ebpf));
+        }
     }
 }
 
@@ -666,22 +685,33 @@ fn missing_func_ret(error: &str) -> Option<&'static str> {
     )
 }
 
+/// Runs one loader step, logging how long it took (-vv): where attach time goes.
+fn timed<T>(program: &str, step: &str, run: impl FnOnce() -> T) -> T {
+    let start = Instant::now();
+    let result = run();
+    log::debug!("{program}: {step} in {} ms", start.elapsed().as_millis());
+    result
+}
+
 fn attach_fentry(ebpf: &mut Ebpf, btf: &Btf, symbol: &str, programs: Programs) -> HookOutcome {
     let result = (|| -> Result<(), String> {
         // The exit is attached first: an exit without its entry is harmless, the reverse leaves
         // frames that are never popped.
         let exit = programs.exit;
         let fexit: &mut FExit = program(ebpf, exit)?;
-        fexit.load(symbol, btf).map_err(|e| describe(&e))?;
-        let exit_link = fexit.attach().map_err(|e| describe(&e))?;
+        timed(exit, "verified", || fexit.load(symbol, btf)).map_err(|e| describe(&e))?;
+        let exit_link = timed(exit, "attached", || fexit.attach()).map_err(|e| describe(&e))?;
         let Some(entry) = programs.entry else {
             return Ok(());
         };
         let fentry: &mut FEntry = program(ebpf, entry)?;
-        let entry_result = fentry
-            .load(symbol, btf)
+        let entry_result = timed(entry, "verified", || fentry.load(symbol, btf))
             .map_err(|e| describe(&e))
-            .and_then(|()| fentry.attach().map(|_| ()).map_err(|e| describe(&e)));
+            .and_then(|()| {
+                timed(entry, "attached", || fentry.attach())
+                    .map(|_| ())
+                    .map_err(|e| describe(&e))
+            });
         if let Err(e) = entry_result {
             let fexit: &mut FExit = program(ebpf, exit)?;
             let _ = fexit.detach(exit_link);

@@ -3,8 +3,9 @@
 //! scrapes and `promtool check metrics` checks). Pure: data in, text out.
 //!
 //! Units are seconds and bytes; counters end in `_total`. Latency histograms take their buckets
-//! from the BPF log2 slots: slot `i` holds `[2^i, 2^(i+1))` ns, so bucket `le` is `2^(i+1)` ns in
-//! seconds, and the last slot (from 2^31 ns up) is `+Inf`.
+//! from the log2 view of the BPF slots (32 a series rather than 128): slot `i` holds
+//! `[2^i, 2^(i+1))` ns, so bucket `le` is `2^(i+1)` ns in seconds, and the last slot (from 2^31 ns
+//! up) is `+Inf`.
 
 use super::names::op_names;
 use super::totals::{DeviceLabels, DeviceTotals, Totals};
