@@ -27,7 +27,33 @@ fn read_report(out: &Path, name: &str) -> Value {
     );
     let report = read_json(&out.join(format!("{name}.json")));
     assert_valid_report(&report);
+    assert_self_time_within_raw(&report);
     report
+}
+
+/// Every timed op keeps its time as measured (`raw_total_ns`), and its self time (`total_ns`,
+/// the nested probes' run time taken out) is not above it.
+fn assert_self_time_within_raw(report: &Value) {
+    for row in report["devices"].as_array().expect("devices") {
+        for (op, stats) in row["ops"].as_object().expect("ops") {
+            let latency = &stats["latency"];
+            if latency.is_null() {
+                continue;
+            }
+            let raw = latency["raw_total_ns"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{} {op}: no raw_total_ns in {latency}", row["key"]));
+            let own = latency["total_ns"].as_u64().expect("total_ns");
+            assert!(own <= raw, "{} {op}: self {own} ns above raw {raw} ns", row["key"]);
+        }
+    }
+}
+
+/// dma_map's time in a report: (self, raw) ns.
+fn dma_map_times(report: &Value) -> (u64, u64) {
+    let latency = &device(report, NVME)["ops"]["dma_map"]["latency"];
+    let ns = |field: &str| latency[field].as_u64().unwrap_or_else(|| panic!("{latency}"));
+    (ns("total_ns"), ns("raw_total_ns"))
 }
 
 fn device<'a>(report: &'a Value, key: &str) -> &'a Value {
@@ -390,6 +416,20 @@ fn amd_and_virtio_iommus_count_maps_and_invalidations_exactly() {
                 0.5,
             );
         }
+        // Self time: with every point attached, the IOVA, page-table and IOTLB probes run inside
+        // each map and their run time is taken out; with only dma_map and dma_unmap attached,
+        // nothing runs inside a map and the two times are the same.
+        let (own, raw) = dma_map_times(&report);
+        assert!(own < raw, "{iommu}: nested probes ran inside the maps: self {own} vs raw {raw}");
+        let alone = read_report(&out, "dd-points");
+        assert_close(
+            &format!("{iommu}: dma_map with --points vs dd's 2000 reads"),
+            count(device(&alone, NVME), "dma_map"),
+            2000,
+            0.5,
+        );
+        let (own, raw) = dma_map_times(&alone);
+        assert_eq!(own, raw, "{iommu}: no probe runs inside a map with --points dma_map,dma_unmap");
         let domain_type = domain_type_of(&out, NVME);
         let per_read = count(nvme, "iotlb_flush") as f64 / 2000.0;
         eprintln!("{iommu} ({domain_type}): {per_read} invalidations per read");

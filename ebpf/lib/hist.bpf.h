@@ -4,13 +4,16 @@
 
 #include "bits.bpf.h"
 
-/* Adds one measured latency to an operation's aggregate. Per-CPU map: no atomics needed. */
-static __always_inline void iommutop_record_latency(struct iommutop_op_stats *op, __u64 ns)
+/* Adds one measured latency to an operation's aggregate: raw_ns as measured, self_ns without the
+ * probes' own cost nested in the call (what the histogram holds). Per-CPU map: no atomics. */
+static __always_inline void iommutop_record_latency(struct iommutop_op_stats *op, __u64 raw_ns,
+						    __u64 self_ns)
 {
-	__u32 slot = iommutop_hist_slot(ns);
+	__u32 slot = iommutop_hist_slot(self_ns);
 
 	op->timed += 1;
-	op->total_ns += ns;
+	op->total_ns += self_ns;
+	op->raw_total_ns += raw_ns;
 	/* The slot is already clamped, but clang may index with the unclamped copy of the register,
 	 * which 6.1's verifier rejects as unbounded: hide the value, then mask it. */
 	barrier_var(slot);

@@ -22,6 +22,15 @@
  * drops the frames above its own; a full stack, or one whose oldest frame is older than
  * IOMMUTOP_STALE_NS, is emptied. Every dropped frame is counted as
  * IOMMUTOP_HEALTH_ABANDONED_FRAMES, and its call is not.
+ *
+ * Self time. A call's frame opens when its entry program ends and closes when its exit program
+ * starts, so the call's own probes are outside the time it is charged. The programs of calls
+ * nested in it run inside that time: each adds what it ran (its first to its last timestamp) to
+ * the frame it is nested in (probe_ns), and a nested frame hands its own probe_ns up when it
+ * closes. A call's time is then what was measured less its probe_ns (total_ns, the histogram),
+ * and the measured time is kept as raw_total_ns. Not taken out: the trampoline's or kprobe's own
+ * dispatch around each program (the kernel runs it outside the program), and the cost of
+ * count-only programs.
  */
 #ifndef IOMMUTOP_TRACK_BPF_H
 #define IOMMUTOP_TRACK_BPF_H
@@ -47,6 +56,7 @@ _Static_assert((IOMMUTOP_MAX_NESTING & IOMMUTOP_FRAME_MASK) == 0, "nesting must 
 
 struct iommutop_frame {
 	__u64 start_ns;
+	__u64 probe_ns; /* run time of probe programs nested in the call so far (self time) */
 	__u64 bytes;
 	struct iommutop_dev_key key;
 	__u32 op;
@@ -368,7 +378,7 @@ static __always_inline void iommutop_enter(void *ctx, __u32 op,
 	struct iommutop_frame *frame, *below;
 	struct iommutop_inflight *inflight;
 	struct iommutop_dev_key key;
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = bpf_ktime_get_ns(), end;
 	int task_context;
 	__u32 depth;
 
@@ -407,9 +417,14 @@ static __always_inline void iommutop_enter(void *ctx, __u32 op,
 		frame->stack_id = bpf_get_stackid(ctx, &iommutop_stacks, 0);
 		if (frame->stack_id < 0)
 			iommutop_health_inc(IOMMUTOP_HEALTH_STACK_LOST);
-		now = bpf_ktime_get_ns(); /* the unwinding is not the call's latency */
 	}
-	frame->start_ns = now;
+	frame->probe_ns = 0;
+	/* The call starts when this program ends: its own run (a stack unwound included) is not the
+	 * call's time, but it is inside the time of the call below it. */
+	end = bpf_ktime_get_ns();
+	if (depth > 0)
+		inflight->frames[(depth - 1) & IOMMUTOP_FRAME_MASK].probe_ns += end - now;
+	frame->start_ns = end;
 }
 
 /* iommutop_exit_sized: the frame's own bytes are kept. */
@@ -427,6 +442,38 @@ enum iommutop_exit_mode {
 	IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED,
 };
 
+/* Charges a closed call: count, bytes (its frame's unless the exit knows them), failure, raw and
+ * self time, a sampled call path. Nothing for a discarded call or a twin (counted by its
+ * wrapper). */
+static __always_inline void iommutop_count_exit(__u32 op, int failed, __u64 bytes,
+						const struct iommutop_frame *done, __u64 raw_ns,
+						__u64 self_ns, int discard)
+{
+	struct iommutop_dev_stats *stats;
+	struct iommutop_op_stats *op_stats;
+	int created;
+
+	if (discard || done->flags & IOMMUTOP_FRAME_DUPLICATE || op >= IOMMUTOP_OP_COUNT)
+		return;
+	/* The stats are created here, at the one lookup a call pays; a device key's id is the
+	 * struct device itself, which names it on first sight. */
+	stats = iommutop_stats_lookup_or_init(&done->key, &created);
+	if (!stats)
+		return;
+	if (created)
+		iommutop_record_name(&done->key, iommutop_key_object(&done->key));
+	op_stats = &stats->ops[op];
+	op_stats->count += 1;
+	op_stats->bytes += bytes == IOMMUTOP_KEEP_BYTES ? done->bytes : bytes;
+	if (failed)
+		op_stats->failures += 1;
+	iommutop_record_latency(op_stats, raw_ns, self_ns);
+	if (done->flags & IOMMUTOP_FRAME_FULL)
+		stats->ops[IOMMUTOP_OP_IOTLB_FLUSH_FULL].count += 1;
+	if (done->stack_id >= 0)
+		iommutop_record_stack(done, self_ns);
+}
+
 /*
  * Exit of a timed call: finds its frame (normally the top one; frames above it belong to calls
  * whose exit was lost, and are dropped), charges count, bytes and latency, pops. bytes replaces
@@ -440,11 +487,9 @@ static __always_inline void iommutop_exit_as(void *ctx, __u32 op, int failed, __
 {
 	__u64 now = bpf_ktime_get_ns();
 	struct iommutop_inflight *inflight = iommutop_inflight_get(ctx);
-	struct iommutop_dev_stats *stats;
-	struct iommutop_op_stats *op_stats;
 	struct iommutop_frame *frame, done;
+	__u64 raw_ns, self_ns;
 	__u32 depth, i, index;
-	int created;
 
 	if (!inflight)
 		goto unseen_entry;
@@ -464,26 +509,15 @@ static __always_inline void iommutop_exit_as(void *ctx, __u32 op, int failed, __
 			iommutop_abandon_from(inflight, index + 1, depth);
 		frame->start_ns = 0;
 		inflight->depth = index;
-		if (mode == IOMMUTOP_EXIT_DISCARD || done.flags & IOMMUTOP_FRAME_DUPLICATE ||
-		    op >= IOMMUTOP_OP_COUNT)
-			return;
-		/* The stats are created here, at the one lookup a call pays; a device key's id is
-		 * the struct device itself, which names it on first sight. */
-		stats = iommutop_stats_lookup_or_init(&done.key, &created);
-		if (!stats)
-			return;
-		if (created)
-			iommutop_record_name(&done.key, iommutop_key_object(&done.key));
-		op_stats = &stats->ops[op];
-		op_stats->count += 1;
-		op_stats->bytes += bytes == IOMMUTOP_KEEP_BYTES ? done.bytes : bytes;
-		if (failed)
-			op_stats->failures += 1;
-		iommutop_record_latency(op_stats, now - done.start_ns);
-		if (done.flags & IOMMUTOP_FRAME_FULL)
-			stats->ops[IOMMUTOP_OP_IOTLB_FLUSH_FULL].count += 1;
-		if (done.stack_id >= 0)
-			iommutop_record_stack(&done, now - done.start_ns);
+		raw_ns = now - done.start_ns;
+		self_ns = raw_ns > done.probe_ns ? raw_ns - done.probe_ns : 0;
+		iommutop_count_exit(op, failed, bytes, &done, raw_ns, self_ns,
+				    mode == IOMMUTOP_EXIT_DISCARD);
+		/* Last: this program's run, and what ran nested in the call, are inside the time of
+		 * the call below it. */
+		if (index > 0)
+			inflight->frames[(index - 1) & IOMMUTOP_FRAME_MASK].probe_ns +=
+			    done.probe_ns + (bpf_ktime_get_ns() - now);
 		return;
 	}
 unseen_entry:

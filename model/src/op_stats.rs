@@ -46,6 +46,9 @@ pub struct Latency {
     pub p999_ns: u64,
     pub max_ns_bound: u64,
     pub hist: Histogram,
+    /// `total_ns` as measured, the probes' own cost nested in the calls included; `None` in
+    /// reports written before self time.
+    pub raw_total_ns: Option<u64>,
 }
 
 /// [`Latency`] as reports write it.
@@ -62,6 +65,8 @@ struct LatencyJson {
     hist: Vec<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     hist_fine: Option<Histogram>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    raw_total_ns: Option<u64>,
 }
 
 impl From<Latency> for LatencyJson {
@@ -77,6 +82,7 @@ impl From<Latency> for LatencyJson {
             max_ns_bound: l.max_ns_bound,
             hist: l.hist.log2_slots().to_vec(),
             hist_fine: Some(l.hist),
+            raw_total_ns: l.raw_total_ns,
         }
     }
 }
@@ -95,6 +101,7 @@ impl From<LatencyJson> for Latency {
             hist: j
                 .hist_fine
                 .unwrap_or_else(|| Histogram::from_log2_slots(&j.hist)),
+            raw_total_ns: j.raw_total_ns,
         }
     }
 }
@@ -107,6 +114,7 @@ pub struct OpDelta {
     pub failures: u64,
     pub timed: u64,
     pub total_ns: u64,
+    pub raw_total_ns: u64,
     pub hist: Histogram,
 }
 
@@ -119,6 +127,7 @@ impl OpDelta {
             failures: counters.failures,
             timed: counters.timed,
             total_ns: counters.total_ns,
+            raw_total_ns: counters.raw_total_ns,
             hist: Histogram::from_slots(&counters.hist),
         }
     }
@@ -131,6 +140,7 @@ impl OpDelta {
             failures: later.failures.checked_sub(earlier.failures)?,
             timed: later.timed.checked_sub(earlier.timed)?,
             total_ns: later.total_ns.checked_sub(earlier.total_ns)?,
+            raw_total_ns: later.raw_total_ns.checked_sub(earlier.raw_total_ns)?,
             hist: Histogram::from_slots(&later.hist)
                 .checked_since(&Histogram::from_slots(&earlier.hist))?,
         })
@@ -143,6 +153,7 @@ impl OpDelta {
         self.failures = self.failures.saturating_add(other.failures);
         self.timed = self.timed.saturating_add(other.timed);
         self.total_ns = self.total_ns.saturating_add(other.total_ns);
+        self.raw_total_ns = self.raw_total_ns.saturating_add(other.raw_total_ns);
         self.hist.merge(&other.hist);
     }
 
@@ -174,6 +185,7 @@ impl OpDelta {
             p999_ns: percentiles.p999,
             max_ns_bound: self.hist.max_bound()?,
             hist: self.hist,
+            raw_total_ns: Some(self.raw_total_ns),
         })
     }
 }

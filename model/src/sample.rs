@@ -100,8 +100,12 @@ pub struct OpCounters {
     pub failures: u64,
     /// Calls whose latency was measured (the attach tier can time them).
     pub timed: u64,
+    /// The timed calls' own time: what was measured less the probes' cost nested in them.
     pub total_ns: u64,
-    /// log2 slots of latency in ns; slot i holds 2^i <= v < 2^(i+1), slot 0 also v == 0.
+    /// The timed calls' time as measured between entry and exit.
+    #[serde(default)]
+    pub raw_total_ns: u64,
+    /// Log-linear slots of the calls' own time in ns (`crate::hist`).
     pub hist: Vec<u64>,
 }
 

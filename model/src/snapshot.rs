@@ -361,6 +361,7 @@ mod tests {
             failures: 0,
             timed: timed_ns.len() as u64,
             total_ns: timed_ns.iter().sum(),
+            raw_total_ns: timed_ns.iter().sum(),
             hist,
         }
     }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 const _: () = assert!(IOMMUTOP_HIST_SLOTS as usize == HIST_SLOTS);
 const _: () = assert!(std::mem::size_of::<iommutop_dev_key>() == 16);
 const _: () =
-    assert!(std::mem::size_of::<iommutop_op_stats>() == 8 * (5 + IOMMUTOP_HIST_SLOTS as usize));
+    assert!(std::mem::size_of::<iommutop_op_stats>() == 8 * (6 + IOMMUTOP_HIST_SLOTS as usize));
 const _: () = assert!(
     std::mem::size_of::<iommutop_dev_stats>()
         == Op::ALL.len() * std::mem::size_of::<iommutop_op_stats>()
@@ -84,6 +84,7 @@ fn add(total: &mut OpCounters, cpu: &iommutop_op_stats) {
     total.failures = total.failures.saturating_add(cpu.failures);
     total.timed = total.timed.saturating_add(cpu.timed);
     total.total_ns = total.total_ns.saturating_add(cpu.total_ns);
+    total.raw_total_ns = total.raw_total_ns.saturating_add(cpu.raw_total_ns);
     for (slot, n) in total.hist.iter_mut().zip(cpu.hist.iter()) {
         *slot = slot.saturating_add(*n);
     }

@@ -5,7 +5,8 @@
 #                                      netperf TCP_RR between the NICs at once, one recording
 #   exact.sh IOMMUTOP OUT rr           TCP_RR alone
 #   exact.sh IOMMUTOP OUT multiseg     the fio-read-128k-qd128 profile; fio random reads of 4k-256k
-#   exact.sh IOMMUTOP OUT dd           2000 direct 4 KiB reads by dd
+#   exact.sh IOMMUTOP OUT dd           2000 direct 4 KiB reads by dd; then the same with only the
+#                                      dma_map and dma_unmap points attached (--points)
 # Every mode also writes the IOMMU groups' devices and domain types to OUT/groups.txt.
 set -u
 iommutop=$1
@@ -35,10 +36,12 @@ nic_packets() {
 $(($(cat "$n/statistics/tx_packets") + $(cat "$n/statistics/rx_packets")))"
 	done
 }
+# RECORD_ARGS: more arguments for `iommutop record`.
 record() {
 	before=$(awk '{ print $1 }' /sys/block/nvme0n1/stat)
 	nic_packets >"$out/$1.nic-packets-before"
-	"$iommutop" record --json "$out/$1.json" -- sh -c ". $out/workloads.sh; $2" \
+	# shellcheck disable=SC2086 # RECORD_ARGS is a list of arguments
+	"$iommutop" record ${RECORD_ARGS:-} --json "$out/$1.json" -- sh -c ". $out/workloads.sh; $2" \
 		>"$out/$1.out" 2>"$out/$1.err"
 	echo $? >"$out/$1.rc"
 	echo $(($(awk '{ print $1 }' /sys/block/nvme0n1/stat) - before)) >"$out/$1.block-reads"
@@ -62,6 +65,8 @@ multiseg)
 	;;
 dd)
 	record dd "dd if=/dev/nvme0n1 of=/dev/null bs=4k count=2000 iflag=direct"
+	RECORD_ARGS="--points dma_map,dma_unmap" \
+		record dd-points "dd if=/dev/nvme0n1 of=/dev/null bs=4k count=2000 iflag=direct"
 	;;
 *)
 	echo "exact.sh: unknown mode '$mode'" >&2

@@ -65,8 +65,10 @@ struct iommutop_op_stats {
 	__u64
 	    failures; /* calls that returned an error (map to DMA_MAPPING_ERROR, NULL IOVA, ...) */
 	__u64 timed;  /* calls whose latency was measured (entry and exit both seen) */
-	__u64 total_ns; /* sum of measured latencies */
-	__u64 hist[IOMMUTOP_HIST_SLOTS];
+	__u64 total_ns; /* sum of measured latencies, the probes' own cost inside each call taken
+			   out */
+	__u64 raw_total_ns; /* the same as measured between entry and exit, that cost included */
+	__u64 hist[IOMMUTOP_HIST_SLOTS]; /* of the latencies in total_ns */
 };
 
 /* Everything iommutop knows about one device on one CPU. */
@@ -132,7 +134,7 @@ struct iommutop_stack_value {
 _Static_assert(sizeof(struct iommutop_stack_key) == 24, "stack_key size");
 _Static_assert(sizeof(struct iommutop_stack_value) == 16, "stack_value size");
 
-_Static_assert(sizeof(struct iommutop_op_stats) == 8 * (5 + IOMMUTOP_HIST_SLOTS), "op_stats size");
+_Static_assert(sizeof(struct iommutop_op_stats) == 8 * (6 + IOMMUTOP_HIST_SLOTS), "op_stats size");
 _Static_assert(sizeof(struct iommutop_dev_stats) ==
 		   IOMMUTOP_OP_COUNT * sizeof(struct iommutop_op_stats),
 	       "dev_stats size");

@@ -42,6 +42,7 @@ fn counters(count: u64, each_ns: Option<u64>) -> OpCounters {
         failures: 0,
         timed,
         total_ns,
+        raw_total_ns: total_ns,
         hist,
     }
 }

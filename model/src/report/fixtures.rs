@@ -21,8 +21,15 @@ pub fn counters(count: u64, bytes_each: u64, timed_ns: &[u64]) -> OpCounters {
         failures: 0,
         timed: timed_ns.len() as u64,
         total_ns: timed_ns.iter().sum(),
+        raw_total_ns: timed_ns.iter().sum(),
         hist,
     }
+}
+
+/// The same calls as measured with a quarter of their own time again spent in nested probes.
+fn with_nested_probes(mut counters: OpCounters) -> OpCounters {
+    counters.raw_total_ns = counters.total_ns + counters.total_ns / 4;
+    counters
 }
 
 pub fn host() -> HostFacts {
@@ -68,7 +75,7 @@ fn nvme_source(reads: u64) -> RawSource {
         id: 0xffff_8880_0123_4000,
         name: "0000:00:02.0".into(),
         ops: [
-            (Op::DmaMap, counters(reads, 4096, &map_ns)),
+            (Op::DmaMap, with_nested_probes(counters(reads, 4096, &map_ns))),
             (Op::DmaUnmap, counters(reads, 4096, &unmap_ns)),
             (Op::IovaAlloc, counters(reads, 4096, &iova_ns)),
             (Op::IommuMap, counters(reads, 4096, &[])),

@@ -199,6 +199,7 @@ mod tests {
                 p999_ns: ns,
                 max_ns_bound: ns * 2,
                 hist,
+                raw_total_ns: Some(ns * maps),
             }
         });
         let mut ops = BTreeMap::new();

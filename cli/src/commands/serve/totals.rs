@@ -92,6 +92,7 @@ fn delta_of(stats: &OpStats) -> OpDelta {
         failures: stats.failures,
         timed: latency.map_or(0, |l| l.timed),
         total_ns: latency.map_or(0, |l| l.total_ns),
+        raw_total_ns: latency.map_or(0, |l| l.raw_total_ns.unwrap_or(l.total_ns)),
         hist: latency.map_or_else(Histogram::default, |l| l.hist),
     }
 }
