@@ -44,7 +44,11 @@ fn assert_self_time_within_raw(report: &Value) {
                 .as_u64()
                 .unwrap_or_else(|| panic!("{} {op}: no raw_total_ns in {latency}", row["key"]));
             let own = latency["total_ns"].as_u64().expect("total_ns");
-            assert!(own <= raw, "{} {op}: self {own} ns above raw {raw} ns", row["key"]);
+            assert!(
+                own <= raw,
+                "{} {op}: self {own} ns above raw {raw} ns",
+                row["key"]
+            );
         }
     }
 }
@@ -52,7 +56,11 @@ fn assert_self_time_within_raw(report: &Value) {
 /// dma_map's time in a report: (self, raw) ns.
 fn dma_map_times(report: &Value) -> (u64, u64) {
     let latency = &device(report, NVME)["ops"]["dma_map"]["latency"];
-    let ns = |field: &str| latency[field].as_u64().unwrap_or_else(|| panic!("{latency}"));
+    let ns = |field: &str| {
+        latency[field]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{latency}"))
+    };
     (ns("total_ns"), ns("raw_total_ns"))
 }
 
@@ -420,7 +428,10 @@ fn amd_and_virtio_iommus_count_maps_and_invalidations_exactly() {
         // each map and their run time is taken out; with only dma_map and dma_unmap attached,
         // nothing runs inside a map and the two times are the same.
         let (own, raw) = dma_map_times(&report);
-        assert!(own < raw, "{iommu}: nested probes ran inside the maps: self {own} vs raw {raw}");
+        assert!(
+            own < raw,
+            "{iommu}: nested probes ran inside the maps: self {own} vs raw {raw}"
+        );
         let alone = read_report(&out, "dd-points");
         assert_close(
             &format!("{iommu}: dma_map with --points vs dd's 2000 reads"),
@@ -429,7 +440,10 @@ fn amd_and_virtio_iommus_count_maps_and_invalidations_exactly() {
             0.5,
         );
         let (own, raw) = dma_map_times(&alone);
-        assert_eq!(own, raw, "{iommu}: no probe runs inside a map with --points dma_map,dma_unmap");
+        assert_eq!(
+            own, raw,
+            "{iommu}: no probe runs inside a map with --points dma_map,dma_unmap"
+        );
         let domain_type = domain_type_of(&out, NVME);
         let per_read = count(nvme, "iotlb_flush") as f64 / 2000.0;
         eprintln!("{iommu} ({domain_type}): {per_read} invalidations per read");

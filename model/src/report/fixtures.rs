@@ -75,7 +75,10 @@ fn nvme_source(reads: u64) -> RawSource {
         id: 0xffff_8880_0123_4000,
         name: "0000:00:02.0".into(),
         ops: [
-            (Op::DmaMap, with_nested_probes(counters(reads, 4096, &map_ns))),
+            (
+                Op::DmaMap,
+                with_nested_probes(counters(reads, 4096, &map_ns)),
+            ),
             (Op::DmaUnmap, counters(reads, 4096, &unmap_ns)),
             (Op::IovaAlloc, counters(reads, 4096, &iova_ns)),
             (Op::IommuMap, counters(reads, 4096, &[])),

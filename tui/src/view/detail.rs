@@ -10,7 +10,7 @@ use crate::state::State;
 use iommutop_model::derive::IoBasis;
 use iommutop_model::report::Tier;
 use iommutop_model::sample::Op;
-use iommutop_model::snapshot::{Device, RowKind};
+use iommutop_model::snapshot::{Device, Latency, RowKind};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Sparkline, Wrap};
@@ -353,10 +353,13 @@ fn histograms(state: &State, device: &Device, frame: &mut Frame, area: Rect) {
             };
             let stats = device.op(op);
             let tier = tier_of(state, op);
-            let title = Line::from(vec![
+            let mut title = Line::from(vec![
                 Span::styled(op.name().to_string(), style::title()),
                 Span::styled(format!(" {tier}"), style::dim()),
             ]);
+            if shows_self_time(stats.latency.as_ref()) {
+                title.push_span(Span::styled(" self", style::dim()));
+            }
             let missing = if stats.count == 0 {
                 vec!["no calls".to_string()]
             } else {
@@ -373,4 +376,10 @@ fn histograms(state: &State, device: &Device, frame: &mut Frame, area: Rect) {
             histogram::render(frame, *cell, title, stats.latency.as_ref(), missing);
         }
     }
+}
+
+/// Whether the latency shown is a self time that differs from the measured one (the probes of
+/// calls nested in these calls ran inside them, and their run time was taken out).
+fn shows_self_time(latency: Option<&Latency>) -> bool {
+    latency.is_some_and(|l| l.raw_total_ns.is_some_and(|raw| raw > l.total_ns))
 }
