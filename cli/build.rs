@@ -82,6 +82,11 @@ fn main() {
         &ebpf.join("selftest/hist.bpf.c"),
         &out.join("selftest.bpf.o"),
     );
+    // The probes' dispatch calibration: attached to a test function, never to real work.
+    compile(
+        &ebpf.join("selftest/dispatch.bpf.c"),
+        &out.join("dispatch.bpf.o"),
+    );
     let linked = out.join("iommutop.bpf.o");
     run(
         Command::new(&bpftool)

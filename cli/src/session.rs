@@ -140,6 +140,7 @@ impl Session {
                 self.left_out.join(", ")
             ));
         }
+        warnings.extend(self.probes.self_time_caveat());
         for status in self.probes.statuses() {
             for caveat in &status.caveats {
                 warnings.push(format!("{}: {caveat}", status.point));

@@ -28,9 +28,13 @@
  * nested in it run inside that time: each adds what it ran (its first to its last timestamp) to
  * the frame it is nested in (probe_ns), and a nested frame hands its own probe_ns up when it
  * closes. A call's time is then what was measured less its probe_ns (total_ns, the histogram),
- * and the measured time is kept as raw_total_ns. Not taken out: the trampoline's or kprobe's own
- * dispatch around each program (the kernel runs it outside the program), and the cost of
- * count-only programs.
+ * and the measured time is kept as raw_total_ns. What a program cannot time is the kernel's
+ * dispatch around it (the trampoline entering and leaving each program): the loader measures it
+ * on a function that does nothing (ebpf/selftest/dispatch.bpf.c) and passes the gap between an
+ * entry program's end and an exit program's start as iommutop_dispatch_ns. A call's own time
+ * holds one such gap (its entry's tail, its exit's head); a nested call costs the call around it
+ * about two (those, and its entry's head and exit's tail). Not taken out: the cost of count-only
+ * programs, and a kprobe's dispatch beyond a trampoline's.
  */
 #ifndef IOMMUTOP_TRACK_BPF_H
 #define IOMMUTOP_TRACK_BPF_H
@@ -260,6 +264,10 @@ static __always_inline void iommutop_count(const struct iommutop_dev_key *key, _
 	if (failed)
 		stats->failures += 1;
 }
+
+/* The kernel's dispatch around a probe program, in ns (see "Self time" above); set by user space
+ * before load, 0 when not calibrated. */
+const volatile __u64 iommutop_dispatch_ns __weak = 0;
 
 /* Each CPU records the call path of at most one DMA API call per this many ns (a bounded rate,
  * whatever the event rate: unwinding a stack costs far more than the rest of a probe); 0 turns
@@ -510,14 +518,16 @@ static __always_inline void iommutop_exit_as(void *ctx, __u32 op, int failed, __
 		frame->start_ns = 0;
 		inflight->depth = index;
 		raw_ns = now - done.start_ns;
-		self_ns = raw_ns > done.probe_ns ? raw_ns - done.probe_ns : 0;
+		self_ns = raw_ns > done.probe_ns + iommutop_dispatch_ns
+			      ? raw_ns - done.probe_ns - iommutop_dispatch_ns
+			      : 0;
 		iommutop_count_exit(op, failed, bytes, &done, raw_ns, self_ns,
 				    mode == IOMMUTOP_EXIT_DISCARD);
 		/* Last: this program's run, and what ran nested in the call, are inside the time of
 		 * the call below it. */
 		if (index > 0)
 			inflight->frames[(index - 1) & IOMMUTOP_FRAME_MASK].probe_ns +=
-			    done.probe_ns + (bpf_ktime_get_ns() - now);
+			    done.probe_ns + 2 * iommutop_dispatch_ns + (bpf_ktime_get_ns() - now);
 		return;
 	}
 unseen_entry:

@@ -7,6 +7,7 @@ use super::abi::{
 };
 use super::capacity::stats_capacity;
 use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
+use super::dispatch;
 use super::kallsyms::{Kallsyms, KernelFunctions};
 use super::selection::PointSelection;
 use super::status::{HookOutcome, PointStatus, Refusal};
@@ -94,6 +95,8 @@ pub struct Probes {
     stack_samples: PerCpuHashMap<MapData, iommutop_stack_key, iommutop_stack_value>,
     statuses: Vec<PointStatus>,
     stats_fd: Option<OwnedFd>,
+    /// The kernel's dispatch around a probe program, in ns, taken out of self times; why not.
+    dispatch: Result<u64, String>,
 }
 
 /// Where the kernel's BTF is read from; tests point it elsewhere to exercise the no-BTF path.
@@ -117,10 +120,25 @@ impl Probes {
         log::debug!("reading the kernel's BTF");
         let btf = load_btf()?;
         let stack_interval = stack_interval_ns();
+        // Statistics first: they add to the dispatch being calibrated, as to every probe's.
+        let stats_enabled = if enable_stats {
+            aya::sys::enable_stats(aya::sys::Stats::RunTime).ok()
+        } else {
+            None
+        };
+        let dispatch = timed("the dispatch calibration", "ran", || {
+            dispatch::calibrate(&btf)
+        });
+        match &dispatch {
+            Ok(ns) => log::info!("probe dispatch calibrated: {ns} ns between an entry program's end and an exit program's start"),
+            Err(e) => log::info!("probe dispatch not calibrated: {e}"),
+        }
+        let dispatch_ns = *dispatch.as_ref().unwrap_or(&0);
         log::debug!("relocating the BPF object and creating its maps");
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&btf))
             .override_global("iommutop_stack_interval_ns", &stack_interval, true)
+            .override_global("iommutop_dispatch_ns", &dispatch_ns, true)
             .map_max_entries("iommutop_stats", stats_capacity())
             .load(OBJECT)
             .map_err(|e| LoadError::Object(describe(&e)))?;
@@ -130,11 +148,6 @@ impl Probes {
         let names = take_map(&mut ebpf, "iommutop_names", BpfHashMap::try_from)?;
         let owners = take_map(&mut ebpf, "iommutop_owners", BpfHashMap::try_from)?;
         let health = take_map(&mut ebpf, "iommutop_health", PerCpuArray::try_from)?;
-        let stats_enabled = if enable_stats {
-            aya::sys::enable_stats(aya::sys::Stats::RunTime).ok()
-        } else {
-            None
-        };
         log::debug!("reading kallsyms");
         let mut kernel = KernelSupport::probe();
         log::debug!("attaching");
@@ -171,6 +184,7 @@ impl Probes {
             stack_samples,
             statuses,
             stats_fd: stats_enabled,
+            dispatch,
         })
     }
 
@@ -195,6 +209,22 @@ impl Probes {
         self.owners
             .insert(tgid, key, 0)
             .map_err(|e| sample_error("iommutop_owners", e))
+    }
+
+    /// What the probes' self times could not take out, when the dispatch calibration failed.
+    pub fn self_time_caveat(&self) -> Option<String> {
+        let timed = self
+            .statuses
+            .iter()
+            .any(|status| matches!(status.tier, Some(Tier::Fentry | Tier::Kprobe)));
+        if !timed {
+            return None;
+        }
+        self.dispatch.as_ref().err().map(|why| {
+            format!(
+                "self times still hold the kernel's dispatch around each nested probe (not calibrated: {why})"
+            )
+        })
     }
 
     /// What each point got: its tier, hooks, and why better tiers were refused.

@@ -3,6 +3,7 @@
 mod abi;
 mod capacity;
 mod convert;
+mod dispatch;
 mod kallsyms;
 pub mod loader;
 pub mod selection;
