@@ -223,6 +223,7 @@ mod tests {
             ops,
             completions: 0,
             derived: Default::default(),
+            pid: None,
         }
     }
 
