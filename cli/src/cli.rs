@@ -121,6 +121,8 @@ pub struct RecordArgs {
     pub domain: Option<String>,
     #[arg(long, value_name = "DEV", help = DEVICE_HELP_RECORD)]
     pub device: Option<String>,
+    #[command(flatten)]
+    pub tasks: crate::task_filter::TaskFilterArgs,
     /// Write the sampled call paths as folded stacks (for flame-graph tools) to FILE.
     #[arg(long, value_name = "FILE")]
     pub folded: Option<PathBuf>,
@@ -228,6 +230,8 @@ pub struct RunArgs {
     pub points: Option<PointSelection>,
     #[arg(long, value_name = "DEV", help = crate::device_filter::HELP)]
     pub device: Option<String>,
+    #[command(flatten)]
+    pub tasks: crate::task_filter::TaskFilterArgs,
 }
 
 #[derive(Debug, Args)]
@@ -301,6 +305,8 @@ pub struct TopArgs {
     pub filter: Option<String>,
     #[arg(long, value_name = "DEV", help = crate::device_filter::HELP)]
     pub device: Option<String>,
+    #[command(flatten)]
+    pub tasks: crate::task_filter::TaskFilterArgs,
 }
 
 #[derive(Debug, Args)]
@@ -315,6 +321,8 @@ pub struct ServeArgs {
     pub points: Option<PointSelection>,
     #[arg(long, value_name = "DEV", help = crate::device_filter::HELP)]
     pub device: Option<String>,
+    #[command(flatten)]
+    pub tasks: crate::task_filter::TaskFilterArgs,
 }
 
 /// `record --device`: the filter, and the device `--domain` switches.

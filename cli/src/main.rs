@@ -11,6 +11,7 @@ mod probes;
 mod session;
 mod stop;
 mod sysinfo;
+mod task_filter;
 
 use clap::Parser;
 use std::process::ExitCode;

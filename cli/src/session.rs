@@ -12,7 +12,7 @@ use iommutop_model::report::{
 };
 use iommutop_model::sample::RawSample;
 use iommutop_model::snapshot::Snapshot;
-use iommutop_model::DeviceFilter;
+use iommutop_model::{DeviceFilter, TaskFilter};
 use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
@@ -29,6 +29,8 @@ pub struct Session {
     left_out: Vec<&'static str>,
     /// `--device`: the rows kept in every snapshot and in the report.
     device_filter: Option<DeviceFilter>,
+    /// `--pid`/`--cgroup`: whose work the kernel counts.
+    task_filter: Option<TaskFilter>,
 }
 
 /// What the caller ran, for the report's `run` section.
@@ -67,11 +69,12 @@ impl RunDescription {
 }
 
 impl Session {
-    /// Checks privileges, attaches the probes and takes the first sample.
-    pub fn start(points: &PointSelection) -> Outcome<Session> {
+    /// Checks privileges, attaches the probes (counting only `task_filter`'s tasks' work, if
+    /// given) and takes the first sample.
+    pub fn start(points: &PointSelection, task_filter: Option<TaskFilter>) -> Outcome<Session> {
         require_bpf_privileges()?;
         let facts = host_facts()?;
-        let probes = Probes::attach(true, points).map_err(load_failure)?;
+        let probes = Probes::attach(true, points, task_filter.as_ref()).map_err(load_failure)?;
         let first = probes.sample().context("first sample")?;
         Ok(Session {
             probes,
@@ -83,6 +86,7 @@ impl Session {
             intervals: Vec::new(),
             left_out: points.left_out(),
             device_filter: None,
+            task_filter,
         })
     }
 
@@ -99,6 +103,11 @@ impl Session {
             .charge_to_device(std::process::id(), pci_address)
             .with_context(|| format!("charging userspace-driver work to {pci_address}"))?;
         Ok(())
+    }
+
+    /// `--pid`/`--cgroup`, if given.
+    pub fn task_filter(&self) -> Option<&TaskFilter> {
+        self.task_filter.as_ref()
     }
 
     pub fn facts(&self) -> &HostFacts {
@@ -133,6 +142,17 @@ impl Session {
         let duration_s = self.started.elapsed().as_secs_f64();
         let probes = self.probes.statuses().iter().map(probe_entry).collect();
         let mut warnings = run.warnings;
+        if let Some(filter) = &self.task_filter {
+            warnings.push(filter.note());
+            if !self.probes.tells_interrupts() {
+                warnings.push(
+                    "the kernel's preempt count is not in /proc/kallsyms (kptr_restrict, or an \
+                     architecture iommutop does not know): interrupts that arrived while a \
+                     selected task ran in user mode may be counted as its work"
+                        .to_string(),
+                );
+            }
+        }
         if !self.left_out.is_empty() {
             warnings.push(format!(
                 "points not attached (--points): {}; their counts read 0 here because they were \
@@ -162,6 +182,7 @@ impl Session {
                 exit_status: run.exit_status,
                 workload: run.workload,
                 device_filter: None,
+                task_filter: self.task_filter.clone(),
             },
             first: &self.first,
             last: &last,

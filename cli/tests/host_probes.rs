@@ -675,3 +675,74 @@ fn device_naming_nothing_is_a_one_line_usage_error_saying_what_exists() {
         );
     }
 }
+
+/// `--pid` and `--cgroup` that name nothing are refused before anything attaches, by every
+/// command that records, in one line.
+#[test]
+fn pid_or_cgroup_naming_nothing_is_a_one_line_usage_error() {
+    let cases: [(&[&str], &str); 3] = [
+        (&["--pid", "4194304"], "--pid 4194304: no such process"),
+        (
+            &["--cgroup", "/proc"],
+            "--cgroup /proc: not a cgroup v2 directory",
+        ),
+        (
+            &["--cgroup", "/nonexistent"],
+            "--cgroup /nonexistent: No such file",
+        ),
+    ];
+    for (filter, message) in cases {
+        let commands: [Vec<&str>; 4] = [
+            [&["record"], filter, &["--", "true"]].concat(),
+            [&["top", "--batch"], filter].concat(),
+            [&["run", "tcp-rr-1k"], filter].concat(),
+            [&["serve", "--listen", "127.0.0.1:0"], filter].concat(),
+        ];
+        for args in commands {
+            let output = iommutop().args(&args).output().expect("runs");
+            assert_one_line_error(&output, 2, &[message]);
+        }
+    }
+}
+
+/// `--pid`: the report records the filter and says what a filtered run leaves out (interrupt
+/// work); the batch view says whose work it shows. (On the host nothing calls the DMA API: the
+/// counts are the lab's to check, cli/tests/lab_tasks.rs.)
+#[test]
+fn a_pid_filter_is_recorded_and_said() {
+    let _bpf = require_root();
+    let pid = std::process::id().to_string();
+    let output = iommutop()
+        .args(["record", "--duration", "1", "--pid", &pid, "--json", "-"])
+        .output()
+        .expect("runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines = ndjson_lines(&output.stdout);
+    let report = &lines.last().expect("a report line")["report"];
+    assert_valid_report(report);
+    assert_eq!(report["run"]["task_filter"]["pid"], std::process::id());
+    assert!(report["run"]["task_filter"]["comm"].is_string());
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings.contains(&format!("only the work process {pid} (")),
+        "{warnings}"
+    );
+    assert!(warnings.contains("interrupt-context work"), "{warnings}");
+
+    let output = iommutop()
+        .args(["top", "--batch", "-n", "1", "--pid", &pid])
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(
+        stdout.lines().next().is_some_and(
+            |l| l.contains(&format!("only process {pid} (")) && l.ends_with("task context")
+        ),
+        "{stdout}"
+    );
+}

@@ -34,6 +34,14 @@ struct {
 	__type(value, struct iommutop_dev_key);
 } iommutop_owners SEC(".maps") __weak;
 
+/* Processes that have an unattributed row of their own (tgid -> unused). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, IOMMUTOP_MAX_PROCESSES);
+	__type(key, __u32);
+	__type(value, __u32);
+} iommutop_processes SEC(".maps") __weak;
+
 /* A zeroed value to initialise new keys (of this map and of the in-flight stacks) from: too
  * large for the BPF stack. */
 struct {

@@ -32,8 +32,17 @@ static __always_inline void iommutop_record_name(const struct iommutop_dev_key *
 		if (object)
 			BPF_CORE_READ_STR_INTO(&name.name, (const struct net_device *)object, name);
 		break;
+	case IOMMUTOP_KEY_UNATTRIBUTED:
+		/* A process's row, created in its own task context: its name (the group leader's
+		 * comm, not a thread's). The tgid-0 row is named by its kind. */
+		if (key->id && key->id == bpf_get_current_pid_tgid() >> 32) {
+			struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+
+			BPF_CORE_READ_STR_INTO(&name.name, task, group_leader, comm);
+		}
+		break;
 	default:
-		return; /* deferred and unattributed are named by their kind */
+		return; /* deferred work is named by its kind */
 	}
 	if (name.name[0])
 		bpf_map_update_elem(&iommutop_names, key, &name, BPF_NOEXIST);

@@ -35,6 +35,12 @@
  * holds one such gap (its entry's tail, its exit's head); a nested call costs the call around it
  * about two (those, and its entry's head and exit's tail). Not taken out: the cost of count-only
  * programs, and a kprobe's dispatch beyond a trampoline's.
+ *
+ * --pid and --cgroup (iommutop_filter_tgid, iommutop_filter_cgroup) are decided where a context's
+ * outermost frame opens: in task context, by the task's process or cgroup; interrupt context has
+ * no task of its own and is left out. A left-out frame is pushed all the same, marked
+ * IOMMUTOP_FRAME_FILTERED, and the frames nested in it inherit the mark: their work is dropped
+ * with it, not charged elsewhere. Without a filter the checks are dead code the verifier removes.
  */
 #ifndef IOMMUTOP_TRACK_BPF_H
 #define IOMMUTOP_TRACK_BPF_H
@@ -57,6 +63,26 @@ _Static_assert((IOMMUTOP_MAX_NESTING & IOMMUTOP_FRAME_MASK) == 0, "nesting must 
 /* frame flags */
 #define IOMMUTOP_FRAME_DUPLICATE 1 /* a twin called by its wrapper (IOMMUTOP_ENTER_TWIN) */
 #define IOMMUTOP_FRAME_FULL 2	   /* an IOTLB invalidation of a whole domain */
+#define IOMMUTOP_FRAME_FILTERED 4  /* left out by --pid/--cgroup, with all it nests */
+
+/* --pid: the tgid whose work is counted; --cgroup: the cgroup v2 id. 0: no filter. Set by user
+ * space before load. Weak: every family sees the same knobs. */
+const volatile __u32 iommutop_filter_tgid __weak = 0;
+const volatile __u64 iommutop_filter_cgroup __weak = 0;
+
+/* Where each CPU's preempt count is, from /proc/kallsyms (0: not found): the address of
+ * __per_cpu_offset[] and the per-CPU symbol that holds the count, __preempt_count, or pcpu_hot
+ * (6.2-6.14), a struct whose field it is. */
+const volatile __u64 iommutop_per_cpu_offsets __weak = 0;
+const volatile __u64 iommutop_preempt_count_at __weak = 0;
+const volatile __u32 iommutop_preempt_count_in_pcpu_hot __weak = 0;
+
+struct pcpu_hot___iommutop {
+	int preempt_count;
+} __attribute__((preserve_access_index));
+
+/* include/linux/preempt.h: what in_task() excludes (NMI_MASK | HARDIRQ_MASK | SOFTIRQ_OFFSET). */
+#define IOMMUTOP_NOT_IN_TASK (0x00f00000 | 0x000f0000 | 0x00000100)
 
 struct iommutop_frame {
 	__u64 start_ns;
@@ -130,6 +156,33 @@ static __always_inline int iommutop_in_task_context(const void *ctx)
 	return where < end;
 }
 
+/* Whether the CPU runs an interrupt (hard, soft or NMI) by its preempt count, as in_task() does.
+ * The stack test above cannot see one that arrived in user mode: it runs on the interrupted
+ * task's kernel stack (empty then, so the tracking is not misled). Whose work it is can be:
+ * the filter and a process's own row ask this too. 0 when the count was not found. */
+static __always_inline int iommutop_in_interrupt(void)
+{
+	__u64 at = iommutop_preempt_count_at, offset = 0;
+	__u32 cpu = bpf_get_smp_processor_id(), field;
+	int count = 0;
+
+	if (!iommutop_per_cpu_offsets || !at)
+		return 0;
+	if (iommutop_preempt_count_in_pcpu_hot) {
+		/* Only relocated (and only reachable) where pcpu_hot exists. */
+		field = bpf_core_field_offset(struct pcpu_hot___iommutop, preempt_count);
+		barrier_var(field);
+		at += field;
+	}
+	if (bpf_probe_read_kernel(
+		&offset, sizeof(offset),
+		(const void *)(iommutop_per_cpu_offsets + (__u64)cpu * sizeof(__u64))))
+		return 0;
+	if (bpf_probe_read_kernel(&count, sizeof(count), (const void *)(at + offset)))
+		return 0;
+	return (count & IOMMUTOP_NOT_IN_TASK) != 0;
+}
+
 static __always_inline __u32 iommutop_task_id(void)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
@@ -164,12 +217,44 @@ static __always_inline struct iommutop_inflight *iommutop_inflight_of(const void
 	return bpf_map_lookup_elem(&iommutop_inflight, &id);
 }
 
-/* The current context's stack, or NULL when it has none (for counts-only events). */
-static __always_inline struct iommutop_inflight *iommutop_inflight_get(const void *ctx)
+/* Whether --pid or --cgroup is in force. */
+static __always_inline int iommutop_filtering(void)
 {
+	return iommutop_filter_tgid || iommutop_filter_cgroup;
+}
+
+/* Whether the filter leaves out work in this context: what the innermost frame was decided, or
+ * outside any frame, whether this is not a selected task's own context. */
+static __always_inline int iommutop_left_out(const struct iommutop_inflight *inflight,
+					     int task_context)
+{
+	__u32 depth = inflight ? inflight->depth : 0;
+
+	if (!iommutop_filtering())
+		return 0;
+	if (depth > 0 && depth <= IOMMUTOP_MAX_NESTING)
+		return !!(inflight->frames[(depth - 1) & IOMMUTOP_FRAME_MASK].flags &
+			  IOMMUTOP_FRAME_FILTERED);
+	if (!task_context || iommutop_in_interrupt())
+		return 1;
+	if (iommutop_filter_tgid &&
+	    (__u32)(bpf_get_current_pid_tgid() >> 32) != iommutop_filter_tgid)
+		return 1;
+	if (iommutop_filter_cgroup && bpf_get_current_cgroup_id() != iommutop_filter_cgroup)
+		return 1;
+	return 0;
+}
+
+/* Whether the filter leaves out an event with no frame of its own (counts only): its context's. */
+static __always_inline int iommutop_left_out_here(const void *ctx)
+{
+	struct iommutop_inflight *inflight;
 	int task_context;
 
-	return iommutop_inflight_of(ctx, 0, &task_context);
+	if (!iommutop_filtering())
+		return 0;
+	inflight = iommutop_inflight_of(ctx, 0, &task_context);
+	return iommutop_left_out(inflight, task_context);
 }
 
 static __always_inline struct iommutop_dev_key iommutop_device_key(const struct device *dev)
@@ -179,35 +264,63 @@ static __always_inline struct iommutop_dev_key iommutop_device_key(const struct 
 	return key;
 }
 
-/* Outside any DMA API call: the owner of the current process or of its parent (a userspace
- * driver's worker), else "unattributed". */
-static __always_inline struct iommutop_dev_key iommutop_owner_key(void)
+/* Outside any DMA API call, in task context: the owner of the current process or of its parent
+ * (a userspace driver's worker), else the process's own "unattributed" row, keyed by its tgid
+ * (IOMMUTOP_MAX_PROCESSES of them). In interrupt context, and for processes beyond those, the
+ * tgid-0 "unattributed" row: no task there did the work. */
+static __always_inline struct iommutop_dev_key iommutop_owner_key(int task_context)
 {
 	struct iommutop_dev_key key = {.id = 0, .kind = IOMMUTOP_KEY_UNATTRIBUTED};
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct iommutop_dev_key *owner;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, process = tgid, one = 1;
+	long err;
 
+	if (!task_context || !tgid || iommutop_in_interrupt())
+		return key;
 	owner = bpf_map_lookup_elem(&iommutop_owners, &tgid);
 	if (!owner) {
 		tgid = BPF_CORE_READ(task, real_parent, tgid);
 		owner = bpf_map_lookup_elem(&iommutop_owners, &tgid);
 	}
-	return owner ? *owner : key;
+	if (owner)
+		return *owner;
+	if (!bpf_map_lookup_elem(&iommutop_processes, &process)) {
+		err = bpf_map_update_elem(&iommutop_processes, &process, &one, BPF_NOEXIST);
+		if (err && err != -17 /* EEXIST: another CPU added it first */) {
+			iommutop_health_inc(IOMMUTOP_HEALTH_PROCESS_MAP_FULL);
+			return key;
+		}
+	}
+	key.id = process;
+	return key;
 }
 
 /* The key nested work is charged to: the innermost frame's, or the owner's outside any. */
 static __always_inline struct iommutop_dev_key
-iommutop_current_key(const struct iommutop_inflight *inflight)
+iommutop_current_key(const struct iommutop_inflight *inflight, int task_context)
 {
 	__u32 depth;
 
 	if (!inflight)
-		return iommutop_owner_key();
+		return iommutop_owner_key(task_context);
 	depth = inflight->depth;
 	if (depth == 0 || depth > IOMMUTOP_MAX_NESTING)
-		return iommutop_owner_key();
+		return iommutop_owner_key(task_context);
 	return inflight->frames[(depth - 1) & IOMMUTOP_FRAME_MASK].key;
+}
+
+/* For an event with no frame of its own (counts only): the key its context's work goes to, or 0
+ * when the filter leaves it out. */
+static __always_inline int iommutop_context_key(const void *ctx, struct iommutop_dev_key *key)
+{
+	int task_context;
+	struct iommutop_inflight *inflight = iommutop_inflight_of(ctx, 0, &task_context);
+
+	if (iommutop_left_out(inflight, task_context))
+		return 0;
+	*key = iommutop_current_key(inflight, task_context);
+	return 1;
 }
 
 static __always_inline struct iommutop_op_stats *
@@ -308,7 +421,7 @@ static __always_inline void iommutop_count_untimed(const struct iommutop_dev_key
 	struct iommutop_dev_stats *stats;
 	int created;
 
-	if (frame_flags & IOMMUTOP_FRAME_DUPLICATE)
+	if (frame_flags & (IOMMUTOP_FRAME_DUPLICATE | IOMMUTOP_FRAME_FILTERED))
 		return;
 	barrier_var(op);
 	if (op >= IOMMUTOP_OP_COUNT)
@@ -385,18 +498,23 @@ static __always_inline void iommutop_enter(void *ctx, __u32 op,
 {
 	struct iommutop_frame *frame, *below;
 	struct iommutop_inflight *inflight;
-	struct iommutop_dev_key key;
+	struct iommutop_dev_key key = {};
 	__u64 now = bpf_ktime_get_ns(), end;
-	int task_context;
+	int task_context, left_out;
 	__u32 depth;
 
 	inflight = iommutop_inflight_of(ctx, 1, &task_context);
 	if (!inflight)
 		return;
 	iommutop_drop_stale(inflight, now, op, flags, task_context);
-	/* The inherited key is read before the slot is taken: an interrupt arriving in between
-	 * runs to completion and leaves the stack as it found it. */
-	key = own_key ? *own_key : iommutop_current_key(inflight);
+	/* The inherited key and the filter's decision are read before the slot is taken: an
+	 * interrupt arriving in between runs to completion and leaves the stack as it found it. A
+	 * left-out frame's key is never used: no process row is made for it. */
+	left_out = iommutop_left_out(inflight, task_context);
+	if (own_key)
+		key = *own_key;
+	else if (!left_out)
+		key = iommutop_current_key(inflight, task_context);
 	/* Take the slot before filling it: an interrupt that probes a call while this program is
 	 * still filling its frame must get the next slot, not this one. No atomic is needed (nor
 	 * available before 5.12): the stack is only ever shared with interrupts on the same CPU,
@@ -415,13 +533,16 @@ static __always_inline void iommutop_enter(void *ctx, __u32 op,
 	frame->op = op;
 	frame->bytes = bytes;
 	frame->flags = flags & IOMMUTOP_ENTER_FULL ? IOMMUTOP_FRAME_FULL : 0;
+	if (left_out)
+		frame->flags |= IOMMUTOP_FRAME_FILTERED;
 	if ((flags & IOMMUTOP_ENTER_TWIN) && depth > 0) {
 		below = &inflight->frames[(depth - 1) & IOMMUTOP_FRAME_MASK];
 		if (below->op == op && below->key.id == key.id && below->key.kind == key.kind)
 			frame->flags |= IOMMUTOP_FRAME_DUPLICATE;
 	}
 	frame->stack_id = -1;
-	if (own_key && !(frame->flags & IOMMUTOP_FRAME_DUPLICATE) && iommutop_stack_due(now)) {
+	if (own_key && !(frame->flags & (IOMMUTOP_FRAME_DUPLICATE | IOMMUTOP_FRAME_FILTERED)) &&
+	    iommutop_stack_due(now)) {
 		frame->stack_id = bpf_get_stackid(ctx, &iommutop_stacks, 0);
 		if (frame->stack_id < 0)
 			iommutop_health_inc(IOMMUTOP_HEALTH_STACK_LOST);
@@ -452,7 +573,7 @@ enum iommutop_exit_mode {
 
 /* Charges a closed call: count, bytes (its frame's unless the exit knows them), failure, raw and
  * self time, a sampled call path. Nothing for a discarded call or a twin (counted by its
- * wrapper). */
+ * wrapper) or a call --pid/--cgroup left out. */
 static __always_inline void iommutop_count_exit(__u32 op, int failed, __u64 bytes,
 						const struct iommutop_frame *done, __u64 raw_ns,
 						__u64 self_ns, int discard)
@@ -461,7 +582,8 @@ static __always_inline void iommutop_count_exit(__u32 op, int failed, __u64 byte
 	struct iommutop_op_stats *op_stats;
 	int created;
 
-	if (discard || done->flags & IOMMUTOP_FRAME_DUPLICATE || op >= IOMMUTOP_OP_COUNT)
+	if (discard || done->flags & (IOMMUTOP_FRAME_DUPLICATE | IOMMUTOP_FRAME_FILTERED) ||
+	    op >= IOMMUTOP_OP_COUNT)
 		return;
 	/* The stats are created here, at the one lookup a call pays; a device key's id is the
 	 * struct device itself, which names it on first sight. */
@@ -494,7 +616,8 @@ static __always_inline void iommutop_exit_as(void *ctx, __u32 op, int failed, __
 					     enum iommutop_exit_mode mode)
 {
 	__u64 now = bpf_ktime_get_ns();
-	struct iommutop_inflight *inflight = iommutop_inflight_get(ctx);
+	int task_context;
+	struct iommutop_inflight *inflight = iommutop_inflight_of(ctx, 0, &task_context);
 	struct iommutop_frame *frame, done;
 	__u64 raw_ns, self_ns;
 	__u32 depth, i, index;
@@ -531,12 +654,13 @@ static __always_inline void iommutop_exit_as(void *ctx, __u32 op, int failed, __
 		return;
 	}
 unseen_entry:
-	if (mode == IOMMUTOP_EXIT_DISCARD)
+	if (mode == IOMMUTOP_EXIT_DISCARD || iommutop_left_out(inflight, task_context))
 		return;
 	if (mode == IOMMUTOP_EXIT_COUNT)
 		iommutop_health_inc(IOMMUTOP_HEALTH_EXIT_WITHOUT_ENTRY);
 	{
-		struct iommutop_dev_key key = own_key ? *own_key : iommutop_current_key(inflight);
+		struct iommutop_dev_key key =
+		    own_key ? *own_key : iommutop_current_key(inflight, task_context);
 
 		iommutop_count_untimed(&key, op, bytes == IOMMUTOP_KEEP_BYTES ? 0 : bytes, 0);
 	}

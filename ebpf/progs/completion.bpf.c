@@ -9,6 +9,7 @@
  *     netdev when it has no parent (virtual devices): the packets a NIC received.
  *   net:net_dev_xmit (struct sk_buff *, int rc, struct net_device *, unsigned int len): a packet
  *     the driver accepted for transmit (rc 0), charged the same way: the packets a NIC sent.
+ * Under --pid or --cgroup none is counted: completions are interrupt work, no task's.
  */
 #include "common.bpf.h"
 
@@ -33,7 +34,7 @@ int BPF_PROG(completion__block_rq__tp, struct request *rq, blk_status_t error,
 	struct gendisk *disk = request_disk(rq);
 	struct iommutop_dev_key key = {.id = (__u64)disk, .kind = IOMMUTOP_KEY_DISK};
 
-	if (!disk)
+	if (!disk || iommutop_filtering())
 		return 0;
 	iommutop_count(&key, IOMMUTOP_OP_COMPLETION, 1, nr_bytes, error != 0, disk);
 	return 0;
@@ -62,7 +63,7 @@ int BPF_PROG(completion__napi_poll__tp, struct napi_struct *napi, int work, int 
 {
 	struct net_device *netdev = BPF_CORE_READ(napi, dev);
 
-	if (!netdev || work <= 0)
+	if (!netdev || work <= 0 || iommutop_filtering())
 		return 0;
 	count_packets(netdev, IOMMUTOP_OP_COMPLETION, work, 0);
 	return 0;
@@ -72,7 +73,7 @@ SEC("tp_btf")
 int BPF_PROG(completion__net_dev_xmit__tp, struct sk_buff *skb, int rc, struct net_device *netdev,
 	     unsigned int len)
 {
-	if (!netdev || rc != 0 /* NETDEV_TX_OK */)
+	if (!netdev || rc != 0 /* NETDEV_TX_OK */ || iommutop_filtering())
 		return 0;
 	count_packets(netdev, IOMMUTOP_OP_TX_PACKETS, 1, len);
 	return 0;

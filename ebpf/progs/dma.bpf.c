@@ -52,10 +52,13 @@ static __always_inline void dma_enter_twin(void *ctx, __u32 op, struct device *d
 	iommutop_enter(ctx, op, &key, bytes, IOMMUTOP_ENTER_TWIN);
 }
 
-static __always_inline void dma_count(__u32 op, struct device *dev, __u64 bytes, int failed)
+static __always_inline void dma_count(void *ctx, __u32 op, struct device *dev, __u64 bytes,
+				      int failed)
 {
 	struct iommutop_dev_key key = iommutop_device_key(dev);
 
+	if (iommutop_left_out_here(ctx))
+		return;
 	iommutop_count(&key, op, 1, bytes, failed, dev);
 }
 
@@ -399,28 +402,28 @@ int BPF_KRETPROBE(dma__free__kretprobe)
 SEC("tp_btf")
 int BPF_PROG(dma__map__tp, struct device *dev, phys_addr_t phys, dma_addr_t dma_addr, size_t size)
 {
-	dma_count(IOMMUTOP_OP_DMA_MAP, dev, size, dma_addr == IOMMUTOP_DMA_MAPPING_ERROR);
+	dma_count(ctx, IOMMUTOP_OP_DMA_MAP, dev, size, dma_addr == IOMMUTOP_DMA_MAPPING_ERROR);
 	return 0;
 }
 
 SEC("tp_btf")
 int BPF_PROG(dma__unmap__tp, struct device *dev, dma_addr_t addr, size_t size)
 {
-	dma_count(IOMMUTOP_OP_DMA_UNMAP, dev, size, 0);
+	dma_count(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, size, 0);
 	return 0;
 }
 
 SEC("tp_btf")
 int BPF_PROG(dma__map_sg__tp, struct device *dev, struct scatterlist *sgl, int nents, int ents)
 {
-	dma_count(IOMMUTOP_OP_DMA_MAP, dev, 0, ents <= 0);
+	dma_count(ctx, IOMMUTOP_OP_DMA_MAP, dev, 0, ents <= 0);
 	return 0;
 }
 
 SEC("tp_btf")
 int BPF_PROG(dma__unmap_sg__tp, struct device *dev)
 {
-	dma_count(IOMMUTOP_OP_DMA_UNMAP, dev, 0, 0);
+	dma_count(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, 0, 0);
 	return 0;
 }
 

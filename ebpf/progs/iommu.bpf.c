@@ -26,8 +26,10 @@ static __always_inline void iommu_enter(void *ctx, __u32 op, __u64 bytes)
 
 static __always_inline void iommu_count(void *ctx, __u32 op, __u64 bytes)
 {
-	struct iommutop_dev_key key = iommutop_current_key(iommutop_inflight_get(ctx));
+	struct iommutop_dev_key key;
 
+	if (!iommutop_context_key(ctx, &key))
+		return;
 	iommutop_count(&key, op, 1, bytes, 0, NULL);
 }
 

@@ -207,8 +207,10 @@ int BPF_KRETPROBE(iotlb__fq_timeout__kretprobe)
 SEC("tp_btf")
 int BPF_PROG(iotlb__qi_submit__tp)
 {
-	struct iommutop_dev_key key = iommutop_current_key(iommutop_inflight_get(ctx));
+	struct iommutop_dev_key key;
 
+	if (!iommutop_context_key(ctx, &key))
+		return 0;
 	iommutop_count(&key, IOMMUTOP_OP_IOTLB_FLUSH, 1, 0, 0, NULL);
 	return 0;
 }

@@ -72,6 +72,7 @@ mod tests {
             ops: Default::default(),
             completions: 0,
             derived: Default::default(),
+            pid: None,
         }
     }
 

@@ -15,6 +15,7 @@ pub mod report;
 pub mod sample;
 pub mod snapshot;
 pub mod summary;
+pub mod task_filter;
 pub mod time;
 pub mod units;
 pub mod workload;
@@ -28,4 +29,5 @@ pub use report::{schema_text, Report, ReportError, ReportInputs, SCHEMA_VERSION}
 pub use sample::{Op, OpCounters, RawSample, RawSource, SourceKind, HIST_SLOTS};
 pub use snapshot::{Device, Latency, OpStats, RowKind, Snapshot};
 pub use summary::render_summary;
+pub use task_filter::TaskFilter;
 pub use time::rfc3339_utc;

@@ -7,7 +7,7 @@
 mod build;
 mod read;
 
-pub use build::ReportInputs;
+pub use build::{ReportInputs, MAX_PROCESS_ROWS};
 pub use read::{ReadReportError, ReportError};
 
 use crate::facts::{DmaMode, IommuVendor};
@@ -112,6 +112,10 @@ pub struct Run {
     /// Absent when every device was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_filter: Option<crate::device_filter::DeviceFilter>,
+    /// `--pid`/`--cgroup`: only these tasks' task-context work was counted. Absent when every
+    /// task's was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_filter: Option<crate::task_filter::TaskFilter>,
 }
 
 /// A built-in workload's parameters and results, as the workload reported them.

@@ -20,8 +20,14 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Key of the row that holds the deferred flush-queue timer's work.
 pub const DEFERRED_KEY: &str = "deferred";
 
-/// Key of the row that holds IOMMU work outside any DMA API call (VFIO maps, ...).
+/// Key of the row that holds IOMMU work outside any DMA API call (VFIO maps, ...) that no process
+/// owns (interrupt context); a process's own such work is on `unattributed:COMM[PID]`.
 pub const UNATTRIBUTED_KEY: &str = "unattributed";
+
+/// The key of a process's row of IOMMU work outside the DMA API: `unattributed:qemu[1234]`.
+pub fn process_key(comm: &str, pid: u64) -> String {
+    format!("{UNATTRIBUTED_KEY}:{comm}[{pid}]")
+}
 
 /// What kind of thing a row stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -44,8 +50,9 @@ pub enum RowKind {
 /// One row: a PCI function (or another device, deferred work, an unresolved disk or netdev).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Device {
-    /// PCI address, `deferred`/`unattributed` (`deferred:NAME` when the kernel named the bucket),
-    /// or the kernel name of the source (`KIND@ID` when it had none yet).
+    /// PCI address, `deferred`/`unattributed` (`deferred:NAME` when the kernel named the bucket,
+    /// `unattributed:COMM[PID]` for one process's work), or the kernel name of the source
+    /// (`KIND@ID` when it had none yet).
     pub key: String,
     pub kind: RowKind,
     pub pci_address: Option<String>,
@@ -61,6 +68,10 @@ pub struct Device {
     /// Completed I/Os (the `completion` op's count).
     pub completions: u64,
     pub derived: Derived,
+    /// The process of an `unattributed:COMM[PID]` row (`names` holds its COMM); absent on every
+    /// other row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
 }
 
 impl Device {
@@ -177,6 +188,8 @@ struct Placement<'f> {
     facts: Option<&'f DeviceFacts>,
     /// The source's own name, if it is a name worth listing (not the PCI address itself).
     name: Option<String>,
+    /// The process of a process's unattributed row.
+    pid: Option<u32>,
 }
 
 fn place_source<'f>(source: &RawSource, facts: &'f [DeviceFacts]) -> Placement<'f> {
@@ -187,6 +200,7 @@ fn place_source<'f>(source: &RawSource, facts: &'f [DeviceFacts]) -> Placement<'
         pci_address: Some(pci.pci_address.clone()),
         facts: Some(pci),
         name: Some(name.to_string()),
+        pid: None,
     };
     let alone = |kind: RowKind, key: String| Placement {
         key,
@@ -194,6 +208,7 @@ fn place_source<'f>(source: &RawSource, facts: &'f [DeviceFacts]) -> Placement<'
         pci_address: None,
         facts: None,
         name: None,
+        pid: None,
     };
     let owner = (!name.is_empty())
         .then(|| facts.iter().find(|f| f.owns_name(name)))
@@ -201,6 +216,12 @@ fn place_source<'f>(source: &RawSource, facts: &'f [DeviceFacts]) -> Placement<'
     match source.kind {
         SourceKind::Deferred if name.is_empty() => alone(RowKind::Deferred, DEFERRED_KEY.into()),
         SourceKind::Deferred => alone(RowKind::Deferred, format!("{DEFERRED_KEY}:{name}")),
+        // One process's work, keyed by its tgid and named by its comm in the kernel.
+        SourceKind::Unattributed if source.id != 0 => Placement {
+            name: (!name.is_empty()).then(|| name.to_string()),
+            pid: u32::try_from(source.id).ok(),
+            ..alone(RowKind::Unattributed, process_key(name, source.id))
+        },
         SourceKind::Unattributed if name.is_empty() => {
             alone(RowKind::Unattributed, UNATTRIBUTED_KEY.into())
         }
@@ -213,6 +234,7 @@ fn place_source<'f>(source: &RawSource, facts: &'f [DeviceFacts]) -> Placement<'
             pci_address: Some(name.to_string()),
             facts: facts.iter().find(|f| f.pci_address == name),
             name: None,
+            pid: None,
         },
         kind => {
             if let Some(pci) = owner {
@@ -254,6 +276,7 @@ struct RowBuilder {
     facts: Option<DeviceFacts>,
     names: BTreeSet<String>,
     ops: BTreeMap<Op, OpDelta>,
+    pid: Option<u32>,
 }
 
 impl RowBuilder {
@@ -270,6 +293,7 @@ impl RowBuilder {
             facts: place.facts.cloned(),
             names,
             ops: BTreeMap::new(),
+            pid: place.pid,
         }
     }
 
@@ -304,6 +328,7 @@ impl RowBuilder {
             derived: derive(&ops, interval_ns),
             ops,
             completions,
+            pid: self.pid,
         }
     }
 }
@@ -538,6 +563,42 @@ mod tests {
             kinds,
             [RowKind::Deferred, RowKind::Deferred, RowKind::Unattributed]
         );
+    }
+
+    /// Every VM's and userspace driver's VFIO maps landed on one `unattributed` row (issue 15).
+    #[test]
+    fn unattributed_work_splits_by_process() {
+        let maps = |n| vec![(Op::IommuMap, counters(n, 4096 * n, &[]))];
+        let after = sample(
+            1,
+            vec![
+                source(SourceKind::Unattributed, 0, "", &maps(1)),
+                source(SourceKind::Unattributed, 1234, "qemu", &maps(5)),
+                source(SourceKind::Unattributed, 99, "", &maps(2)),
+            ],
+        );
+        let snapshot = Snapshot::between(&RawSample::default(), &after, &[]);
+        let rows: Vec<(&str, Option<u32>, u64)> = snapshot
+            .devices
+            .iter()
+            .map(|d| (d.key.as_str(), d.pid, d.op(Op::IommuMap).count))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("unattributed", None, 1),
+                ("unattributed:[99]", Some(99), 2),
+                ("unattributed:qemu[1234]", Some(1234), 5),
+            ]
+        );
+        let qemu = snapshot.device("unattributed:qemu[1234]").expect("row");
+        assert_eq!(qemu.kind, RowKind::Unattributed);
+        assert_eq!(qemu.names, ["qemu"]);
+        let json = serde_json::to_value(qemu).expect("serializes");
+        assert_eq!(json["pid"], 1234);
+        let shared = serde_json::to_value(snapshot.device("unattributed").expect("row"))
+            .expect("serializes");
+        assert!(shared.get("pid").is_none(), "{shared}");
     }
 
     #[test]

@@ -79,6 +79,9 @@ fn run_line(report: &Report) -> String {
             filter.describe()
         ));
     }
+    if let Some(filter) = &run.task_filter {
+        parts.push(format!("{} only", filter.describe()));
+    }
     format!("{}\n", parts.join(", "))
 }
 
@@ -262,6 +265,23 @@ mod tests {
             text.lines().nth(1).is_some_and(|line| line.ends_with(
                 ", device nvme0n1 (0000:00:02.0) only (with deferred and unattributed work)"
             )),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_task_filter_is_said_on_the_run_line() {
+        let mut report = full_report();
+        report.run.task_filter = Some(crate::TaskFilter {
+            cgroup: Some("/sys/fs/cgroup/vm".into()),
+            cgroup_id: Some(77),
+            ..Default::default()
+        });
+        let text = render_summary(&report);
+        assert!(
+            text.lines()
+                .nth(1)
+                .is_some_and(|line| line.ends_with(", cgroup /sys/fs/cgroup/vm only")),
             "{text}"
         );
     }

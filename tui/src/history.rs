@@ -93,6 +93,7 @@ mod tests {
                     ops: Default::default(),
                     completions: 0,
                     derived: Default::default(),
+                    pid: None,
                 })
                 .collect(),
             ..Snapshot::default()

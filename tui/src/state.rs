@@ -43,6 +43,8 @@ pub struct HostSummary {
     pub default_domain_type: Option<String>,
     pub mode: Option<DmaMode>,
     pub lab: bool,
+    /// `--pid`/`--cgroup`: whose work alone is counted (`process 1234 (qemu)`).
+    pub scope: Option<String>,
 }
 
 impl HostSummary {
@@ -55,7 +57,14 @@ impl HostSummary {
             default_domain_type: facts.default_domain_type(),
             mode: facts.dma_mode(),
             lab: facts.lab,
+            scope: None,
         }
+    }
+
+    /// Says that only `filter`'s tasks are counted.
+    pub fn with_scope(mut self, filter: Option<&iommutop_model::TaskFilter>) -> HostSummary {
+        self.scope = filter.map(|f| f.describe());
+        self
     }
 }
 
@@ -543,6 +552,7 @@ mod tests {
                 cpu_share: cpu,
                 ..Default::default()
             },
+            pid: None,
         }
     }
 

@@ -225,3 +225,26 @@ fn probe_misses_show_in_the_footer() {
     let clean = state_after(lab_probes(), busy_nvme(2));
     assert!(!text(&draw(&clean, 120, 40)).contains("probe misses"));
 }
+
+/// `--pid`/`--cgroup`: the header says whose work alone is counted.
+#[test]
+fn a_task_filter_is_named_in_the_header() {
+    let filter = iommutop_model::TaskFilter {
+        pid: Some(4242),
+        comm: Some("qemu".into()),
+        ..Default::default()
+    };
+    let state = State::new(
+        HostSummary::from_facts(&host_facts()).with_scope(Some(&filter)),
+        lab_probes(),
+        Duration::from_secs(1),
+    );
+    let terminal = draw(&state, 160, 24);
+    let buffer = terminal.backend().buffer();
+    assert_eq!(
+        line_with(buffer, "only process 4242 (qemu), task context"),
+        Some(0),
+        "{}",
+        text(&terminal)
+    );
+}

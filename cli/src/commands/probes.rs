@@ -19,7 +19,7 @@ pub fn run(args: &ProbesArgs) -> Outcome<ExitCode> {
         return selftest(args.json);
     }
     let probes =
-        Probes::attach(false, &crate::probes::PointSelection::all()).map_err(load_failure)?;
+        Probes::attach(false, &crate::probes::PointSelection::all(), None).map_err(load_failure)?;
     if args.json {
         let points: Vec<serde_json::Value> = probes.statuses().iter().map(status_json).collect();
         let text = serde_json::to_string_pretty(&json!({ "points": points }))?;

@@ -21,6 +21,7 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
         require_runnable(program)?;
     }
     let device_filter = crate::device_filter::resolve(args.device.as_deref())?;
+    let task_filter = crate::task_filter::resolve(&args.tasks)?;
     let stop = StopSignal::install()?;
     // With --domain, the group is switched before the probes attach and restored after the
     // report is built (so that the report shows the type recorded under).
@@ -28,8 +29,8 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
         (Some(domain_type), Some(filter)) => Some(switch_domain(&filter.pci_address, domain_type)?),
         _ => None,
     };
-    let mut session =
-        Session::start(&args.points.clone().unwrap_or_default())?.with_device_filter(device_filter);
+    let mut session = Session::start(&args.points.clone().unwrap_or_default(), task_filter)?
+        .with_device_filter(device_filter);
     let recorded = record_while(
         &mut session,
         &args.command,

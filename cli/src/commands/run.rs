@@ -70,14 +70,15 @@ impl RunControl for ChannelControl {
 
 pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
     let device_filter = crate::device_filter::resolve(args.device.as_deref())?;
+    let task_filter = crate::task_filter::resolve(&args.tasks)?;
     let profile = load_profile(&args.profile, &args.set, args.duration)?;
     let workload = checked_profile_workload(&profile)?;
     let interval = Duration::from_secs_f64(args.interval);
     let mut sink = ReportSink::open(args.json.as_deref().map(JsonTarget::parse))?;
     let stop = StopSignal::install()?;
     restore_leftovers();
-    let mut session =
-        Session::start(&args.points.clone().unwrap_or_default())?.with_device_filter(device_filter);
+    let mut session = Session::start(&args.points.clone().unwrap_or_default(), task_filter)?
+        .with_device_filter(device_filter);
     eprintln!(
         "iommutop: probes attached; running profile {} ({})",
         profile.name,

@@ -76,9 +76,89 @@ impl Kallsyms {
     }
 }
 
+/// Where each CPU's preempt count lives, which says whether a CPU runs an interrupt: an
+/// interrupt that arrives in user mode runs on the interrupted task's kernel stack, where only
+/// the count tells it from the task's own work. Per-CPU symbols: `__preempt_count` (up to 6.1 and
+/// from 6.15) or `pcpu_hot` (6.2 to 6.14, which holds it as a field), at an address that
+/// `__per_cpu_offset[cpu]` is added to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PreemptCount {
+    /// The address of `__per_cpu_offset[]`.
+    pub per_cpu_offsets: u64,
+    /// The symbol's value (an offset in the per-CPU area, or its address since 6.15).
+    pub symbol: u64,
+    /// The symbol is `pcpu_hot`: the count is its `preempt_count` field.
+    pub in_pcpu_hot: bool,
+}
+
+impl PreemptCount {
+    /// From /proc/kallsyms; None when kptr_restrict hides the addresses or a symbol is missing.
+    pub fn find(path: &Path) -> Option<PreemptCount> {
+        PreemptCount::parse(&std::fs::read_to_string(path).ok()?)
+    }
+
+    pub fn parse(text: &str) -> Option<PreemptCount> {
+        let (mut offsets, mut direct, mut hot) = (None, None, None);
+        for line in text.lines() {
+            let mut fields = line.split_whitespace();
+            let (Some(address), Some(_kind), Some(name), None) =
+                (fields.next(), fields.next(), fields.next(), fields.next())
+            else {
+                continue; // a module's symbol, or not a symbol line
+            };
+            let slot = match name {
+                "__per_cpu_offset" => &mut offsets,
+                "__preempt_count" => &mut direct,
+                "pcpu_hot" => &mut hot,
+                _ => continue,
+            };
+            *slot = u64::from_str_radix(address, 16).ok();
+        }
+        let per_cpu_offsets = offsets.filter(|&a| a != 0)?;
+        let (symbol, in_pcpu_hot) = match (direct, hot) {
+            (Some(symbol), _) => (symbol, false),
+            (None, Some(symbol)) => (symbol, true),
+            (None, None) => return None,
+        };
+        // Zero-based per-CPU symbols may be 0; hidden addresses make every one 0.
+        Some(PreemptCount {
+            per_cpu_offsets,
+            symbol,
+            in_pcpu_hot,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_preempt_count_is_found_in_each_era() {
+        let v5_10 = "0000000000019580 A this_cpu_off\n000000000001fb80 A __preempt_count\n\
+                     ffffffff82185940 D __per_cpu_offset\n";
+        assert_eq!(
+            PreemptCount::parse(v5_10),
+            Some(PreemptCount {
+                per_cpu_offsets: 0xffffffff82185940,
+                symbol: 0x1fb80,
+                in_pcpu_hot: false
+            })
+        );
+        let v6_12 = "00000000000351c0 A pcpu_hot\nffffffff825e4e20 D __per_cpu_offset\n";
+        assert_eq!(
+            PreemptCount::parse(v6_12).map(|p| (p.symbol, p.in_pcpu_hot)),
+            Some((0x351c0, true))
+        );
+        let v7_3 = "ffffffff829db0e0 D __per_cpu_offset\nffffffff83f4d028 D __preempt_count\n";
+        assert_eq!(
+            PreemptCount::parse(v7_3).map(|p| p.symbol),
+            Some(0xffffffff83f4d028)
+        );
+        let hidden = "0000000000000000 D __per_cpu_offset\n0000000000000000 D __preempt_count\n";
+        assert_eq!(PreemptCount::parse(hidden), None);
+        assert_eq!(PreemptCount::parse("ffffffff81000000 T _stext\n"), None);
+    }
 
     const SAMPLE: &str = "\
 ffffffff81000000 T _stext

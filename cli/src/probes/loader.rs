@@ -8,7 +8,7 @@ use super::abi::{
 use super::capacity::stats_capacity;
 use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
 use super::dispatch;
-use super::kallsyms::{Kallsyms, KernelFunctions};
+use super::kallsyms::{Kallsyms, KernelFunctions, PreemptCount};
 use super::selection::PointSelection;
 use super::status::{HookOutcome, PointStatus, Refusal};
 use super::table::{
@@ -19,6 +19,7 @@ use aya::programs::{BtfTracePoint, FEntry, FExit, KProbe, Program};
 use aya::{Btf, Ebpf, EbpfLoader, Pod};
 use iommutop_model::report::StackSample;
 use iommutop_model::sample::{Op, RawSample, RawSource, SourceKind};
+use iommutop_model::TaskFilter;
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::path::Path;
@@ -52,14 +53,17 @@ fn stack_interval_ns() -> u64 {
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/iommutop.bpf.o"));
 
 /// Names of `enum iommutop_health`, in order.
-const HEALTH_NAMES: [&str; 6] = [
+const HEALTH_NAMES: [&str; 7] = [
     "device_map_full",
     "nesting_overflow",
     "exit_without_entry",
     "stack_lost",
     "abandoned_frames",
     "task_map_full",
+    "process_map_full",
 ];
+const _: () =
+    assert!(HEALTH_NAMES.len() == super::abi::iommutop_health::IOMMUTOP_HEALTH_COUNT as usize);
 
 /// The health counter of program runs the kernel skipped (see [`recursion_misses`]).
 pub const RECURSION_MISSES: &str = "recursion_misses";
@@ -97,6 +101,8 @@ pub struct Probes {
     stats_fd: Option<OwnedFd>,
     /// The kernel's dispatch around a probe program, in ns, taken out of self times; why not.
     dispatch: Result<u64, String>,
+    /// Whether the programs can tell an interrupt from its task's work (the preempt count).
+    tells_interrupts: bool,
 }
 
 /// Where the kernel's BTF is read from; tests point it elsewhere to exercise the no-BTF path.
@@ -116,7 +122,13 @@ impl Probes {
     /// Loads the object and attaches every selected point it can, each on the cheapest tier that
     /// works.
     /// `enable_stats` turns on the kernel's BPF run-time statistics for as long as this lives.
-    pub fn attach(enable_stats: bool, selection: &PointSelection) -> Result<Probes, LoadError> {
+    /// With `tasks` (`--pid`/`--cgroup`), only the selected tasks' task-context work is counted:
+    /// the knobs are set before load, so that without a filter the verifier drops the checks.
+    pub fn attach(
+        enable_stats: bool,
+        selection: &PointSelection,
+        tasks: Option<&TaskFilter>,
+    ) -> Result<Probes, LoadError> {
         log::debug!("reading the kernel's BTF");
         let btf = load_btf()?;
         let stack_interval = stack_interval_ns();
@@ -134,12 +146,24 @@ impl Probes {
             Err(e) => log::info!("probe dispatch not calibrated: {e}"),
         }
         let dispatch_ns = *dispatch.as_ref().unwrap_or(&0);
+        let filter_tgid: u32 = tasks.and_then(|t| t.pid).unwrap_or(0);
+        let filter_cgroup: u64 = tasks.and_then(|t| t.cgroup_id).unwrap_or(0);
+        let preempt = PreemptCount::find(Path::new("/proc/kallsyms"));
+        log::debug!("preempt count: {preempt:?}");
+        let per_cpu_offsets: u64 = preempt.map_or(0, |p| p.per_cpu_offsets);
+        let preempt_count_at: u64 = preempt.map_or(0, |p| p.symbol);
+        let in_pcpu_hot = u32::from(preempt.is_some_and(|p| p.in_pcpu_hot));
         log::debug!("relocating the BPF object and creating its maps");
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&btf))
             .override_global("iommutop_stack_interval_ns", &stack_interval, true)
             .override_global("iommutop_dispatch_ns", &dispatch_ns, true)
             .map_max_entries("iommutop_stats", stats_capacity())
+            .override_global("iommutop_filter_tgid", &filter_tgid, true)
+            .override_global("iommutop_filter_cgroup", &filter_cgroup, true)
+            .override_global("iommutop_per_cpu_offsets", &per_cpu_offsets, true)
+            .override_global("iommutop_preempt_count_at", &preempt_count_at, true)
+            .override_global("iommutop_preempt_count_in_pcpu_hot", &in_pcpu_hot, true)
             .load(OBJECT)
             .map_err(|e| LoadError::Object(describe(&e)))?;
         let stats = take_map(&mut ebpf, "iommutop_stats", PerCpuHashMap::try_from)?;
@@ -185,6 +209,7 @@ impl Probes {
             statuses,
             stats_fd: stats_enabled,
             dispatch,
+            tells_interrupts: preempt.is_some(),
         })
     }
 
@@ -225,6 +250,12 @@ impl Probes {
                 "self times still hold the kernel's dispatch around each nested probe (not calibrated: {why})"
             )
         })
+    }
+
+    /// Whether the programs find each CPU's preempt count: without it an interrupt that arrives
+    /// while a task runs in user mode is taken for that task's work (`--pid`, process rows).
+    pub fn tells_interrupts(&self) -> bool {
+        self.tells_interrupts
     }
 
     /// What each point got: its tier, hooks, and why better tiers were refused.

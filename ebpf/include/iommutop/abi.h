@@ -82,7 +82,10 @@ enum iommutop_key_kind {
 	IOMMUTOP_KEY_DEFERRED = 1, /* flush-queue timer work and what nests in it */
 	IOMMUTOP_KEY_DISK = 2,	   /* completions of a block disk; name says which */
 	IOMMUTOP_KEY_NETDEV = 3,   /* NAPI completions of a netdev; id is its struct net_device * */
-	IOMMUTOP_KEY_UNATTRIBUTED = 4, /* IOMMU work outside any DMA API call (VFIO map, ...) */
+	/* IOMMU work outside any DMA API call (VFIO map, ...): id is the tgid of the process that
+	 * did it in task context, named by its comm; 0 for interrupt context and processes beyond
+	 * IOMMUTOP_MAX_PROCESSES. */
+	IOMMUTOP_KEY_UNATTRIBUTED = 4,
 };
 
 struct iommutop_dev_key {
@@ -95,6 +98,10 @@ struct iommutop_dev_key {
  * a child of a process, listed here is charged to the key given, not to "unattributed". Keys are
  * tgids; user space adds itself while it runs such a driver for a device. */
 #define IOMMUTOP_MAX_OWNERS 16
+
+/* Processes whose IOMMU work outside the DMA API gets a row of its own (IOMMUTOP_KEY_UNATTRIBUTED
+ * keyed by tgid); later ones share the tgid-0 row. Keeps the device map's room for devices. */
+#define IOMMUTOP_MAX_PROCESSES 64
 
 /* Name of a key: dev_name() of a device, disk name, netdev name. */
 struct iommutop_dev_name {
@@ -110,7 +117,9 @@ enum iommutop_health {
 	IOMMUTOP_HEALTH_ABANDONED_FRAMES =
 	    4, /* calls whose exit was never seen (frames dropped as stale): not counted */
 	IOMMUTOP_HEALTH_TASK_MAP_FULL = 5, /* a task's in-flight calls could not be tracked */
-	IOMMUTOP_HEALTH_COUNT = 6,
+	IOMMUTOP_HEALTH_PROCESS_MAP_FULL =
+	    6, /* unattributed work of a process beyond IOMMUTOP_MAX_PROCESSES: on the tgid-0 row */
+	IOMMUTOP_HEALTH_COUNT = 7,
 };
 
 /* Kernel call paths of sampled DMA API calls: one stack in IOMMUTOP_STACK_PERIOD calls per CPU

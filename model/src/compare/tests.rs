@@ -172,6 +172,7 @@ fn report(run: &Run1) -> Report {
                 .unwrap_or_default(),
             }),
             device_filter: None,
+            task_filter: None,
         },
         first: &first,
         last: &last,

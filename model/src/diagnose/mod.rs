@@ -85,6 +85,9 @@ pub fn verdict(report: &Report, device: Option<&str>, ab: Option<&AbOutcome>) ->
         let _ = writeln!(out, "{line}");
     }
     let devices = dma_devices(report, device);
+    if let Some(filter) = &report.run.task_filter {
+        let _ = writeln!(out, "scope: {}", filter.note());
+    }
     if let Some(line) = health_line(report) {
         let _ = writeln!(out, "{line}");
     }
@@ -438,6 +441,23 @@ mod tests {
             text.contains("\ndeferred flushes (deferred): 20 flush-queue runs"),
             "{text}"
         );
+    }
+
+    /// A `--pid` run's per-I/O figures lack the interrupt-context work: said before them.
+    #[test]
+    fn a_task_filter_is_said_before_the_verdict() {
+        let mut report = full_report();
+        assert!(!verdict(&report, None, None).contains("scope:"));
+        report.run.task_filter = Some(crate::TaskFilter {
+            pid: Some(4242),
+            comm: Some("qemu".into()),
+            ..Default::default()
+        });
+        let text = verdict(&report, None, None);
+        let scope = text.find("scope: only the work process 4242 (qemu) did in task context");
+        let first_device = text.find("0000:00:02.0");
+        assert!(scope.is_some() && scope < first_device, "{text}");
+        assert!(text.contains("interrupt-context work"), "{text}");
     }
 
     #[test]

@@ -179,6 +179,10 @@ fn probe_warnings(probes: &[ProbeEntry]) -> Vec<String> {
     warnings
 }
 
+/// `IOMMUTOP_MAX_PROCESSES` in `ebpf/include/iommutop/abi.h`: processes with an `unattributed`
+/// row of their own (checked against the header where the bindings are generated).
+pub const MAX_PROCESS_ROWS: u32 = 64;
+
 fn health_warnings(health: &BTreeMap<String, u64>) -> Vec<String> {
     health
         .iter()
@@ -201,6 +205,10 @@ fn health_warnings(health: &BTreeMap<String, u64>) -> Vec<String> {
             ),
             "task_map_full" => format!(
                 "{count} calls of tasks whose in-flight stack could not be created were not counted"
+            ),
+            "process_map_full" => format!(
+                "{count} IOMMU calls outside the DMA API by processes beyond the first {} went to the shared `unattributed` row, not to a row of their process",
+                MAX_PROCESS_ROWS
             ),
             "stack_lost" => format!(
                 "{count} sampled call paths could not be recorded (stack map full or unwinding failed)"

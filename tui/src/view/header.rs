@@ -31,6 +31,10 @@ pub fn render(state: &State, frame: &mut Frame, area: Rect) {
     if host.lab {
         parts.push("lab".to_string());
     }
+    if let Some(scope) = &host.scope {
+        // --pid/--cgroup: interrupt-context work (completions, ...) is no task's, and not counted.
+        parts.push(format!("only {scope}, task context"));
+    }
 
     let mut right: Vec<Span> = Vec::new();
     if state.is_paused() {

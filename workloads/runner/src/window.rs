@@ -224,6 +224,7 @@ mod tests {
             ops,
             completions: 0,
             derived: Default::default(),
+            pid: None,
         }
     }
 

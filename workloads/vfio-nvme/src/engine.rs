@@ -648,6 +648,7 @@ fn map_cost(what: &str, buf: &DmaBuffer<'_>) -> MapCost {
         iova: buf.iova(),
         map_ns: buf.map_ns(),
         unmap_ns: None,
+        physical_runs: buf.physical_runs(),
     }
 }
 

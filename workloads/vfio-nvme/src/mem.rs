@@ -15,6 +15,26 @@ use std::mem::{align_of, size_of};
 use std::ptr::NonNull;
 use std::time::Instant;
 
+/// The granule of /proc/self/pagemap entries.
+const SMALL_PAGE: u64 = 4096;
+
+/// The frame number in a pagemap entry (bits 0-54) of a present page (bit 63); None when absent
+/// or hidden (shown as 0 without CAP_SYS_ADMIN). Documentation/admin-guide/mm/pagemap.rst.
+fn frame_of(entry: u64) -> Option<u64> {
+    let frame = entry & ((1 << 55) - 1);
+    (entry >> 63 == 1 && frame != 0).then_some(frame)
+}
+
+/// How many runs of consecutive frame numbers `frames` makes, in order.
+fn contiguous_runs(frames: &[u64]) -> u64 {
+    let breaks = frames.windows(2).filter(|w| w[1] != w[0] + 1).count() as u64;
+    if frames.is_empty() {
+        0
+    } else {
+        breaks + 1
+    }
+}
+
 /// Anonymous memory from `mmap`, locked in place by VFIO's pinning; unmapped in `Drop`.
 #[derive(Debug)]
 pub struct HostMemory {
@@ -179,6 +199,25 @@ impl<'i> DmaBuffer<'i> {
         self.map_ns
     }
 
+    /// Physically contiguous runs of the buffer's pages, from /proc/self/pagemap (frame numbers
+    /// are shown to CAP_SYS_ADMIN only): VFIO type1 maps one IOMMU range per run. None when the
+    /// frame numbers are hidden or a page is not present.
+    pub fn physical_runs(&self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let pagemap = std::fs::File::open("/proc/self/pagemap").ok()?;
+        let base = self.mem.base.as_ptr() as u64;
+        let pages = self.mem.len / SMALL_PAGE as usize;
+        let mut raw = vec![0u8; pages * 8];
+        pagemap
+            .read_exact_at(&mut raw, base / SMALL_PAGE * 8)
+            .ok()?;
+        let frames = raw
+            .chunks_exact(8)
+            .map(|entry| frame_of(u64::from_le_bytes(entry.try_into().ok()?)))
+            .collect::<Option<Vec<u64>>>()?;
+        Some(contiguous_runs(&frames))
+    }
+
     /// The whole buffer as one slice, to carve with [`DmaSlice::take`].
     pub fn slice(&mut self) -> DmaSlice<'_> {
         DmaSlice {
@@ -337,6 +376,26 @@ impl<'b> DmaSlice<'b> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frames_in_a_row_make_one_run() {
+        assert_eq!(contiguous_runs(&[]), 0);
+        assert_eq!(contiguous_runs(&[7]), 1);
+        assert_eq!(contiguous_runs(&[7, 8, 9, 3, 4, 10]), 3);
+        assert_eq!(contiguous_runs(&[9, 8]), 2, "descending frames are apart");
+    }
+
+    #[test]
+    fn hidden_and_absent_pages_have_no_frame() {
+        assert_eq!(frame_of((1 << 63) | 0x1234), Some(0x1234));
+        assert_eq!(frame_of(1 << 63), None, "hidden: present, frame 0");
+        assert_eq!(frame_of(0x1234), None, "not present");
+        assert_eq!(
+            frame_of((1 << 63) | (1 << 55) | 5),
+            Some(5),
+            "soft-dirty bit ignored"
+        );
+    }
 
     /// A DmaSlice over plain heap memory, for the carving and bounds logic.
     fn slice_over(buf: &mut [u64], iova: u64) -> DmaSlice<'_> {

@@ -40,6 +40,12 @@ pub struct MapCost {
     pub map_ns: u64,
     /// The unmap ioctl at teardown.
     pub unmap_ns: Option<u64>,
+    /// Physically contiguous runs of the buffer's pages when mapped: VFIO type1 writes the IOMMU
+    /// page tables with one `iommu_map` call per run, so this is how many the map made (what
+    /// iommutop counts on this process's row). Absent when the frame numbers are hidden (not
+    /// root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub physical_runs: Option<u64>,
 }
 
 /// Set-up and teardown costs, in ns.

@@ -465,6 +465,7 @@ mod tests {
             iova: 0x10000,
             map_ns: 1_000_000,
             unmap_ns: None,
+            physical_runs: None,
         };
         let st = stepped();
         let (knee, verdict) = analyse(PageSize::Size4K, &st);

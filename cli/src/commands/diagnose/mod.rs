@@ -147,7 +147,7 @@ fn measure(
     stop: &StopSignal,
     sink: &mut ReportSink,
 ) -> Outcome<Measured> {
-    let mut session = Session::start(&PointSelection::all())?;
+    let mut session = Session::start(&PointSelection::all(), None)?;
     match plan {
         Plan::Command(argv) => {
             let duration = duration.map(Duration::from_secs_f64);

@@ -13,7 +13,7 @@ use anyhow::{anyhow, Context};
 use iommutop_model::facts::HostFacts;
 use iommutop_model::sample::RawSample;
 use iommutop_model::snapshot::Snapshot;
-use iommutop_model::DeviceFilter;
+use iommutop_model::{DeviceFilter, TaskFilter};
 use std::path::Path;
 use std::sync::mpsc as std_mpsc;
 use std::thread::JoinHandle;
@@ -52,24 +52,28 @@ impl ScrapeRequests {
 }
 
 /// Attaches the probes on a thread of their own; returns once they are attached (or failed to).
-/// With `device_filter` (`--device`), only its rows become series.
+/// With `device_filter` (`--device`), only its rows become series; with `task_filter`
+/// (`--pid`/`--cgroup`), only those tasks' task-context work is counted.
 pub fn start(
     points: PointSelection,
     device_filter: Option<DeviceFilter>,
+    task_filter: Option<TaskFilter>,
 ) -> Outcome<(ScrapeRequests, JoinHandle<()>, usize)> {
     let (requests, inbox) = mpsc::channel(QUEUE);
     let (ready_tx, ready) = std_mpsc::channel();
     let handle = std::thread::Builder::new()
         .name("iommutop-collector".into())
-        .spawn(move || match Collector::attach(&points, device_filter) {
-            Ok(collector) => {
-                let _ = ready_tx.send(Ok(collector.attached_points()));
-                collector.serve(inbox);
-            }
-            Err(failure) => {
-                let _ = ready_tx.send(Err(failure));
-            }
-        })
+        .spawn(
+            move || match Collector::attach(&points, device_filter, task_filter.as_ref()) {
+                Ok(collector) => {
+                    let _ = ready_tx.send(Ok(collector.attached_points()));
+                    collector.serve(inbox);
+                }
+                Err(failure) => {
+                    let _ = ready_tx.send(Err(failure));
+                }
+            },
+        )
         .context("starting the collector thread")?;
     match ready.recv() {
         Ok(Ok(attached)) => Ok((ScrapeRequests(requests), handle, attached)),
@@ -101,9 +105,13 @@ struct Collector {
 }
 
 impl Collector {
-    fn attach(points: &PointSelection, device_filter: Option<DeviceFilter>) -> Outcome<Collector> {
+    fn attach(
+        points: &PointSelection,
+        device_filter: Option<DeviceFilter>,
+        task_filter: Option<&TaskFilter>,
+    ) -> Outcome<Collector> {
         let facts = host_facts()?;
-        let probes = Probes::attach(true, points).map_err(load_failure)?;
+        let probes = Probes::attach(true, points, task_filter).map_err(load_failure)?;
         let points = probes
             .statuses()
             .iter()

@@ -25,11 +25,15 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
 pub fn run(args: &ServeArgs) -> Outcome<ExitCode> {
     let address = listen::parse_listen_address(&args.listen)?;
     let device_filter = crate::device_filter::resolve(args.device.as_deref())?;
+    let task_filter = crate::task_filter::resolve(&args.tasks)?;
     let listener = listen::bind(address)?;
     require_bpf_privileges()?;
     eprintln!("iommutop: attaching probes…");
-    let (requests, collector, attached) =
-        collector::start(args.points.clone().unwrap_or_default(), device_filter)?;
+    let (requests, collector, attached) = collector::start(
+        args.points.clone().unwrap_or_default(),
+        device_filter,
+        task_filter,
+    )?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

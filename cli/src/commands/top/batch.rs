@@ -36,8 +36,12 @@ pub fn run(args: &TopArgs, start: &StartView, interval: Duration) -> Outcome<Exi
         None => ReportSink::Silent,
     };
     let stop = StopSignal::install()?;
-    let mut session = Session::start(&args.points.clone().unwrap_or_default())?
-        .with_device_filter(start.device.clone());
+    let mut session = Session::start(
+        &args.points.clone().unwrap_or_default(),
+        start.tasks.clone(),
+    )?
+    .with_device_filter(start.device.clone());
+    let scope = session.task_filter().map(|f| f.describe());
     let mut printed = 0u64;
     let mut stdout = std::io::stdout();
     while args.iterations.is_none_or(|count| printed < count) {
@@ -50,6 +54,7 @@ pub fn run(args: &TopArgs, start: &StartView, interval: Duration) -> Outcome<Exi
             &snapshot,
             start.sort,
             &start.filter,
+            scope.as_deref(),
         );
         if stdout
             .write_all(block.as_bytes())

@@ -20,7 +20,7 @@ use crate::output::{JsonTarget, ReportSink};
 use crate::probes::PointStatus;
 use crate::session::{probe_entry, Session};
 use anyhow::{anyhow, Context};
-use iommutop_model::DeviceFilter;
+use iommutop_model::{DeviceFilter, TaskFilter};
 use iommutop_tui::{
     render, update, Action, Column, Effect, HostSummary, Key, OpProbe, State, WorkloadView,
 };
@@ -65,6 +65,7 @@ pub fn without_subcommand() -> Outcome<ExitCode> {
             sort: None,
             filter: None,
             device: None,
+            tasks: Default::default(),
         });
     }
     use clap::CommandFactory;
@@ -104,11 +105,14 @@ pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
         restore_leftovers();
     }
     eprintln!("iommutop: attaching probes…");
-    let session = Session::start(&args.points.clone().unwrap_or_default())?
-        .with_device_filter(start.device.clone());
+    let session = Session::start(
+        &args.points.clone().unwrap_or_default(),
+        start.tasks.clone(),
+    )?
+    .with_device_filter(start.device.clone());
 
     let mut state = State::new(
-        HostSummary::from_facts(session.facts()),
+        HostSummary::from_facts(session.facts()).with_scope(session.task_filter()),
         op_probes(session.probe_statuses()),
         interval,
     )
@@ -171,6 +175,8 @@ pub struct StartView {
     pub sort: Column,
     pub filter: String,
     pub device: Option<DeviceFilter>,
+    /// `--pid`/`--cgroup`.
+    pub tasks: Option<TaskFilter>,
 }
 
 impl StartView {
@@ -185,6 +191,7 @@ impl StartView {
             sort,
             filter: args.filter.clone().unwrap_or_default(),
             device: crate::device_filter::resolve(args.device.as_deref())?,
+            tasks: crate::task_filter::resolve(&args.tasks)?,
         })
     }
 }

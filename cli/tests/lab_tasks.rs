@@ -1,0 +1,202 @@
+//! Issue 15 in the lab: whose work is counted. `record --pid` and `record --cgroup` while two dd
+//! processes read the NVMe at once count exactly the selected one's maps (dd's own block count)
+//! and none of the other's; a userspace VFIO driver that iommutop did not launch gets a row of
+//! its own, keyed by its pid and named by its comm, with the IOMMU maps its own report accounts
+//! for. On the oldest lab kernel (5.10: kprobes, VT-d's own DMA ops) and on 6.12 (fentry,
+//! dma-iommu). The guest side is `cli/tests/lab/tasks.sh`.
+
+mod support;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use support::*;
+
+const NVME: &str = "0000:00:04.0";
+
+/// Boots `kernel` and runs tasks.sh; returns its output directory.
+fn boot(kernel: &str) -> PathBuf {
+    let out = lab_out_dir(&format!("tasks-{kernel}"));
+    // The driver runs as a process named vfio-nvme: the iommutop binary under that name (a hard
+    // link, so that its worker, which re-executes /proc/self/exe, is named so too).
+    let driver = out.join("vfio-nvme");
+    if std::fs::hard_link(iommutop_bin(), &driver).is_err() {
+        std::fs::copy(iommutop_bin(), &driver).expect("copy iommutop as vfio-nvme");
+    }
+    let script = project_root().join("cli/tests/lab/tasks.sh");
+    let started = std::time::Instant::now();
+    let output = lab_run(
+        &["--kernel", kernel, "--iommu", "intel", "--timeout", "900"],
+        &[
+            "sh",
+            &script.to_string_lossy(),
+            &iommutop_bin(),
+            &out.to_string_lossy(),
+            &driver.to_string_lossy(),
+        ],
+    );
+    eprintln!(
+        "tasks.sh on {kernel}: {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        output.status.success(),
+        "guest script failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    out
+}
+
+fn report(out: &Path, name: &str) -> Value {
+    assert_eq!(
+        read(&out.join(format!("{name}.rc"))).trim(),
+        "0",
+        "{name}: {}",
+        read(&out.join(format!("{name}.err")))
+    );
+    let report = read_json(&out.join(format!("{name}.json")));
+    assert_valid_report(&report);
+    for counter in ["nesting_overflow", "task_map_full", "device_map_full"] {
+        assert_eq!(report["health"][counter], 0, "{name}: {}", report["health"]);
+    }
+    report
+}
+
+fn number(out: &Path, file: &str) -> u64 {
+    read(&out.join(file))
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+/// dd's own count of the blocks it read (`N+0 records in`).
+fn dd_blocks(out: &Path, name: &str) -> u64 {
+    let text = read(&out.join(format!("{name}.err")));
+    text.lines()
+        .find_map(|l| {
+            l.strip_suffix(" records in")?
+                .split('+')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("{name}: no record count in {text}"))
+}
+
+fn rows(report: &Value) -> &Vec<Value> {
+    report["devices"].as_array().expect("devices")
+}
+
+fn row<'a>(report: &'a Value, key: &str) -> &'a Value {
+    rows(report)
+        .iter()
+        .find(|d| d["key"] == key)
+        .unwrap_or_else(|| panic!("no row {key} in {}", report["devices"]))
+}
+
+fn count(row: &Value, op: &str) -> u64 {
+    row["ops"][op]["count"].as_u64().unwrap_or(0)
+}
+
+/// The rows that counted anything, by key.
+fn busy_rows(report: &Value) -> Vec<String> {
+    rows(report)
+        .iter()
+        .filter(|d| {
+            d["ops"]
+                .as_object()
+                .is_some_and(|ops| ops.values().any(|o| o["count"].as_u64() != Some(0)))
+        })
+        .map(|d| d["key"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn whose_work(kernel: &str) {
+    let out = boot(kernel);
+    let (a, b) = (dd_blocks(&out, "A"), dd_blocks(&out, "B"));
+    assert_eq!((a, b), (1500, 2500), "dd's own counts");
+
+    // --pid B: B's reads, each one map in B's own context, and nothing else: not A's reads, not
+    // the completions and unmaps the NVMe's interrupt runs, not the driver's maps.
+    let pid = report(&out, "pid");
+    let b_pid = number(&out, "B.pid");
+    assert_eq!(pid["run"]["task_filter"]["pid"], b_pid, "{}", pid["run"]);
+    let nvme = row(&pid, NVME);
+    eprintln!("{kernel} --pid B: {}", nvme["ops"]["dma_map"]);
+    assert_eq!(count(nvme, "dma_map"), b, "--pid B counts B's maps exactly");
+    assert_eq!(count(nvme, "dma_unmap"), 0, "unmaps run from the interrupt");
+    assert_eq!(count(nvme, "completion"), 0, "completions are no task's");
+    assert_eq!(busy_rows(&pid), [NVME], "nothing but B's work");
+    let warnings = pid["warnings"].to_string();
+    assert!(
+        warnings.contains(&format!("only the work process {b_pid}")),
+        "{warnings}"
+    );
+
+    // --cgroup of A and the driver: A's reads exactly, and the driver's VFIO maps on its own
+    // process's row.
+    let cgroup = report(&out, "cgroup");
+    assert!(cgroup["run"]["task_filter"]["cgroup_id"].as_u64().is_some());
+    let nvme = row(&cgroup, NVME);
+    assert_eq!(
+        count(nvme, "dma_map"),
+        a,
+        "--cgroup counts A's maps exactly"
+    );
+    assert_eq!(count(nvme, "completion"), 0);
+
+    let worker = number(&out, "vfio-worker.pid");
+    let driver = row(&cgroup, &format!("unattributed:vfio-nvme[{worker}]"));
+    assert_eq!(driver["kind"], "unattributed");
+    assert_eq!(driver["pid"], worker);
+    assert_eq!(driver["names"], serde_json::json!(["vfio-nvme"]));
+    let vfio = read_json(&out.join("vfio.json"));
+    let maps = vfio["results"]["setup"]["maps"]
+        .as_array()
+        .expect("the driver's maps");
+    let runs: u64 = maps
+        .iter()
+        .map(|m| m["physical_runs"].as_u64().expect("physical_runs (root)"))
+        .sum();
+    let bytes: u64 = maps.iter().map(|m| m["bytes"].as_u64().unwrap_or(0)).sum();
+    // VFIO type1 writes one IOMMU range per physically contiguous run of a mapping; and at
+    // VFIO_SET_IOMMU it probes the domain for fine-grained superpages by mapping two pages once
+    // (vfio_test_domain_fgsp), in the same process.
+    const SUPERPAGE_PROBE: u64 = 2 * 4096;
+    eprintln!(
+        "{kernel} driver {worker}: iommu_map {} for {} VFIO maps in {runs} runs",
+        driver["ops"]["iommu_map"],
+        maps.len()
+    );
+    assert_eq!(count(driver, "iommu_map"), runs + 1, "{driver}");
+    assert_eq!(
+        driver["ops"]["iommu_map"]["bytes"].as_u64(),
+        Some(bytes + SUPERPAGE_PROBE),
+        "{driver}"
+    );
+    let shared = rows(&cgroup)
+        .iter()
+        .find(|d| d["key"] == "unattributed")
+        .map_or(0, |d| count(d, "iommu_map"));
+    assert_eq!(shared, 0, "no map of the driver's left on the shared row");
+}
+
+#[test]
+fn pid_and_cgroup_count_one_process_and_vfio_maps_have_their_process_row_on_6_12() {
+    if !lab_skipped("pid_and_cgroup_count_one_process_and_vfio_maps_have_their_process_row_on_6_12")
+    {
+        whose_work("6.12");
+    }
+}
+
+/// Four minutes under TCG (kprobes, and two recordings loading at once): left out of the default
+/// run to keep CI's lab time down; run it after changing ebpf/ with `cargo test -p iommutop
+/// --test lab_tasks -- --ignored`.
+#[test]
+#[ignore = "the oldest kernel, 4 min: run with --ignored after changing ebpf/"]
+fn pid_and_cgroup_count_one_process_and_vfio_maps_have_their_process_row_on_5_10() {
+    if !lab_skipped("pid_and_cgroup_count_one_process_and_vfio_maps_have_their_process_row_on_5_10")
+    {
+        whose_work("5.10");
+    }
+}
