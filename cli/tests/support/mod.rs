@@ -1,4 +1,5 @@
-//! Shared by the integration tests that boot the lab.
+//! Shared by the integration tests: running the lab, reading reports, checking how a command
+//! ended.
 
 #![allow(dead_code)] // each test binary uses its own part
 
@@ -105,4 +106,16 @@ pub fn run_guest_script(name: &str, lab_args: &[&str], script: &str, args: &[&st
         String::from_utf8_lossy(&output.stderr)
     );
     out
+}
+
+/// Fails the test with the command's stderr (and stdout) unless it exited 0.
+#[track_caller]
+pub fn assert_success(output: &Output) {
+    assert!(
+        output.status.success(),
+        "exit {:?}\nstderr: {}\nstdout: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr),
+        String::from_utf8_lossy(&output.stdout)
+    );
 }

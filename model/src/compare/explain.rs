@@ -464,25 +464,22 @@ fn workload_finding(c: &Comparison, m: &MetricChange) -> Finding {
     match m.significance {
         None => headline.push_str(
             ": run-to-run noise not measurable (fewer than 3 steady interval samples in a \
-             report), so no cause is claimed for the change",
+             report, and not two runs in both), so no cause is claimed for the change",
         ),
         Some(s) if !s.beyond_noise => {
             let _ = write!(
                 headline,
-                ": within run-to-run noise (±{:.1}%, from {} and {} steady interval samples), \
-                 so no cause is claimed for it",
+                ": within run-to-run noise (±{:.1}%, from {}), so no cause is claimed for it",
                 s.band * 100.0,
-                s.samples.0,
-                s.samples.1
+                s.basis()
             );
         }
         Some(s) => {
             let _ = write!(
                 headline,
-                ": beyond run-to-run noise (±{:.1}%, from {} and {} steady interval samples)",
+                ": beyond run-to-run noise (±{:.1}%, from {})",
                 s.band * 100.0,
-                s.samples.0,
-                s.samples.1
+                s.basis()
             );
             if let Some(line) = attribution(c, m) {
                 details.push(line);
@@ -568,6 +565,7 @@ impl Comparison {
             parts.push(format!("{:.1} s from {}", side.duration_s, side.started_at));
             let _ = writeln!(out, "{tag}: {name}: {}", parts.join("; "));
         }
+        let _ = writeln!(out, "{}.", self.noise.sentence());
         out.push('\n');
         let mut rank = 0;
         for finding in &self.findings {
