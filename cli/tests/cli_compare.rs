@@ -80,7 +80,7 @@ fn corrupt_truncated_foreign_and_missing_reports_are_named() {
         (
             "wrong-field.json",
             "{\"schema_version\": 1, \"tool\": {\"name\": \"iommutop\", \"version\": \"0.1\"}, \"host\": 5}",
-            "invalid iommutop report: invalid type: integer `5`",
+            "invalid iommutop report: host: invalid type: integer `5`",
         ),
     ];
     for (name, text, needle) in cases {

@@ -64,3 +64,28 @@ fn a_missing_report_is_one_line_and_exit_2() {
         .expect("runs");
     assert_one_line_error(&output, 2, &["/nonexistent/r.json"]);
 }
+
+/// A report with a wrong field is refused in one line that names the field by its path, the
+/// same from `report` and `compare`.
+#[test]
+fn a_wrong_field_is_named_by_its_path_in_one_line() {
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lab_report()).expect("fixture"))
+            .expect("JSON");
+    value["devices"][0]["ops"]["dma_map"]["count"] = "many".into();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, serde_json::to_string_pretty(&value).expect("JSON")).expect("write");
+    let needles = [
+        "bad.json: invalid iommutop report: devices[0].ops.dma_map.count: invalid type: string \"many\", expected u64 at line",
+    ];
+    let output = iommutop().arg("report").arg(&bad).output().expect("runs");
+    assert_one_line_error(&output, 2, &needles);
+    let output = iommutop()
+        .arg("compare")
+        .arg(lab_report())
+        .arg(&bad)
+        .output()
+        .expect("runs");
+    assert_one_line_error(&output, 2, &needles);
+}

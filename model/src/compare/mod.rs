@@ -265,7 +265,9 @@ fn side(report: &Report, units: WorkUnits) -> Side {
             .workload
             .as_ref()
             .map(|w| w.name.clone())
-            .or_else(|| (!report.run.command.is_empty()).then(|| report.run.command.join(" "))),
+            .or_else(|| {
+                (!report.run.command.is_empty()).then(|| crate::shell::join(&report.run.command))
+            }),
         started_at: report.run.started_at.clone(),
         duration_s: report.run.duration_s,
         units,
