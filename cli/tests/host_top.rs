@@ -8,7 +8,7 @@ mod support;
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use support::{assert_one_line_error, assert_valid_report, read, read_json};
+use support::{assert_one_line_error, assert_success, assert_valid_report, read, read_json};
 
 /// One view at a time: they attach probes.
 static VIEW: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -97,6 +97,104 @@ fn batch_mode_starts_sorted_and_filtered() {
         "{stdout}"
     );
     assert!(lines[1].starts_with("DEVICE "), "{stdout}");
+}
+
+/// A disk of this host on a PCI function: its name and that function's address.
+fn a_pci_disk() -> (String, String) {
+    let mut disks: Vec<_> = std::fs::read_dir("/sys/block")
+        .expect("/sys/block")
+        .flatten()
+        .filter_map(|entry| {
+            let path = std::fs::canonicalize(entry.path()).ok()?;
+            let pci = path
+                .components()
+                .rev()
+                .filter_map(|c| c.as_os_str().to_str())
+                .find(|c| c.len() == 12 && c.as_bytes().get(4) == Some(&b':'))?
+                .to_string();
+            Some((entry.file_name().to_string_lossy().into_owned(), pci))
+        })
+        .collect();
+    disks.sort();
+    disks
+        .into_iter()
+        .next()
+        .expect("this host has a disk on a PCI function (/sys/block/*/device)")
+}
+
+/// `--device DISK` keeps that disk's PCI function's row (and `deferred`/`unattributed`) in
+/// every batch block, while the disk is read.
+#[test]
+fn batch_mode_shows_only_the_device_asked_for() {
+    let (disk, pci) = a_pci_disk();
+    let mut reader = std::process::Command::new("dd")
+        .arg(format!("if=/dev/{disk}"))
+        .args(["of=/dev/null", "bs=4k", "count=200000", "iflag=direct"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("dd starts");
+    let output = iommutop()
+        .args([
+            "top",
+            "--batch",
+            "-n",
+            "2",
+            "--interval",
+            "0.5",
+            "--device",
+            &disk,
+        ])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .expect("runs");
+    let _ = reader.kill();
+    let _ = reader.wait();
+    assert_success(&output);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let blocks: Vec<&str> = stdout
+        .split("\n\n")
+        .filter(|b| !b.trim().is_empty())
+        .collect();
+    assert_eq!(blocks.len(), 2, "{stdout}");
+    let mut shown = 0;
+    for block in blocks {
+        let rows: Vec<&str> = block.lines().skip(2).collect();
+        for row in &rows {
+            let key = row.split_whitespace().next().unwrap_or_default();
+            assert!(
+                key == pci || key.starts_with("deferred") || key == "unattributed",
+                "a row of another device with --device {disk}: {stdout}"
+            );
+        }
+        shown += rows.iter().filter(|r| r.starts_with(&pci)).count();
+        let count = format!("  {} devices  ", rows.len());
+        assert!(
+            block.lines().next().is_some_and(|l| l.contains(&count)),
+            "{block}"
+        );
+    }
+    assert!(
+        shown > 0,
+        "{disk} ({pci}) was read but never shown: {stdout}"
+    );
+}
+
+/// A device that is not there is refused before any probe attaches, in one line.
+#[test]
+fn batch_mode_refuses_a_device_that_does_not_exist() {
+    let output = iommutop()
+        .args(["top", "--batch", "-n", "2", "--device", "no-such-device0"])
+        .output()
+        .expect("runs");
+    assert_one_line_error(
+        &output,
+        2,
+        &[
+            "--device",
+            "no PCI device, NIC or disk named `no-such-device0`",
+        ],
+    );
+    assert!(output.stdout.is_empty(), "no table for nothing");
 }
 
 /// A mistyped column is caught before any probe attaches, with the nearest name and all of them.

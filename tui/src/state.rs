@@ -194,6 +194,8 @@ pub struct State {
     pub(crate) tool_cpu: Option<f64>,
     pub(crate) workload: Option<WorkloadView>,
     pub(crate) status: Option<String>,
+    /// `--device`: the one device whose rows the sampler keeps, as the header names it.
+    pub(crate) device: Option<String>,
 }
 
 impl State {
@@ -218,6 +220,7 @@ impl State {
             tool_cpu: None,
             workload: None,
             status: None,
+            device: None,
         }
     }
 
@@ -234,6 +237,19 @@ impl State {
     }
 
     /// Starts with the filter set to `text`, as if typed after `/` (`top --filter`).
+    /// The rows come from one device only (`top --device`): the header says which, so that an
+    /// empty table is not read as an idle host.
+    pub fn with_device(mut self, filter: Option<&iommutop_model::DeviceFilter>) -> State {
+        self.device = filter.map(|f| {
+            if f.device == f.pci_address {
+                f.pci_address.clone()
+            } else {
+                format!("{} ({})", f.device, f.pci_address)
+            }
+        });
+        self
+    }
+
     pub fn with_filter(mut self, text: &str) -> State {
         self.filter = text.to_string();
         self.keep_selection_visible();
