@@ -212,12 +212,7 @@ fn lab_report(name: &str) -> PathBuf {
 }
 
 fn stdout_of(output: &std::process::Output) -> String {
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    support::assert_success(output);
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 

@@ -5,7 +5,7 @@ mod support;
 
 use assert_cmd::Command;
 use std::path::PathBuf;
-use support::{assert_one_line_error, assert_valid_report};
+use support::{assert_one_line_error, assert_success, assert_valid_report};
 
 fn lab_report() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tcp-rr-intel-6.12.json")
@@ -22,7 +22,7 @@ fn a_saved_report_is_shown_again_as_summary_and_verdict() {
         .arg(lab_report())
         .output()
         .expect("runs");
-    assert!(output.status.success());
+    assert_success(&output);
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("DEVICE"), "no summary table: {text}");
     assert!(text.contains("0000:00:05.0"), "{text}");
@@ -40,11 +40,7 @@ fn a_saved_report_is_written_again_in_the_current_schema_with_its_call_paths() {
         .arg(&folded)
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
     assert_valid_report(&report);
     let lines = std::fs::read_to_string(&folded).expect("folded stacks");

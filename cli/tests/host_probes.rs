@@ -7,7 +7,7 @@ mod support;
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::PathBuf;
-use support::{assert_one_line_error, assert_valid_report};
+use support::{assert_one_line_error, assert_success, assert_valid_report};
 
 /// Tests that attach probes run one at a time: "nothing left attached" is checked by counting
 /// our programs in the kernel, which another test's run would disturb.
@@ -61,11 +61,7 @@ fn probes_on_the_host_fall_back_to_tracepoints_and_say_why() {
         .args(["probes", "--json"])
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let probes = json_of(&output.stdout);
     if host_supports_fentry() {
         return;
@@ -101,12 +97,7 @@ fn this_kernel_computes_histogram_slots_as_user_space_reads_them() {
         .args(["probes", "--selftest", "--json"])
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let check = &json_of(&output.stdout)["hist_slots"];
     assert_eq!(check["mismatches"], serde_json::json!([]), "{check}");
     assert!(check["values"].as_u64().unwrap_or(0) >= 64 * 2, "{check}");
@@ -129,11 +120,7 @@ fn the_verifier_accepts_every_embedded_program_this_kernel_can_load() {
         rejected.is_empty(),
         "rejected by the verifier: {rejected:#?}"
     );
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     // kprobe and tracepoint programs load here even though kprobes cannot attach.
     for p in programs {
         let name = p["program"].as_str().unwrap_or("");
@@ -399,11 +386,7 @@ fn json_dash_streams_one_object_per_interval_then_the_report() {
         ])
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let lines = ndjson_lines(&output.stdout);
     let intervals: Vec<&Value> = lines.iter().filter(|l| l["type"] == "interval").collect();
     assert_eq!(
@@ -441,11 +424,7 @@ fn points_option_attaches_only_those_points_and_what_they_need() {
         .args(["--", "true"])
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(&path).expect("report")).expect("JSON");
     assert_valid_report(&report);
@@ -508,7 +487,7 @@ fn verbose_logs_the_loader_s_decisions() {
         .env_remove("RUST_LOG")
         .output()
         .expect("runs");
-    assert!(output.status.success());
+    assert_success(&output);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr
@@ -625,11 +604,7 @@ fn record_device_drops_other_devices_rows_from_the_stream() {
         .args(["--", "sh", "-c", &script])
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let lines = ndjson_lines(&output.stdout);
     let intervals: Vec<&Value> = lines.iter().filter(|l| l["type"] == "interval").collect();
     assert!(intervals.len() >= 2, "{lines:#?}");

@@ -53,11 +53,7 @@ fn batch_mode_prints_one_table_per_interval_to_a_pipe() {
         .timeout(Duration::from_secs(120))
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let times: Vec<&str> = stdout.lines().filter(|l| l.starts_with("time ")).collect();
     assert_eq!(times.len(), 2, "{stdout}");
@@ -80,11 +76,7 @@ fn batch_mode_starts_sorted_and_filtered() {
         .timeout(Duration::from_secs(120))
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let lines: Vec<&str> = stdout.lines().filter(|l| !l.is_empty()).collect();
     assert_eq!(

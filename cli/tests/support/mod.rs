@@ -108,12 +108,18 @@ pub fn run_guest_script(name: &str, lab_args: &[&str], script: &str, args: &[&st
     out
 }
 
-/// Fails the test with the command's stderr (and stdout) unless it exited 0.
+/// Fails the test with the command's exit code, stderr and stdout unless it exited 0.
 #[track_caller]
 pub fn assert_success(output: &Output) {
+    assert_succeeded(output, "the command");
+}
+
+/// [`assert_success`] for the command described by `what` (`compare a b`, a workload's name).
+#[track_caller]
+pub fn assert_succeeded(output: &Output, what: &str) {
     assert!(
         output.status.success(),
-        "exit {:?}\nstderr: {}\nstdout: {}",
+        "{what} exited {:?}\nstderr: {}\nstdout: {}",
         output.status.code(),
         String::from_utf8_lossy(&output.stderr),
         String::from_utf8_lossy(&output.stdout)
