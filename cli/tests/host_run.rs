@@ -112,6 +112,61 @@ fn runs_are_measured_one_by_one_after_discarded_warm_ups() {
     );
 }
 
+/// Ctrl-C during the second of three runs: the first run's numbers are kept, the report says
+/// which run did not complete, and the exit status says it was interrupted.
+#[test]
+fn an_interrupted_series_keeps_the_runs_before_it() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("interrupted.json");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_iommutop"))
+        .args([
+            "run",
+            "tlb-sweep",
+            "--set",
+            "max_size=16m",
+            "--set",
+            "page_sizes=4k",
+        ])
+        .args(["--runs", "3", "--json"])
+        .arg(&json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut said = String::new();
+    while !said.contains("iommutop: run 2/3\n") {
+        let before = said.len();
+        stderr.read_line(&mut said).expect("reads stderr");
+        assert!(said.len() > before, "ended before run 2: {said}");
+    }
+    // SAFETY: kill has no memory preconditions; the pid is our own child's.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).expect("reads stderr");
+    let status = child.wait().expect("ends");
+    assert_eq!(status.code(), Some(1), "{said}{rest}");
+    assert!(
+        rest.contains("interrupted (the report covers the run up to then)"),
+        "{rest}"
+    );
+    let report = read_json(&json);
+    assert_valid_report(&report);
+    assert_eq!(
+        report["repeats"]["runs"].as_array().map(Vec::len),
+        Some(1),
+        "{report}"
+    );
+    assert_eq!(report["run"]["workload"]["results"]["interrupted"], true);
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings
+            .contains("run 2 of 3 did not complete: the numbers are those of the run before it"),
+        "{warnings}"
+    );
+}
+
 /// `--runs 0` measures nothing: refused before any probe attaches, in one line.
 #[test]
 fn zero_runs_is_a_one_line_usage_error() {

@@ -157,11 +157,13 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
             break;
         }
     }
-    if let Some(failure) = last_failure
-        .as_mut()
-        .and_then(|run| run.sampling_failure.take())
-    {
-        return Err(failure);
+    if let Some(failed) = last_failure.as_mut() {
+        for line in &failed.not_restored {
+            eprintln!("iommutop: not restored: {line}");
+        }
+        if let Some(failure) = failed.sampling_failure.take() {
+            return Err(failure);
+        }
     }
     let mut warnings = Vec::new();
     let mut all_results: Vec<Map<String, Value>> = Vec::new();
@@ -179,11 +181,15 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
     let (mut error, mut not_restored) = (None, Vec::new());
     if let Some(failed) = last_failure {
         if args.runs > 1 {
+            let kept = match entries.len() {
+                0 => "no run completed".to_string(),
+                1 => "the numbers are those of the run before it".to_string(),
+                n => format!("the numbers are those of the {n} runs before it"),
+            };
             warnings.push(format!(
-                "run {} of {} did not complete: the numbers are those of the {} before it",
+                "run {} of {} did not complete: {kept}",
                 entries.len() + 1,
-                args.runs,
-                entries.len()
+                args.runs
             ));
         }
         // Without a complete run, the failed run's results are the results.
@@ -196,9 +202,6 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
         warnings.extend(failed.warnings);
         error = failed.error;
         not_restored = failed.not_restored;
-    }
-    for line in &not_restored {
-        eprintln!("iommutop: not restored: {line}");
     }
     warnings.extend(not_restored.iter().map(|l| format!("not restored: {l}")));
     if profile.probe_groups.len() < PROBE_GROUPS.len() {
@@ -224,7 +227,7 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
         if let Some(summary) = summary {
             print!("{summary}");
         }
-        if let Some(repeats) = &report.repeats {
+        if let Some(repeats) = report.repeats.as_ref().filter(|r| !r.runs.is_empty()) {
             print!("{}", repeats_summary(repeats));
         }
     }
