@@ -7,7 +7,9 @@ mod support;
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::PathBuf;
-use support::{assert_one_line_error, assert_success, assert_valid_report};
+use support::{
+    assert_one_line_error, assert_success, assert_valid_report, pci_disk_of, scratch_file,
+};
 
 /// Tests that attach probes run one at a time: "nothing left attached" is checked by counting
 /// our programs in the kernel, which another test's run would disturb.
@@ -133,13 +135,6 @@ fn the_verifier_accepts_every_embedded_program_this_kernel_can_load() {
         .filter(|p| p["tier"] == "tracepoint" && p["status"] == "loaded")
         .count();
     assert!(loaded_tracepoints >= 6, "{verdicts}");
-}
-
-fn scratch_file(name: &str, mebibytes: usize) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let path = dir.join(name);
-    std::fs::write(&path, vec![0x5au8; mebibytes << 20]).expect("scratch file");
-    path
 }
 
 #[test]
@@ -496,32 +491,6 @@ fn verbose_logs_the_loader_s_decisions() {
         "{stderr}"
     );
     json_of(&output.stdout);
-}
-
-/// The disk that holds `path` and its PCI function, from `/sys/dev/block/MAJ:MIN`; `None` when
-/// the file system is on no PCI disk.
-fn pci_disk_of(path: &std::path::Path) -> Option<(String, String)> {
-    use std::os::unix::fs::MetadataExt;
-    let dev = std::fs::metadata(path).ok()?.dev();
-    let sys = std::fs::canonicalize(format!(
-        "/sys/dev/block/{}:{}",
-        libc::major(dev),
-        libc::minor(dev)
-    ))
-    .ok()?;
-    let parts: Vec<&str> = sys.iter().filter_map(|c| c.to_str()).collect();
-    let disk = parts
-        .iter()
-        .position(|&c| c == "block")
-        .map(|i| parts[i + 1])?;
-    let is_pci = |c: &&&str| {
-        c.len() == 12
-            && c.as_bytes()[4] == b':'
-            && c.as_bytes()[7] == b':'
-            && c.as_bytes()[10] == b'.'
-    };
-    let address = parts.iter().rfind(is_pci)?;
-    Some((disk.to_string(), address.to_string()))
 }
 
 /// Whether a report or interval row is kept by a filter to `address`.

@@ -8,7 +8,10 @@ mod support;
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use support::{assert_one_line_error, assert_success, assert_valid_report, read, read_json};
+use support::{
+    assert_one_line_error, assert_success, assert_valid_report, pci_disk_of, read, read_json,
+    scratch_file,
+};
 
 /// One view at a time: they attach probes.
 static VIEW: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -91,40 +94,32 @@ fn batch_mode_starts_sorted_and_filtered() {
     assert!(lines[1].starts_with("DEVICE "), "{stdout}");
 }
 
-/// A disk of this host on a PCI function: its name and that function's address.
-fn a_pci_disk() -> (String, String) {
-    let mut disks: Vec<_> = std::fs::read_dir("/sys/block")
-        .expect("/sys/block")
-        .flatten()
-        .filter_map(|entry| {
-            let path = std::fs::canonicalize(entry.path()).ok()?;
-            let pci = path
-                .components()
-                .rev()
-                .filter_map(|c| c.as_os_str().to_str())
-                .find(|c| c.len() == 12 && c.as_bytes().get(4) == Some(&b':'))?
-                .to_string();
-            Some((entry.file_name().to_string_lossy().into_owned(), pci))
-        })
-        .collect();
-    disks.sort();
-    disks
-        .into_iter()
-        .next()
-        .expect("this host has a disk on a PCI function (/sys/block/*/device)")
-}
-
 /// `--device DISK` keeps that disk's PCI function's row (and `deferred`/`unattributed`) in
-/// every batch block, while the disk is read.
+/// every batch block, and names it, while a file on the disk is read directly.
 #[test]
 fn batch_mode_shows_only_the_device_asked_for() {
-    let (disk, pci) = a_pci_disk();
-    let mut reader = std::process::Command::new("dd")
-        .arg(format!("if=/dev/{disk}"))
-        .args(["of=/dev/null", "bs=4k", "count=200000", "iflag=direct"])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("dd starts");
+    let _root = require_root();
+    let input = scratch_file("top-device-input", 8);
+    let Some((disk, pci)) = pci_disk_of(&input) else {
+        eprintln!("skipped: the build directory is on no PCI disk here");
+        return;
+    };
+    // Short direct reads again and again until told to stop: the disk is busy however long the
+    // probes take to attach, and every dd is reaped here.
+    let reading = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let reader = {
+        let (reading, input) = (reading.clone(), input.clone());
+        std::thread::spawn(move || {
+            while reading.load(std::sync::atomic::Ordering::Relaxed) {
+                let read = std::process::Command::new("dd")
+                    .arg(format!("if={}", input.display()))
+                    .args(["of=/dev/null", "bs=4k", "count=2000", "iflag=direct"])
+                    .stderr(std::process::Stdio::null())
+                    .status();
+                assert!(read.as_ref().is_ok_and(|s| s.success()), "dd: {read:?}");
+            }
+        })
+    };
     let output = iommutop()
         .args([
             "top",
@@ -139,8 +134,8 @@ fn batch_mode_shows_only_the_device_asked_for() {
         .timeout(Duration::from_secs(120))
         .output()
         .expect("runs");
-    let _ = reader.kill();
-    let _ = reader.wait();
+    reading.store(false, std::sync::atomic::Ordering::Relaxed);
+    reader.join().expect("the reader read");
     assert_success(&output);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let blocks: Vec<&str> = stdout
@@ -154,16 +149,15 @@ fn batch_mode_shows_only_the_device_asked_for() {
         for row in &rows {
             let key = row.split_whitespace().next().unwrap_or_default();
             assert!(
-                key == pci || key.starts_with("deferred") || key == "unattributed",
+                key == pci || key == disk || key.starts_with("deferred") || key == "unattributed",
                 "a row of another device with --device {disk}: {stdout}"
             );
         }
         shown += rows.iter().filter(|r| r.starts_with(&pci)).count();
         let count = format!("  {} devices  ", rows.len());
-        assert!(
-            block.lines().next().is_some_and(|l| l.contains(&count)),
-            "{block}"
-        );
+        let named = format!("  device {disk} ({pci})");
+        let time = block.lines().next().unwrap_or_default();
+        assert!(time.contains(&count) && time.ends_with(&named), "{block}");
     }
     assert!(
         shown > 0,

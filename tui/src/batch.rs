@@ -7,8 +7,14 @@ use iommutop_model::snapshot::Snapshot;
 
 /// One interval's block: a `time` line, the header and a row per device that matches `filter`
 /// (as the live view's `/` matches), sorted by `sort` (descending where the live view sorts that
-/// column descending by default).
-pub fn render_interval(time: &str, snapshot: &Snapshot, sort: Column, filter: &str) -> String {
+/// column descending by default). `device` names the one device `--device` kept, if any.
+pub fn render_interval(
+    time: &str,
+    snapshot: &Snapshot,
+    sort: Column,
+    filter: &str,
+    device: Option<&str>,
+) -> String {
     let columns = Column::ALL;
     let rows = rows::shown(
         &snapshot.devices,
@@ -56,6 +62,9 @@ pub fn render_interval(time: &str, snapshot: &Snapshot, sort: Column, filter: &s
     if !filter.is_empty() {
         out.push_str(&format!("  filter {filter:?}"));
     }
+    if let Some(device) = device {
+        out.push_str(&format!("  device {device}"));
+    }
     out.push('\n');
     out.push_str(&line(columns.iter().map(|c| c.title()).collect()));
     out.push('\n');
@@ -82,7 +91,13 @@ mod tests {
             programs: Default::default(),
             events: 0,
         };
-        let text = render_interval("2026-11-23T08:00:00Z", &snapshot, Column::MapsPerS, "");
+        let text = render_interval(
+            "2026-11-23T08:00:00Z",
+            &snapshot,
+            Column::MapsPerS,
+            "",
+            None,
+        );
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
@@ -90,5 +105,18 @@ mod tests {
         );
         assert!(lines[1].starts_with("DEVICE"), "{text}");
         assert!(lines[1].contains("MAPS/s"), "{text}");
+        let text = render_interval(
+            "2026-11-23T08:00:00Z",
+            &snapshot,
+            Column::MapsPerS,
+            "",
+            Some("vda (0000:00:02.0)"),
+        );
+        assert!(
+            text.lines()
+                .next()
+                .is_some_and(|l| l.ends_with("sort MAPS/s  device vda (0000:00:02.0)")),
+            "{text}"
+        );
     }
 }

@@ -240,13 +240,7 @@ impl State {
     /// The rows come from one device only (`top --device`): the header says which, so that an
     /// empty table is not read as an idle host.
     pub fn with_device(mut self, filter: Option<&iommutop_model::DeviceFilter>) -> State {
-        self.device = filter.map(|f| {
-            if f.device == f.pci_address {
-                f.pci_address.clone()
-            } else {
-                format!("{} ({})", f.device, f.pci_address)
-            }
-        });
+        self.device = filter.map(iommutop_model::DeviceFilter::label);
         self
     }
 

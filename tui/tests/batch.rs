@@ -8,7 +8,13 @@ use iommutop_tui::Column;
 #[test]
 fn busy_devices_come_first_in_aligned_columns() {
     let snapshot = fixtures::busy_nic_pair(3).pop().expect("a snapshot");
-    let text = render_interval("2026-11-23T08:00:03Z", &snapshot, Column::MapsPerS, "");
+    let text = render_interval(
+        "2026-11-23T08:00:03Z",
+        &snapshot,
+        Column::MapsPerS,
+        "",
+        None,
+    );
     let lines: Vec<&str> = text.lines().collect();
     assert!(
         lines[0].starts_with("time 2026-11-23T08:00:03Z  interval 1.0 s"),
@@ -50,7 +56,13 @@ fn the_filter_and_sort_given_at_start_up_shape_every_block() {
         expected.len() < snapshot.devices.len(),
         "the filter must drop a row"
     );
-    let text = render_interval("2026-11-23T08:00:03Z", &snapshot, Column::Device, filter);
+    let text = render_interval(
+        "2026-11-23T08:00:03Z",
+        &snapshot,
+        Column::Device,
+        filter,
+        None,
+    );
     let lines: Vec<&str> = text.lines().collect();
     assert!(
         lines[0].ends_with(&format!(
