@@ -429,6 +429,7 @@ fn reports_of_repeated_runs_are_judged_against_the_spread_of_their_runs() {
         text.contains("noise: measured across repeated runs (3 in A, 3 in B; Welch's t at 95%)."),
         "{text}"
     );
+    assert!(text.contains("; workload netperf; 3 runs; "), "{text}");
     assert!(
         text.contains("beyond run-to-run noise (±4.7%, from 3 and 3 runs)"),
         "{text}"

@@ -550,7 +550,9 @@ impl Comparison {
     /// The text `iommutop compare` prints; `names` label A and B (file names).
     pub fn render(&self, names: (&str, &str)) -> String {
         let mut out = String::new();
-        for (tag, name, side) in [("A", names.0, &self.a), ("B", names.1, &self.b)] {
+        let sides = [("A", names.0, &self.a), ("B", names.1, &self.b)];
+        let runs = [self.noise.runs_a, self.noise.runs_b];
+        for ((tag, name, side), runs) in sides.into_iter().zip(runs) {
             let mut parts = vec![format!(
                 "kernel {}",
                 side.kernel.as_deref().unwrap_or("unknown")
@@ -561,6 +563,9 @@ impl Comparison {
             }
             if let Some(workload) = &side.workload {
                 parts.push(format!("workload {workload}"));
+            }
+            if runs > 1 {
+                parts.push(format!("{runs} runs"));
             }
             parts.push(format!("{:.1} s from {}", side.duration_s, side.started_at));
             let _ = writeln!(out, "{tag}: {name}: {}", parts.join("; "));
