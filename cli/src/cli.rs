@@ -232,6 +232,14 @@ pub struct RunArgs {
     pub device: Option<String>,
     #[command(flatten)]
     pub tasks: crate::task_filter::TaskFilterArgs,
+    /// Run the workload N times under the probes, one after the other, and keep each run's
+    /// numbers in the report (`repeats`): `compare` then measures noise across the runs.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub runs: u32,
+    /// Run the workload K times first, under the probes, and discard those runs (warm caches,
+    /// page tables, ARP and connection state).
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub warmup: u32,
 }
 
 #[derive(Debug, Args)]

@@ -35,12 +35,20 @@ pub enum ReportSink {
     Stream {
         start_ns: Option<u64>,
     },
-    /// The report is written to `temporary` and renamed over `path` when complete.
+    /// The report is written to `temporary` and renamed over `path` when complete; without a
+    /// `temporary` (a device or a pipe), to `path` itself.
     File {
         path: PathBuf,
-        temporary: PathBuf,
+        temporary: Option<PathBuf>,
         file: Option<File>,
     },
+}
+
+/// Whether a file for `path` is written beside it and renamed over it when complete (so that
+/// readers never see half of it): yes for a regular file or a new one; not for a device or a pipe
+/// (`/dev/null`, `/dev/stdout`, a FIFO), which the rename would replace by a regular file.
+pub fn written_by_rename(path: &Path) -> bool {
+    std::fs::metadata(path).map_or(true, |m| m.is_file())
 }
 
 impl ReportSink {
@@ -50,10 +58,12 @@ impl ReportSink {
             None => Ok(ReportSink::Summary),
             Some(JsonTarget::Stream) => Ok(ReportSink::Stream { start_ns: None }),
             Some(JsonTarget::File(path)) => {
-                let mut temporary = path.clone().into_os_string();
-                temporary.push(".iommutop-tmp");
-                let temporary = PathBuf::from(temporary);
-                let file = File::create(&temporary).map_err(|e| {
+                let temporary = written_by_rename(&path).then(|| {
+                    let mut temporary = path.clone().into_os_string();
+                    temporary.push(".iommutop-tmp");
+                    PathBuf::from(temporary)
+                });
+                let file = File::create(temporary.as_ref().unwrap_or(&path)).map_err(|e| {
                     Failure::usage(anyhow!(
                         "cannot write the report to {}: {e} (choose a writable path for --json)",
                         path.display()
@@ -110,12 +120,19 @@ impl ReportSink {
                     .ok_or_else(|| anyhow!("report already written"))?;
                 let mut text = serde_json::to_string_pretty(report)?;
                 text.push('\n');
-                file.write_all(text.as_bytes())
-                    .and_then(|()| file.sync_all())
-                    .with_context(|| format!("writing {}", temporary.display()))?;
-                std::fs::rename(&*temporary, &*path).with_context(|| {
-                    format!("renaming {} to {}", temporary.display(), path.display())
-                })?;
+                match temporary {
+                    Some(temporary) => {
+                        file.write_all(text.as_bytes())
+                            .and_then(|()| file.sync_all())
+                            .with_context(|| format!("writing {}", temporary.display()))?;
+                        std::fs::rename(&*temporary, &*path).with_context(|| {
+                            format!("renaming {} to {}", temporary.display(), path.display())
+                        })?;
+                    }
+                    None => file
+                        .write_all(text.as_bytes())
+                        .with_context(|| format!("writing {}", path.display()))?,
+                }
                 eprintln!("iommutop: report written to {}", path.display());
             }
         }
@@ -127,7 +144,7 @@ impl Drop for ReportSink {
     /// A run that failed before its report leaves no half-written file behind.
     fn drop(&mut self) {
         if let ReportSink::File {
-            temporary,
+            temporary: Some(temporary),
             file: Some(_),
             ..
         } = self
@@ -135,4 +152,49 @@ impl Drop for ReportSink {
             let _ = std::fs::remove_file(&*temporary);
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `record --json /dev/null` renamed its temporary file over /dev/null: the device became a
+    /// regular file, and everything on the machine that wrote to it filled that file instead.
+    #[test]
+    fn a_device_or_pipe_is_written_in_place_not_replaced() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let new = dir.path().join("r.json");
+        assert!(written_by_rename(&new), "a new file");
+        std::fs::write(&new, "{}").expect("write");
+        assert!(written_by_rename(&new), "a regular file");
+        assert!(!written_by_rename(Path::new("/dev/null")), "a device");
+        let fifo = dir.path().join("fifo");
+        let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: c_path is a valid NUL-terminated path for the duration of the call.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        assert!(!written_by_rename(&fifo), "a pipe");
+
+        // Written through the pipe (a reader on the other end), which stays a pipe.
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read_to_string(fifo).expect("reads the pipe"))
+        };
+        let mut sink = ReportSink::open(Some(JsonTarget::File(fifo.clone()))).expect("open");
+        let report = iommutop_model::report::Report::from_json(MINIMAL).expect("report");
+        sink.report(&report).expect("written");
+        drop(sink);
+        let read = reader.join().expect("the reader read");
+        assert_eq!(
+            iommutop_model::report::Report::from_json(&read).expect("a report"),
+            report
+        );
+        let meta = std::fs::metadata(&fifo).expect("the pipe");
+        assert!(
+            std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type()),
+            "still a pipe"
+        );
+        assert!(!dir.path().join("fifo.iommutop-tmp").exists());
+    }
+
+    const MINIMAL: &str = include_str!("../tests/fixtures/report-minimal.json");
 }

@@ -133,6 +133,37 @@ impl Session {
         Ok(snapshot)
     }
 
+    /// Starts the measurement again from now: what the probes saw before (warm-up runs) is left
+    /// out of the report's devices, intervals and duration.
+    pub fn restart(&mut self) -> Outcome {
+        let now = self.probes.sample().context("sampling the BPF maps")?;
+        self.first = now.clone();
+        self.previous = now;
+        self.intervals.clear();
+        self.started = Instant::now();
+        self.started_at = SystemTime::now();
+        Ok(())
+    }
+
+    /// The counters now, outside the interval series: the bounds of one repeated run.
+    pub fn mark(&mut self) -> Outcome<RawSample> {
+        Ok(self.probes.sample().context("sampling the BPF maps")?)
+    }
+
+    /// The work between two [`Session::mark`]s, with the `--device` filter applied.
+    pub fn between(&self, earlier: &RawSample, later: &RawSample) -> Snapshot {
+        let mut snapshot = Snapshot::between(earlier, later, &self.facts.devices);
+        if let Some(filter) = &self.device_filter {
+            filter.apply_to_snapshot(&mut snapshot);
+        }
+        snapshot
+    }
+
+    /// Seconds since the measurement started.
+    pub fn elapsed_s(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
     /// Takes the last sample and builds the report over the whole session.
     pub fn finish(mut self, run: RunDescription) -> Outcome<Report> {
         let last = self.probes.sample().context("last sample")?;

@@ -80,7 +80,7 @@ fn corrupt_truncated_foreign_and_missing_reports_are_named() {
         (
             "wrong-field.json",
             "{\"schema_version\": 1, \"tool\": {\"name\": \"iommutop\", \"version\": \"0.1\"}, \"host\": 5}",
-            "invalid iommutop report: invalid type: integer `5`",
+            "invalid iommutop report: host: invalid type: integer `5`",
         ),
     ];
     for (name, text, needle) in cases {
@@ -212,12 +212,7 @@ fn lab_report(name: &str) -> PathBuf {
 }
 
 fn stdout_of(output: &std::process::Output) -> String {
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    support::assert_success(output);
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
@@ -369,4 +364,112 @@ fn markdown_is_a_table_of_the_findings_for_a_pull_request() {
         "html".as_ref(),
     ]);
     assert_eq!(bad.status.code(), Some(2));
+}
+
+/// A lab report as `run --runs N` would have written it: one entry per rate in `rates`, each
+/// run's TCP_RR rate and its NICs' DMA maps and translation time scaled to it.
+fn with_repeats(name: &str, out: &str, rates: &[f64]) -> PathBuf {
+    let mut report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lab_report(name)).expect("fixture"))
+            .expect("JSON");
+    let runs: Vec<serde_json::Value> = rates
+        .iter()
+        .enumerate()
+        .map(|(i, rate)| {
+            let transactions = rate * 5.0;
+            let nic = serde_json::json!({
+                "dma_maps": (transactions * 3.0) as u64,
+                "completions": transactions as u64,
+                "translation_ns": (transactions * 170_000.0) as u64,
+            });
+            serde_json::json!({
+                "t_s": i as f64 * 6.0,
+                "duration_s": 6.0,
+                "workload": {"transactions_per_s": rate, "transactions": transactions},
+                "work_count": transactions,
+                "devices": {"0000:00:05.0": nic, "0000:00:06.0": nic},
+            })
+        })
+        .collect();
+    report["repeats"] = serde_json::json!({
+        "warmup": 1,
+        "runs": runs,
+        "summary": {"workload": {}, "devices": {}},
+    });
+    support::assert_valid_report(&report);
+    write(out, &report.to_string())
+}
+
+/// With two or more runs in both reports, the noise is their spread, and every output says so.
+#[test]
+fn reports_of_repeated_runs_are_judged_against_the_spread_of_their_runs() {
+    let a = with_repeats("intel-6.1", "repeats-a.json", &[570.0, 580.0, 590.0]);
+    let b = with_repeats("intel-6.12", "repeats-b.json", &[625.0, 630.0, 635.0]);
+    let output = compare(&[
+        a.as_os_str(),
+        b.as_os_str(),
+        "--json".as_ref(),
+        "-".as_ref(),
+    ]);
+    let value: serde_json::Value = serde_json::from_str(&stdout_of(&output)).expect("JSON");
+    let noise = &value["comparison"]["noise"];
+    assert_eq!(
+        noise,
+        &serde_json::json!({"source": "repeats", "runs_a": 3, "runs_b": 3})
+    );
+    let headline = &value["comparison"]["findings"][0];
+    assert_eq!(headline["quantity"], "transactions_per_s", "{headline}");
+    assert_eq!(headline["noise_source"], "repeats", "{headline}");
+    // Runs 580 ± 10 and 630 ± 5: Welch's t (df 2) gives ±4.7%, and +8.2% is beyond it.
+    let band = headline["noise_pct"].as_f64().expect("noise");
+    assert!((band - 4.72).abs() < 0.05, "{headline}");
+    assert_eq!(headline["beyond_noise"], true, "{headline}");
+    let text = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        text.contains("noise: measured across repeated runs (3 in A, 3 in B; Welch's t at 95%)."),
+        "{text}"
+    );
+    assert!(text.contains("; workload netperf; 3 runs; "), "{text}");
+    assert!(
+        text.contains("beyond run-to-run noise (±4.7%, from 3 and 3 runs)"),
+        "{text}"
+    );
+    let output = compare(&[
+        a.as_os_str(),
+        b.as_os_str(),
+        "--format".as_ref(),
+        "markdown".as_ref(),
+    ]);
+    let markdown = stdout_of(&output);
+    assert!(
+        markdown.contains("\nNoise: measured across repeated runs (3 in A, 3 in B"),
+        "{markdown}"
+    );
+}
+
+/// One report of a single run: the repeats of the other cannot be matched, so the interval
+/// samples measure the noise, and the text says why.
+#[test]
+fn repeats_in_one_report_only_fall_back_to_interval_noise() {
+    let a = with_repeats("intel-6.1", "repeats-only-a.json", &[570.0, 580.0, 590.0]);
+    let b = lab_report("intel-6.12");
+    let output = compare(&[
+        a.as_os_str(),
+        b.as_os_str(),
+        "--json".as_ref(),
+        "-".as_ref(),
+    ]);
+    let value: serde_json::Value = serde_json::from_str(&stdout_of(&output)).expect("JSON");
+    assert_eq!(value["comparison"]["noise"]["source"], "intervals");
+    let headline = &value["comparison"]["findings"][0];
+    assert_eq!(headline["noise_source"], "intervals", "{headline}");
+    let text = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        text.contains(
+            "noise: estimated from each run's interval samples (repeats need two or more runs \
+             in both reports: 3 in A, 1 in B)."
+        ),
+        "{text}"
+    );
+    assert!(text.contains("steady interval samples"), "{text}");
 }

@@ -2,8 +2,11 @@
 //! script that names the commands, and docs/man/ is exactly what `iommutop man` writes (rerun
 //! `iommutop man docs/man` after changing a flag or its help).
 
+mod support;
+
 use assert_cmd::Command;
 use std::path::Path;
+use support::{assert_succeeded, assert_success};
 
 fn iommutop() -> Command {
     Command::cargo_bin("iommutop").expect("built")
@@ -16,7 +19,7 @@ fn completions_name_every_command_for_each_shell() {
             .args(["completions", shell])
             .output()
             .expect("runs");
-        assert!(output.status.success(), "{shell}");
+        assert_succeeded(&output, &format!("completions {shell}"));
         let script = String::from_utf8_lossy(&output.stdout);
         for command in ["record", "diagnose", "compare", "top", "probes"] {
             assert!(script.contains(command), "{shell}: no {command}");
@@ -37,11 +40,7 @@ fn checked_in_manual_pages_are_current() {
         .arg(dir.path())
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let checked_in = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/man");
     let mut names: Vec<String> = std::fs::read_dir(dir.path())
         .expect("pages")

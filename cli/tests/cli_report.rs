@@ -5,7 +5,7 @@ mod support;
 
 use assert_cmd::Command;
 use std::path::PathBuf;
-use support::{assert_one_line_error, assert_valid_report};
+use support::{assert_one_line_error, assert_success, assert_valid_report};
 
 fn lab_report() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tcp-rr-intel-6.12.json")
@@ -22,7 +22,7 @@ fn a_saved_report_is_shown_again_as_summary_and_verdict() {
         .arg(lab_report())
         .output()
         .expect("runs");
-    assert!(output.status.success());
+    assert_success(&output);
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("DEVICE"), "no summary table: {text}");
     assert!(text.contains("0000:00:05.0"), "{text}");
@@ -40,11 +40,7 @@ fn a_saved_report_is_written_again_in_the_current_schema_with_its_call_paths() {
         .arg(&folded)
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
     assert_valid_report(&report);
     let lines = std::fs::read_to_string(&folded).expect("folded stacks");
@@ -63,4 +59,29 @@ fn a_missing_report_is_one_line_and_exit_2() {
         .output()
         .expect("runs");
     assert_one_line_error(&output, 2, &["/nonexistent/r.json"]);
+}
+
+/// A report with a wrong field is refused in one line that names the field by its path, the
+/// same from `report` and `compare`.
+#[test]
+fn a_wrong_field_is_named_by_its_path_in_one_line() {
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lab_report()).expect("fixture"))
+            .expect("JSON");
+    value["devices"][0]["ops"]["dma_map"]["count"] = "many".into();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, serde_json::to_string_pretty(&value).expect("JSON")).expect("write");
+    let needles = [
+        "bad.json: invalid iommutop report: devices[0].ops.dma_map.count: invalid type: string \"many\", expected u64 at line",
+    ];
+    let output = iommutop().arg("report").arg(&bad).output().expect("runs");
+    assert_one_line_error(&output, 2, &needles);
+    let output = iommutop()
+        .arg("compare")
+        .arg(lab_report())
+        .arg(&bad)
+        .output()
+        .expect("runs");
+    assert_one_line_error(&output, 2, &needles);
 }

@@ -1,6 +1,9 @@
 //! `--version` names the build: the package version and the git commit it was built from.
 
+mod support;
+
 use assert_cmd::Command;
+use support::assert_success;
 
 #[test]
 fn version_names_the_commit() {
@@ -9,7 +12,7 @@ fn version_names_the_commit() {
         .arg("--version")
         .output()
         .expect("runs");
-    assert!(output.status.success());
+    assert_success(&output);
     let line = String::from_utf8_lossy(&output.stdout).trim().to_string();
     let commit = line
         .strip_prefix(concat!("iommutop ", env!("CARGO_PKG_VERSION"), " ("))

@@ -5,6 +5,8 @@
 
 mod support;
 
+use support::assert_success;
+
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -57,11 +59,7 @@ const SHIPPED: [&str; 10] = [
 #[test]
 fn profiles_lists_every_shipped_profile_with_its_workload() {
     let output = iommutop().arg("profiles").output().expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let text = String::from_utf8_lossy(&output.stdout);
     for name in SHIPPED {
         let line = text
@@ -192,11 +190,7 @@ fn tlb_runs_without_root_and_gives_a_curve_per_page_size() {
         .arg(&json)
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let result = read_json(&json);
     let curve = result["results"]["curve"].as_array().expect("curve");
     for page in ["4k", "2m"] {
@@ -232,11 +226,7 @@ fn netperf_on_loopback_reports_transactions_and_latency_percentiles() {
         .arg(&json)
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let r = &read_json(&json)["results"];
     assert!(r["transactions_per_s"].as_f64().unwrap_or(0.0) > 0.0, "{r}");
     assert!(r["transactions"].as_u64().unwrap_or(0) > 0, "{r}");
@@ -269,11 +259,7 @@ fn fio_on_a_file_reports_iops_and_percentiles_and_creates_it_at_the_given_size()
         .arg(format!("filename={}", file.display()))
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(
         text.starts_with(&format!("fio on {}:", file.display())),
@@ -304,11 +290,7 @@ fn run_writes_one_report_with_the_workloads_numbers_valid_against_the_schema() {
         .arg(format!("filename={}", file.display()))
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let report = read_json(&json);
     assert_valid_report(&report);
     assert_eq!(report["run"]["profile"], "fio-read-128k-qd128");
@@ -431,11 +413,7 @@ fn netperf_local_mode_moves_two_nics_and_restores_them_on_every_exit() {
         .arg(&json)
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let r = &read_json(&json)["results"];
     assert_eq!(r["mode"], "local");
     assert!(r["transactions_per_s"].as_f64().unwrap_or(0.0) > 0.0, "{r}");
@@ -477,11 +455,7 @@ fn netperf_local_mode_moves_two_nics_and_restores_them_on_every_exit() {
         .args(["workload", "netperf", "mode=loopback", "duration_s=1"])
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(said.contains("restored what a killed run"), "{said}");
     pair.assert_as_before();
@@ -640,7 +614,7 @@ fn workload_help_names_the_program_and_lists_every_workload() {
         .args(["workload", "--help"])
         .output()
         .expect("runs");
-    assert!(output.status.success());
+    assert_success(&output);
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("Usage: iommutop workload "), "{text}");
     assert!(text.contains("  vfio-nvme "), "{text}");
@@ -663,11 +637,7 @@ fn workload_json_dash_is_standard_output() {
         ])
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let value: serde_json::Value =
         serde_json::from_slice(&output.stdout).expect("stdout is the JSON alone");
     assert_eq!(value["name"], "tlb");

@@ -7,7 +7,9 @@ mod support;
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::PathBuf;
-use support::{assert_one_line_error, assert_valid_report};
+use support::{
+    assert_one_line_error, assert_success, assert_valid_report, pci_disk_of, scratch_file,
+};
 
 /// Tests that attach probes run one at a time: "nothing left attached" is checked by counting
 /// our programs in the kernel, which another test's run would disturb.
@@ -61,11 +63,7 @@ fn probes_on_the_host_fall_back_to_tracepoints_and_say_why() {
         .args(["probes", "--json"])
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let probes = json_of(&output.stdout);
     if host_supports_fentry() {
         return;
@@ -101,12 +99,7 @@ fn this_kernel_computes_histogram_slots_as_user_space_reads_them() {
         .args(["probes", "--selftest", "--json"])
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let check = &json_of(&output.stdout)["hist_slots"];
     assert_eq!(check["mismatches"], serde_json::json!([]), "{check}");
     assert!(check["values"].as_u64().unwrap_or(0) >= 64 * 2, "{check}");
@@ -129,11 +122,7 @@ fn the_verifier_accepts_every_embedded_program_this_kernel_can_load() {
         rejected.is_empty(),
         "rejected by the verifier: {rejected:#?}"
     );
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     // kprobe and tracepoint programs load here even though kprobes cannot attach.
     for p in programs {
         let name = p["program"].as_str().unwrap_or("");
@@ -146,13 +135,6 @@ fn the_verifier_accepts_every_embedded_program_this_kernel_can_load() {
         .filter(|p| p["tier"] == "tracepoint" && p["status"] == "loaded")
         .count();
     assert!(loaded_tracepoints >= 6, "{verdicts}");
-}
-
-fn scratch_file(name: &str, mebibytes: usize) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let path = dir.join(name);
-    std::fs::write(&path, vec![0x5au8; mebibytes << 20]).expect("scratch file");
-    path
 }
 
 #[test]
@@ -399,11 +381,7 @@ fn json_dash_streams_one_object_per_interval_then_the_report() {
         ])
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let lines = ndjson_lines(&output.stdout);
     let intervals: Vec<&Value> = lines.iter().filter(|l| l["type"] == "interval").collect();
     assert_eq!(
@@ -441,11 +419,7 @@ fn points_option_attaches_only_those_points_and_what_they_need() {
         .args(["--", "true"])
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(&path).expect("report")).expect("JSON");
     assert_valid_report(&report);
@@ -508,7 +482,7 @@ fn verbose_logs_the_loader_s_decisions() {
         .env_remove("RUST_LOG")
         .output()
         .expect("runs");
-    assert!(output.status.success());
+    assert_success(&output);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr
@@ -517,32 +491,6 @@ fn verbose_logs_the_loader_s_decisions() {
         "{stderr}"
     );
     json_of(&output.stdout);
-}
-
-/// The disk that holds `path` and its PCI function, from `/sys/dev/block/MAJ:MIN`; `None` when
-/// the file system is on no PCI disk.
-fn pci_disk_of(path: &std::path::Path) -> Option<(String, String)> {
-    use std::os::unix::fs::MetadataExt;
-    let dev = std::fs::metadata(path).ok()?.dev();
-    let sys = std::fs::canonicalize(format!(
-        "/sys/dev/block/{}:{}",
-        libc::major(dev),
-        libc::minor(dev)
-    ))
-    .ok()?;
-    let parts: Vec<&str> = sys.iter().filter_map(|c| c.to_str()).collect();
-    let disk = parts
-        .iter()
-        .position(|&c| c == "block")
-        .map(|i| parts[i + 1])?;
-    let is_pci = |c: &&&str| {
-        c.len() == 12
-            && c.as_bytes()[4] == b':'
-            && c.as_bytes()[7] == b':'
-            && c.as_bytes()[10] == b'.'
-    };
-    let address = parts.iter().rfind(is_pci)?;
-    Some((disk.to_string(), address.to_string()))
 }
 
 /// Whether a report or interval row is kept by a filter to `address`.
@@ -625,11 +573,7 @@ fn record_device_drops_other_devices_rows_from_the_stream() {
         .args(["--", "sh", "-c", &script])
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let lines = ndjson_lines(&output.stdout);
     let intervals: Vec<&Value> = lines.iter().filter(|l| l["type"] == "interval").collect();
     assert!(intervals.len() >= 2, "{lines:#?}");

@@ -8,7 +8,10 @@ mod support;
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use support::{assert_one_line_error, assert_valid_report, read, read_json};
+use support::{
+    assert_one_line_error, assert_success, assert_valid_report, pci_disk_of, read, read_json,
+    scratch_file,
+};
 
 /// One view at a time: they attach probes.
 static VIEW: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -53,11 +56,7 @@ fn batch_mode_prints_one_table_per_interval_to_a_pipe() {
         .timeout(Duration::from_secs(120))
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let times: Vec<&str> = stdout.lines().filter(|l| l.starts_with("time ")).collect();
     assert_eq!(times.len(), 2, "{stdout}");
@@ -80,11 +79,7 @@ fn batch_mode_starts_sorted_and_filtered() {
         .timeout(Duration::from_secs(120))
         .output()
         .expect("runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let lines: Vec<&str> = stdout.lines().filter(|l| !l.is_empty()).collect();
     assert_eq!(
@@ -97,6 +92,95 @@ fn batch_mode_starts_sorted_and_filtered() {
         "{stdout}"
     );
     assert!(lines[1].starts_with("DEVICE "), "{stdout}");
+}
+
+/// `--device DISK` keeps that disk's PCI function's row (and `deferred`/`unattributed`) in
+/// every batch block, and names it, while a file on the disk is read directly.
+#[test]
+fn batch_mode_shows_only_the_device_asked_for() {
+    let _root = require_root();
+    let input = scratch_file("top-device-input", 8);
+    let Some((disk, pci)) = pci_disk_of(&input) else {
+        eprintln!("skipped: the build directory is on no PCI disk here");
+        return;
+    };
+    // Short direct reads again and again until told to stop: the disk is busy however long the
+    // probes take to attach, and every dd is reaped here.
+    let reading = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let reader = {
+        let (reading, input) = (reading.clone(), input.clone());
+        std::thread::spawn(move || {
+            while reading.load(std::sync::atomic::Ordering::Relaxed) {
+                let read = std::process::Command::new("dd")
+                    .arg(format!("if={}", input.display()))
+                    .args(["of=/dev/null", "bs=4k", "count=2000", "iflag=direct"])
+                    .stderr(std::process::Stdio::null())
+                    .status();
+                assert!(read.as_ref().is_ok_and(|s| s.success()), "dd: {read:?}");
+            }
+        })
+    };
+    let output = iommutop()
+        .args([
+            "top",
+            "--batch",
+            "-n",
+            "2",
+            "--interval",
+            "0.5",
+            "--device",
+            &disk,
+        ])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .expect("runs");
+    reading.store(false, std::sync::atomic::Ordering::Relaxed);
+    reader.join().expect("the reader read");
+    assert_success(&output);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let blocks: Vec<&str> = stdout
+        .split("\n\n")
+        .filter(|b| !b.trim().is_empty())
+        .collect();
+    assert_eq!(blocks.len(), 2, "{stdout}");
+    let mut shown = 0;
+    for block in blocks {
+        let rows: Vec<&str> = block.lines().skip(2).collect();
+        for row in &rows {
+            let key = row.split_whitespace().next().unwrap_or_default();
+            assert!(
+                key == pci || key == disk || key.starts_with("deferred") || key == "unattributed",
+                "a row of another device with --device {disk}: {stdout}"
+            );
+        }
+        shown += rows.iter().filter(|r| r.starts_with(&pci)).count();
+        let count = format!("  {} devices  ", rows.len());
+        let named = format!("  device {disk} ({pci})");
+        let time = block.lines().next().unwrap_or_default();
+        assert!(time.contains(&count) && time.ends_with(&named), "{block}");
+    }
+    assert!(
+        shown > 0,
+        "{disk} ({pci}) was read but never shown: {stdout}"
+    );
+}
+
+/// A device that is not there is refused before any probe attaches, in one line.
+#[test]
+fn batch_mode_refuses_a_device_that_does_not_exist() {
+    let output = iommutop()
+        .args(["top", "--batch", "-n", "2", "--device", "no-such-device0"])
+        .output()
+        .expect("runs");
+    assert_one_line_error(
+        &output,
+        2,
+        &[
+            "--device",
+            "no PCI device, NIC or disk named `no-such-device0`",
+        ],
+    );
+    assert!(output.stdout.is_empty(), "no table for nothing");
 }
 
 /// A mistyped column is caught before any probe attaches, with the nearest name and all of them.

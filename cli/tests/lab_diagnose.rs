@@ -33,11 +33,7 @@ fn diagnose_boot(out: &Path, name: &str, kernel: &str, append: &str, extra: &[&s
     ];
     command.extend(extra);
     let output = lab_run(&lab, &command);
-    assert!(
-        output.status.success(),
-        "{name}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output, name);
     let text = read(&out.join(format!("{name}.txt")));
     let errors = read(&out.join(format!("{name}.err")));
     assert_eq!(
@@ -74,11 +70,7 @@ fn compare(a: &Path, b: &Path, json: &Path) -> String {
         .arg("workload.transactions_per_s <= 0")
         .output()
         .expect("compare runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
@@ -248,11 +240,7 @@ fn lab_diagnose_ab_measures_both_modes_and_restores_the_group_even_when_interrup
             out.to_str().expect("utf-8 path"),
         ],
     );
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let ab = read(&out.join("ab.txt"));
     let errors = read(&out.join("ab.err"));
     assert_eq!(read(&out.join("ab.rc")).trim(), "0", "{ab}\n{errors}");

@@ -122,11 +122,7 @@ fn findings(out: &Path, a: &str, b: &str) -> Vec<Value> {
         .arg(&json)
         .output()
         .expect("running iommutop compare");
-    assert!(
-        output.status.success(),
-        "compare {a} {b}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output, &format!("compare {a} {b}"));
     read_json(&json)["comparison"]["findings"]
         .as_array()
         .cloned()
@@ -177,7 +173,7 @@ fn kernel_upgrade_story_is_answered_with_its_cause() {
         ],
         &["sh", &script, &bin, &out_arg, "rr", "old"],
     );
-    assert!(old.status.success(), "{old:?}");
+    assert_succeeded(&old, "the old kernel's run");
     step_succeeded(&out, "old");
     let steps = format!(
         "sh {script} {bin} {out_arg} rr new && sh {script} {bin} {out_arg} rr new2 && \
@@ -187,7 +183,7 @@ fn kernel_upgrade_story_is_answered_with_its_cause() {
         &["--kernel", "7.3", "--iommu", "intel"],
         &["sh", "-c", &steps],
     );
-    assert!(new.status.success(), "{new:?}");
+    assert_succeeded(&new, "the new kernel's runs");
     for step in ["new", "new2", "diagnose"] {
         step_succeeded(&out, step);
     }

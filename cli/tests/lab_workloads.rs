@@ -48,11 +48,7 @@ fn boot(name: &str, script: &str) -> std::path::PathBuf {
             &out.to_string_lossy(),
         ],
     );
-    assert!(
-        output.status.success(),
-        "{name}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output, name);
     out
 }
 

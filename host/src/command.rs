@@ -27,7 +27,7 @@ pub fn run_quiet(argv: &[&str]) -> Result<String, HostError> {
         program: program.to_string(),
         message: format!(
             "`{}`: {}",
-            argv.join(" "),
+            shlex::try_join(argv.iter().copied()).unwrap_or_else(|_| argv.join(" ")),
             said.trim().lines().last().unwrap_or("failed")
         ),
     })
@@ -42,7 +42,8 @@ mod tests {
         let e = run_quiet(&["sh", "-c", "echo bad >&2; exit 3"])
             .unwrap_err()
             .to_string();
-        assert_eq!(e, "sh failed: `sh -c echo bad >&2; exit 3`: bad");
+        // Quoted as a shell reads it back: the script is one word.
+        assert_eq!(e, "sh failed: `sh -c 'echo bad >&2; exit 3'`: bad");
         assert_eq!(run_quiet(&["echo", "hi"]).unwrap(), "hi\n");
         assert!(run_quiet(&[]).is_err());
     }

@@ -16,6 +16,15 @@ pub struct DeviceFilter {
 }
 
 impl DeviceFilter {
+    /// How views name it: `eth0 (0000:00:05.0)`, or the address alone when it was given.
+    pub fn label(&self) -> String {
+        if self.device == self.pci_address {
+            self.pci_address.clone()
+        } else {
+            format!("{} ({})", self.device, self.pci_address)
+        }
+    }
+
     /// Whether `row` stays: the function's own row (or a row that folds in the name given),
     /// deferred work and unattributed IOMMU work (no device of their own to filter them by).
     pub fn keeps(&self, row: &Device) -> bool {

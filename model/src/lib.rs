@@ -13,6 +13,7 @@ mod ops_map;
 pub mod params;
 pub mod report;
 pub mod sample;
+pub mod shell;
 pub mod snapshot;
 pub mod summary;
 pub mod task_filter;

@@ -6,9 +6,11 @@
 
 mod build;
 mod read;
+pub mod repeats;
 
 pub use build::{ReportInputs, MAX_PROCESS_ROWS};
 pub use read::{ReadReportError, ReportError};
+pub use repeats::Repeats;
 
 use crate::facts::{DmaMode, IommuVendor};
 use crate::snapshot::Device;
@@ -50,6 +52,10 @@ pub struct Report {
     /// Sampled kernel call paths of DMA API calls, heaviest first (absent when not sampled).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stacks: Vec<StackSample>,
+    /// `run --runs N` with N ≥ 2: each measured run's numbers and their spread (absent
+    /// otherwise, and in reports of older builds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeats: Option<Repeats>,
 }
 
 /// One kernel call path that DMA API calls of a device took, from sampling one call in N.

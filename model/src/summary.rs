@@ -68,7 +68,7 @@ fn run_line(report: &Report) -> String {
         parts.push(format!("workload {}", workload.name));
     }
     if !run.command.is_empty() {
-        parts.push(format!("command `{}`", run.command.join(" ")));
+        parts.push(format!("command `{}`", crate::shell::join(&run.command)));
     }
     if let Some(status) = run.exit_status {
         parts.push(format!("exit status {status}"));

@@ -1,54 +1,21 @@
-//! RFC 3339 timestamps in UTC, without a date-time dependency.
+//! RFC 3339 timestamps in UTC (jiff formats them).
 
 use std::time::{SystemTime, UNIX_EPOCH};
-
-const SECONDS_PER_DAY: u64 = 86_400;
 
 /// `2025-03-01T12:34:56Z`: whole seconds, UTC. Times before 1970 are written as the epoch.
 pub fn rfc3339_utc(time: SystemTime) -> String {
     let seconds = time
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since_epoch| since_epoch.as_secs());
-    let (year, month, day) = date_of_day(seconds / SECONDS_PER_DAY);
-    let second_of_day = seconds % SECONDS_PER_DAY;
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        second_of_day / 3600,
-        second_of_day / 60 % 60,
-        second_of_day % 60
-    )
-}
-
-fn is_leap(year: u64) -> bool {
-    (year.is_multiple_of(4) && !year.is_multiple_of(100)) || year.is_multiple_of(400)
-}
-
-fn days_in_month(year: u64, month: u64) -> u64 {
-    match month {
-        2 if is_leap(year) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// (year, month 1-12, day 1-31) of the `days`-th day after 1970-01-01.
-fn date_of_day(mut days: u64) -> (u64, u64, u64) {
-    let mut year = 1970;
-    loop {
-        let in_year = if is_leap(year) { 366 } else { 365 };
-        if days < in_year {
-            break;
-        }
-        days -= in_year;
-        year += 1;
-    }
-    let mut month = 1;
-    while days >= days_in_month(year, month) {
-        days -= days_in_month(year, month);
-        month += 1;
-    }
-    (year, month, days + 1)
+    // Whole seconds print without a fraction. Beyond jiff's range (year 9999) is not a time
+    // this tool meets; it is written as the last second jiff knows.
+    let instant = i64::try_from(seconds)
+        .ok()
+        .and_then(|s| jiff::Timestamp::from_second(s).ok())
+        .unwrap_or(jiff::Timestamp::MAX);
+    jiff::Timestamp::from_second(instant.as_second())
+        .unwrap_or(instant)
+        .to_string()
 }
 
 #[cfg(test)]

@@ -7,12 +7,14 @@ use iommutop_model::snapshot::Snapshot;
 
 /// One interval's block: a `time` line, the header and a row per device that matches `filter`
 /// (as the live view's `/` matches), sorted by `sort` (descending where the live view sorts that
-/// column descending by default). `scope` is whose work alone was counted (`--pid`/`--cgroup`).
+/// column descending by default). `device` names the one device `--device` kept, if any;
+/// `scope` is whose work alone was counted (`--pid`/`--cgroup`).
 pub fn render_interval(
     time: &str,
     snapshot: &Snapshot,
     sort: Column,
     filter: &str,
+    device: Option<&str>,
     scope: Option<&str>,
 ) -> String {
     let columns = Column::ALL;
@@ -62,6 +64,9 @@ pub fn render_interval(
     if !filter.is_empty() {
         out.push_str(&format!("  filter {filter:?}"));
     }
+    if let Some(device) = device {
+        out.push_str(&format!("  device {device}"));
+    }
     if let Some(scope) = scope {
         out.push_str(&format!("  only {scope}, task context"));
     }
@@ -97,6 +102,7 @@ mod tests {
             Column::MapsPerS,
             "",
             None,
+            None,
         );
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
@@ -110,6 +116,7 @@ mod tests {
             &snapshot,
             Column::MapsPerS,
             "",
+            None,
             Some("process 42 (dd)"),
         );
         assert!(
@@ -118,6 +125,20 @@ mod tests {
                 .next()
                 .is_some_and(|l| l.ends_with("  only process 42 (dd), task context")),
             "{scoped}"
+        );
+        let text = render_interval(
+            "2026-11-23T08:00:00Z",
+            &snapshot,
+            Column::MapsPerS,
+            "",
+            Some("vda (0000:00:02.0)"),
+            None,
+        );
+        assert!(
+            text.lines()
+                .next()
+                .is_some_and(|l| l.ends_with("sort MAPS/s  device vda (0000:00:02.0)")),
+            "{text}"
         );
     }
 }

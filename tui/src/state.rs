@@ -203,6 +203,8 @@ pub struct State {
     pub(crate) tool_cpu: Option<f64>,
     pub(crate) workload: Option<WorkloadView>,
     pub(crate) status: Option<String>,
+    /// `--device`: the one device whose rows the sampler keeps, as the header names it.
+    pub(crate) device: Option<String>,
 }
 
 impl State {
@@ -227,6 +229,7 @@ impl State {
             tool_cpu: None,
             workload: None,
             status: None,
+            device: None,
         }
     }
 
@@ -243,6 +246,13 @@ impl State {
     }
 
     /// Starts with the filter set to `text`, as if typed after `/` (`top --filter`).
+    /// The rows come from one device only (`top --device`): the header says which, so that an
+    /// empty table is not read as an idle host.
+    pub fn with_device(mut self, filter: Option<&iommutop_model::DeviceFilter>) -> State {
+        self.device = filter.map(iommutop_model::DeviceFilter::label);
+        self
+    }
+
     pub fn with_filter(mut self, text: &str) -> State {
         self.filter = text.to_string();
         self.keep_selection_visible();

@@ -14,6 +14,7 @@ fn busy_devices_come_first_in_aligned_columns() {
         Column::MapsPerS,
         "",
         None,
+        None,
     );
     let lines: Vec<&str> = text.lines().collect();
     assert!(
@@ -61,6 +62,7 @@ fn the_filter_and_sort_given_at_start_up_shape_every_block() {
         &snapshot,
         Column::Device,
         filter,
+        None,
         None,
     );
     let lines: Vec<&str> = text.lines().collect();

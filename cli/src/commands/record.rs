@@ -135,7 +135,7 @@ pub fn command_outcome(command: &[String], exit_status: Option<i32>) -> Outcome<
             code: Code::Command(u8::try_from(code).unwrap_or(1)),
             error: anyhow!(
                 "`{}` exited with status {code} (the report covers the run up to then)",
-                command.join(" ")
+                iommutop_model::shell::join(command)
             ),
         }),
         _ => Ok(ExitCode::SUCCESS),
@@ -144,7 +144,7 @@ pub fn command_outcome(command: &[String], exit_status: Option<i32>) -> Outcome<
 
 fn describe_end(command: &[String], duration: Option<Duration>) -> String {
     match (command.is_empty(), duration) {
-        (false, _) => format!(" while `{}` runs", command.join(" ")),
+        (false, _) => format!(" while `{}` runs", iommutop_model::shell::join(command)),
         (true, Some(d)) => format!(" for {:.1} s (Ctrl-C stops)", d.as_secs_f64()),
         (true, None) => " until Ctrl-C".to_string(),
     }

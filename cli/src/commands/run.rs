@@ -15,7 +15,8 @@ use crate::output::{JsonTarget, ReportSink};
 use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
-use iommutop_model::report::Report;
+use iommutop_model::report::repeats::RepeatRun;
+use iommutop_model::report::{Repeats, Report};
 use iommutop_workloads::profile::PROBE_GROUPS;
 use iommutop_workloads::{
     ProbeWindow, RunControl, WindowAccumulator, Workload, WorkloadError, WorkloadOutput,
@@ -69,48 +70,140 @@ impl RunControl for ChannelControl {
 }
 
 pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
+    if args.runs == 0 {
+        return Err(Failure::usage(anyhow!(
+            "--runs 0: at least one run is measured (--runs N with N ≥ 1; --warmup K adds \
+             discarded runs before them)"
+        )));
+    }
     let device_filter = crate::device_filter::resolve(args.device.as_deref())?;
     let task_filter = crate::task_filter::resolve(&args.tasks)?;
     let profile = load_profile(&args.profile, &args.set, args.duration)?;
-    let workload = checked_profile_workload(&profile)?;
+    let mut first = Some(checked_profile_workload(&profile)?);
+    let mut next_workload = || match first.take() {
+        Some(workload) => Ok(workload),
+        None => checked_profile_workload(&profile),
+    };
     let interval = Duration::from_secs_f64(args.interval);
     let mut sink = ReportSink::open(args.json.as_deref().map(JsonTarget::parse))?;
     let stop = StopSignal::install()?;
     restore_leftovers();
     let mut session = Session::start(&args.points.clone().unwrap_or_default(), task_filter)?
         .with_device_filter(device_filter);
+    let repeated = if args.runs > 1 || args.warmup > 0 {
+        format!(
+            ", {} measured run{} after {} warm-up run{}",
+            args.runs,
+            plural(args.runs),
+            args.warmup,
+            plural(args.warmup)
+        )
+    } else {
+        String::new()
+    };
     eprintln!(
-        "iommutop: probes attached; running profile {} ({})",
+        "iommutop: probes attached; running profile {} ({}{repeated})",
         profile.name,
         profile.workload.name()
     );
-    let (finished, sampling_failure) =
-        run_under_session(&mut session, workload, interval, &stop, &mut sink);
-    let Finished {
-        result,
-        params,
-        not_restored,
-    } = finished;
-    for line in &not_restored {
-        eprintln!("iommutop: not restored: {line}");
+    for number in 1..=args.warmup {
+        eprintln!("iommutop: warm-up run {number}/{}", args.warmup);
+        let workload = next_workload()?;
+        let (finished, sampling_failure) = run_under_session(
+            &mut session,
+            workload,
+            interval,
+            &stop,
+            &mut ReportSink::Silent,
+        );
+        warm_up_ended(finished, sampling_failure, number)?;
     }
-    if let Some(failure) = sampling_failure {
-        return Err(failure);
+    if args.warmup > 0 {
+        session.restart()?;
     }
-    let (results, mut warnings, error) = match result {
-        Ok(output) => (output.results, output.warnings, None),
-        Err(WorkloadError::Cancelled) => {
-            let mut results = Map::new();
-            results.insert("interrupted".into(), Value::Bool(true));
-            let why = "interrupted before the workload had results".to_string();
-            (results, vec![why], None)
+    let mut measured = Vec::new();
+    let mut params = Map::new();
+    let mut last_failure = None;
+    for number in 1..=args.runs {
+        if args.runs > 1 {
+            eprintln!("iommutop: run {number}/{}", args.runs);
         }
-        Err(e) => {
-            let mut results = Map::new();
-            results.insert("error".into(), e.to_string().into());
-            (results, vec![format!("the workload failed: {e}")], Some(e))
+        let workload = next_workload()?;
+        let t_s = session.elapsed_s();
+        let before = session.mark()?;
+        let (finished, sampling_failure) =
+            run_under_session(&mut session, workload, interval, &stop, &mut sink);
+        let after = session.mark()?;
+        let run = MeasuredRun::of(finished, sampling_failure);
+        if params.is_empty() {
+            params = run.params.clone();
         }
+        let complete = run.error.is_none()
+            && run.sampling_failure.is_none()
+            && run.not_restored.is_empty()
+            && !run.results.contains_key("interrupted");
+        if complete && args.runs > 1 {
+            let devices = session.between(&before, &after).devices;
+            let entry = RepeatRun::new(t_s, session.elapsed_s() - t_s, &run.results, &devices);
+            eprintln!(
+                "iommutop: run {number}/{} ended{}",
+                args.runs,
+                headline_of(&run.results)
+            );
+            measured.push((run, Some(entry)));
+        } else if complete {
+            measured.push((run, None));
+        } else {
+            last_failure = Some(run);
+            break;
+        }
+    }
+    if let Some(failed) = last_failure.as_mut() {
+        for line in &failed.not_restored {
+            eprintln!("iommutop: not restored: {line}");
+        }
+        if let Some(failure) = failed.sampling_failure.take() {
+            return Err(failure);
+        }
+    }
+    let mut warnings = Vec::new();
+    let mut all_results: Vec<Map<String, Value>> = Vec::new();
+    let mut entries = Vec::new();
+    for (run, entry) in measured {
+        warnings.extend(run.warnings);
+        all_results.push(run.results);
+        entries.extend(entry);
+    }
+    let mut results = if args.runs > 1 {
+        Repeats::merged_results(&all_results)
+    } else {
+        all_results.pop().unwrap_or_default()
     };
+    let (mut error, mut not_restored) = (None, Vec::new());
+    if let Some(failed) = last_failure {
+        if args.runs > 1 {
+            let kept = match entries.len() {
+                0 => "no run completed".to_string(),
+                1 => "the numbers are those of the run before it".to_string(),
+                n => format!("the numbers are those of the {n} runs before it"),
+            };
+            warnings.push(format!(
+                "run {} of {} did not complete: {kept}",
+                entries.len() + 1,
+                args.runs
+            ));
+        }
+        // Without a complete run, the failed run's results are the results.
+        let take_all = results.is_empty();
+        for (key, value) in failed.results {
+            if take_all || matches!(key.as_str(), "error" | "interrupted") {
+                results.insert(key, value);
+            }
+        }
+        warnings.extend(failed.warnings);
+        error = failed.error;
+        not_restored = failed.not_restored;
+    }
     warnings.extend(not_restored.iter().map(|l| format!("not restored: {l}")));
     if profile.probe_groups.len() < PROBE_GROUPS.len() {
         warnings.push(format!(
@@ -120,7 +213,7 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
     }
     let summary = (results.len() > 1 || !results.contains_key("interrupted"))
         .then(|| profile.workload.summarize(&results));
-    let report = session.finish(RunDescription::profile(
+    let mut report = session.finish(RunDescription::profile(
         &profile.name,
         profile.workload,
         params,
@@ -128,9 +221,15 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
         interval,
         warnings,
     ))?;
-    if let Some(summary) = summary.filter(|_| !matches!(sink, ReportSink::Stream { .. })) {
-        if error.is_none() {
+    if args.runs > 1 {
+        report.repeats = Some(Repeats::new(args.warmup, entries));
+    }
+    if !matches!(sink, ReportSink::Stream { .. }) && error.is_none() {
+        if let Some(summary) = summary {
             print!("{summary}");
+        }
+        if let Some(repeats) = report.repeats.as_ref().filter(|r| !r.runs.is_empty()) {
+            print!("{}", repeats_summary(repeats));
         }
     }
     sink.report(&report)?;
@@ -155,6 +254,104 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
         )));
     }
     check_thresholds(&profile.thresholds(), &report)
+}
+
+/// One measured run of the workload, as it ended.
+struct MeasuredRun {
+    results: Map<String, Value>,
+    warnings: Vec<String>,
+    params: Map<String, Value>,
+    error: Option<WorkloadError>,
+    not_restored: Vec<String>,
+    sampling_failure: Option<Failure>,
+}
+
+impl MeasuredRun {
+    fn of(finished: Finished, sampling_failure: Option<Failure>) -> MeasuredRun {
+        let Finished {
+            result,
+            params,
+            not_restored,
+        } = finished;
+        let (results, warnings, error) = match result {
+            Ok(output) => (output.results, output.warnings, None),
+            Err(WorkloadError::Cancelled) => {
+                let mut results = Map::new();
+                results.insert("interrupted".into(), Value::Bool(true));
+                let why = "interrupted before the workload had results".to_string();
+                (results, vec![why], None)
+            }
+            Err(e) => {
+                let mut results = Map::new();
+                results.insert("error".into(), e.to_string().into());
+                (results, vec![format!("the workload failed: {e}")], Some(e))
+            }
+        };
+        MeasuredRun {
+            results,
+            warnings,
+            params,
+            error,
+            not_restored,
+            sampling_failure,
+        }
+    }
+}
+
+/// A warm-up run that did not end well ends the command: nothing has been measured yet.
+fn warm_up_ended(finished: Finished, sampling_failure: Option<Failure>, number: u32) -> Outcome {
+    for line in &finished.not_restored {
+        eprintln!("iommutop: not restored: {line}");
+    }
+    if let Some(failure) = sampling_failure {
+        return Err(failure);
+    }
+    match finished.result {
+        Ok(_) if finished.not_restored.is_empty() => Ok(()),
+        Ok(_) => Err(Failure::from(anyhow!(
+            "warm-up run {number}: could not restore everything: {}",
+            finished.not_restored.join("; ")
+        ))),
+        Err(WorkloadError::Cancelled) => Err(Failure::from(anyhow!(
+            "interrupted during warm-up run {number}: nothing was measured, no report"
+        ))),
+        Err(e) => {
+            let failure = workload_failure(e);
+            Err(Failure {
+                error: anyhow!("warm-up run {number}: {:#}", failure.error),
+                code: failure.code,
+            })
+        }
+    }
+}
+
+fn plural(n: u32) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// `: transactions_per_s 1234.5` when the workload states its headline rate.
+fn headline_of(results: &Map<String, Value>) -> String {
+    iommutop_model::workload::Headline::of(results)
+        .and_then(|h| Some(format!(": {} {:.1}", h.rate_metric?, h.rate_per_s?)))
+        .unwrap_or_default()
+}
+
+/// The mean ± standard deviation of each workload number over the runs, one a line.
+fn repeats_summary(repeats: &Repeats) -> String {
+    let mut out = format!(
+        "\nover {} runs (after {} warm-up): mean ± sample standard deviation\n",
+        repeats.runs.len(),
+        repeats.warmup
+    );
+    for (key, m) in &repeats.summary.workload {
+        let spread = m.stddev.map_or("-".to_string(), |s| format!("{s:.3}"));
+        out.push_str(&format!("  {key:<28} {:>14.3} ± {spread}\n", m.mean));
+    }
+    out
 }
 
 /// The profile's `fail_if` thresholds against the report: exit 4 when one holds.

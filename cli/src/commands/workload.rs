@@ -339,6 +339,10 @@ fn check_writable(path: &Path) -> Outcome {
 fn write_json(path: &Path, value: &Value) -> Outcome {
     let mut text = serde_json::to_string_pretty(value)?;
     text.push('\n');
+    if !crate::output::written_by_rename(path) {
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        return Ok(());
+    }
     let mut temporary = path.as_os_str().to_owned();
     temporary.push(".iommutop-tmp");
     let temporary = PathBuf::from(temporary);

@@ -1,4 +1,5 @@
-//! Shared by the integration tests that boot the lab.
+//! Shared by the integration tests: running the lab, reading reports, checking how a command
+//! ended.
 
 #![allow(dead_code)] // each test binary uses its own part
 
@@ -105,4 +106,57 @@ pub fn run_guest_script(name: &str, lab_args: &[&str], script: &str, args: &[&st
         String::from_utf8_lossy(&output.stderr)
     );
     out
+}
+
+/// Fails the test with the command's exit code, stderr and stdout unless it exited 0.
+#[track_caller]
+pub fn assert_success(output: &Output) {
+    assert_succeeded(output, "the command");
+}
+
+/// [`assert_success`] for the command described by `what` (`compare a b`, a workload's name).
+#[track_caller]
+pub fn assert_succeeded(output: &Output, what: &str) {
+    assert!(
+        output.status.success(),
+        "{what} exited {:?}\nstderr: {}\nstdout: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr),
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
+
+/// A file of `mebibytes` MiB under the test target's tmp directory, for direct reads (on the
+/// disk of the build directory).
+pub fn scratch_file(name: &str, mebibytes: usize) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let path = dir.join(name);
+    std::fs::write(&path, vec![0x5au8; mebibytes << 20]).expect("scratch file");
+    path
+}
+
+/// The disk that holds `path` and its PCI function, from `/sys/dev/block/MAJ:MIN`; `None` when
+/// the file system is on no PCI disk.
+pub fn pci_disk_of(path: &std::path::Path) -> Option<(String, String)> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).ok()?.dev();
+    let sys = std::fs::canonicalize(format!(
+        "/sys/dev/block/{}:{}",
+        libc::major(dev),
+        libc::minor(dev)
+    ))
+    .ok()?;
+    let parts: Vec<&str> = sys.iter().filter_map(|c| c.to_str()).collect();
+    let disk = parts
+        .iter()
+        .position(|&c| c == "block")
+        .map(|i| parts[i + 1])?;
+    let is_pci = |c: &&&str| {
+        c.len() == 12
+            && c.as_bytes()[4] == b':'
+            && c.as_bytes()[7] == b':'
+            && c.as_bytes()[10] == b'.'
+    };
+    let address = parts.iter().rfind(is_pci)?;
+    Some((disk.to_string(), address.to_string()))
 }

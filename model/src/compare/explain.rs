@@ -464,25 +464,22 @@ fn workload_finding(c: &Comparison, m: &MetricChange) -> Finding {
     match m.significance {
         None => headline.push_str(
             ": run-to-run noise not measurable (fewer than 3 steady interval samples in a \
-             report), so no cause is claimed for the change",
+             report, and not two runs in both), so no cause is claimed for the change",
         ),
         Some(s) if !s.beyond_noise => {
             let _ = write!(
                 headline,
-                ": within run-to-run noise (±{:.1}%, from {} and {} steady interval samples), \
-                 so no cause is claimed for it",
+                ": within run-to-run noise (±{:.1}%, from {}), so no cause is claimed for it",
                 s.band * 100.0,
-                s.samples.0,
-                s.samples.1
+                s.basis()
             );
         }
         Some(s) => {
             let _ = write!(
                 headline,
-                ": beyond run-to-run noise (±{:.1}%, from {} and {} steady interval samples)",
+                ": beyond run-to-run noise (±{:.1}%, from {})",
                 s.band * 100.0,
-                s.samples.0,
-                s.samples.1
+                s.basis()
             );
             if let Some(line) = attribution(c, m) {
                 details.push(line);
@@ -553,7 +550,9 @@ impl Comparison {
     /// The text `iommutop compare` prints; `names` label A and B (file names).
     pub fn render(&self, names: (&str, &str)) -> String {
         let mut out = String::new();
-        for (tag, name, side) in [("A", names.0, &self.a), ("B", names.1, &self.b)] {
+        let sides = [("A", names.0, &self.a), ("B", names.1, &self.b)];
+        let runs = [self.noise.runs_a, self.noise.runs_b];
+        for ((tag, name, side), runs) in sides.into_iter().zip(runs) {
             let mut parts = vec![format!(
                 "kernel {}",
                 side.kernel.as_deref().unwrap_or("unknown")
@@ -565,9 +564,13 @@ impl Comparison {
             if let Some(workload) = &side.workload {
                 parts.push(format!("workload {workload}"));
             }
+            if runs > 1 {
+                parts.push(format!("{runs} runs"));
+            }
             parts.push(format!("{:.1} s from {}", side.duration_s, side.started_at));
             let _ = writeln!(out, "{tag}: {name}: {}", parts.join("; "));
         }
+        let _ = writeln!(out, "{}.", self.noise.sentence());
         out.push('\n');
         let mut rank = 0;
         for finding in &self.findings {

@@ -18,6 +18,7 @@ pub fn render_markdown(c: &Comparison, names: (&str, &str), thresholds: &[Evalua
             cell(side.workload.as_deref().unwrap_or("-")),
         );
     }
+    let _ = writeln!(out, "\n{}.", capitalized(&c.noise.sentence()));
     out.push_str(
         "\n| # | finding | share of gap | measured | A | B | change | noise | beyond noise |\n\
          |---|---|---|---|---|---|---|---|---|\n",
@@ -71,6 +72,15 @@ fn finding_cells(f: &Finding) -> String {
 }
 
 /// Text made safe for one table cell: no pipes or line breaks.
+/// `Noise: ...` at the start of a sentence.
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
 fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace('\n', " ")
 }

@@ -25,13 +25,13 @@ pub mod untimed;
 pub mod work;
 
 pub use explain::{Finding, FindingKind};
-pub use noise::{Significance, Spread};
+pub use noise::{NoiseSource, Significance, Spread};
 pub use numbers::Numbers;
 pub use threshold::{Evaluation, Threshold, ThresholdError};
 pub use work::{work_units, DeviceWork, WorkUnits, COMPLETIONS_PER_S};
 
 use crate::facts::{IommuCmdline, IommuVendor};
-use crate::report::{IntervalDevice, Report};
+use crate::report::Report;
 use crate::sample::Op;
 use crate::snapshot::Device;
 use serde::Serialize;
@@ -159,6 +159,51 @@ pub struct Comparison {
     pub unit: String,
     /// A report came from the iommutop lab (emulated: times vary with the build host's load).
     pub lab: bool,
+    /// What the noise judgements were measured over.
+    pub noise: NoiseBasis,
+}
+
+/// Where `compare` took its noise from: the spread across repeated runs when both reports have
+/// at least two (`run --runs N`), else the spread of each run's interval samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct NoiseBasis {
+    pub source: NoiseSource,
+    /// Measured runs in A and B (1 for a report of one run).
+    pub runs_a: usize,
+    pub runs_b: usize,
+}
+
+impl NoiseBasis {
+    pub fn of(a: &Report, b: &Report) -> NoiseBasis {
+        let runs = |r: &Report| r.repeats.as_ref().map_or(1, |r| r.runs.len());
+        NoiseBasis {
+            source: if noise::repeats_of(a, b).is_some() {
+                NoiseSource::Repeats
+            } else {
+                NoiseSource::Intervals
+            },
+            runs_a: runs(a),
+            runs_b: runs(b),
+        }
+    }
+
+    /// `noise: across repeated runs (5 in A, 5 in B), ...`, one line without a full stop.
+    pub fn sentence(&self) -> String {
+        match self.source {
+            NoiseSource::Repeats => format!(
+                "noise: measured across repeated runs ({} in A, {} in B; Welch's t at 95%)",
+                self.runs_a, self.runs_b
+            ),
+            NoiseSource::Intervals if self.runs_a > 1 || self.runs_b > 1 => format!(
+                "noise: estimated from each run's interval samples (repeats need two or more runs \
+                 in both reports: {} in A, {} in B)",
+                self.runs_a, self.runs_b
+            ),
+            NoiseSource::Intervals => "noise: estimated from each run's interval samples \
+                                       (`iommutop run --runs N` measures it across repeats)"
+                .to_string(),
+        }
+    }
 }
 
 /// Compares A (the baseline) with B.
@@ -177,6 +222,7 @@ pub fn compare(a: &Report, b: &Report) -> Comparison {
         findings: Vec::new(),
         unit: unit.unwrap_or_else(|| "second".into()),
         lab: a.host.lab || b.host.lab,
+        noise: NoiseBasis::of(a, b),
     };
     comparison.findings = explain::findings(&comparison);
     comparison
@@ -219,7 +265,9 @@ fn side(report: &Report, units: WorkUnits) -> Side {
             .workload
             .as_ref()
             .map(|w| w.name.clone())
-            .or_else(|| (!report.run.command.is_empty()).then(|| report.run.command.join(" "))),
+            .or_else(|| {
+                (!report.run.command.is_empty()).then(|| crate::shell::join(&report.run.command))
+            }),
         started_at: report.run.started_at.clone(),
         duration_s: report.run.duration_s,
         units,
@@ -432,17 +480,10 @@ fn device_changes(
                 (true, false) => Transition::OnlyA,
             };
             let dma_time = match (da, db, &wa, &wb) {
-                (Some(da), Some(db), Some(wa), Some(wb)) => {
-                    wa.dma_ns.zip(wb.dma_ns).and_then(|(ta, tb)| {
-                        let field: fn(&IntervalDevice) -> Option<f64> = |p| p.translation_ns_per_io;
-                        noise::judge(
-                            ta,
-                            tb,
-                            noise::device_spread(a, &da.key, field),
-                            noise::device_spread(b, &db.key, field),
-                        )
-                    })
-                }
+                (Some(da), Some(db), Some(wa), Some(wb)) => wa
+                    .dma_ns
+                    .zip(wb.dma_ns)
+                    .and_then(|(ta, tb)| noise::judge_device((a, &da.key), (b, &db.key), ta, tb)),
                 _ => None,
             };
             let changed = transition == Transition::OnlyA
@@ -561,12 +602,7 @@ fn workload_changes(a: &Report, b: &Report, ua: &WorkUnits, ub: &WorkUnits) -> V
         .into_iter()
         .map(|(metric, (va, vb))| MetricChange {
             change: (va != 0.0).then(|| (vb - va) / va),
-            significance: noise::judge(
-                va,
-                vb,
-                noise::workload_spread(a, &metric),
-                noise::workload_spread(b, &metric),
-            ),
+            significance: noise::judge_workload(a, b, &metric, va, vb),
             headline: metric == headline,
             metric,
             a: va,

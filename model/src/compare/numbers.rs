@@ -1,7 +1,7 @@
 //! The numbers behind a finding or a threshold, for machines: A, B, the change in percent, the
 //! noise band in percent, and whether the change is beyond it (`compare --json`).
 
-use super::noise::Significance;
+use super::noise::{NoiseSource, Significance};
 use serde::Serialize;
 
 /// A value in A and B and what the noise says about its change; `None` where not known.
@@ -14,6 +14,9 @@ pub struct Numbers {
     /// The change noise alone could explain, ± percent; `None` when not measurable.
     pub noise_pct: Option<f64>,
     pub beyond_noise: Option<bool>,
+    /// What the noise was measured over: `repeats` (runs) or `intervals`; `None` when not
+    /// measurable.
+    pub noise_source: Option<NoiseSource>,
 }
 
 impl Numbers {
@@ -28,6 +31,7 @@ impl Numbers {
                 .map(|(a, b)| (b - a) / a.abs() * 100.0),
             noise_pct: significance.map(|s| s.band * 100.0),
             beyond_noise: significance.map(|s| s.beyond_noise),
+            noise_source: significance.map(|s| s.source),
         }
     }
 }
@@ -43,11 +47,13 @@ mod tests {
             band: 0.05,
             beyond_noise: true,
             samples: (5, 5),
+            source: NoiseSource::Repeats,
         };
         let numbers = Numbers::of(Some(1000.0), Some(900.0), Some(significance));
         assert_eq!(numbers.delta_pct, Some(-10.0));
         assert_eq!(numbers.noise_pct, Some(5.0));
         assert_eq!(numbers.beyond_noise, Some(true));
+        assert_eq!(numbers.noise_source, Some(NoiseSource::Repeats));
         let unknown = Numbers::of(Some(0.0), Some(3.0), None);
         assert_eq!((unknown.delta_pct, unknown.noise_pct), (None, None));
         assert_eq!(unknown.beyond_noise, None);

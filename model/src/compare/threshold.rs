@@ -17,7 +17,7 @@
 //!
 //! Operators: `<`, `<=`, `>`, `>=`, `==`, `!=`. Text and yes/no fields take only `==` and `!=`.
 
-use super::noise::{judge, workload_spread};
+use super::noise::judge_workload;
 use super::numbers::Numbers;
 use super::untimed::untimed_reason;
 use super::work::{work_units, DeviceWork, COMPLETIONS_PER_S};
@@ -336,14 +336,9 @@ impl Threshold {
             _ => None,
         };
         let significance = match &self.path {
-            Path::Workload(metric) => in_a.and_then(|in_a| {
-                judge(
-                    in_a,
-                    in_b,
-                    workload_spread(a, metric),
-                    workload_spread(b, metric),
-                )
-            }),
+            Path::Workload(metric) => {
+                in_a.and_then(|in_a| judge_workload(a, b, metric, in_a, in_b))
+            }
             _ => None,
         };
         Numbers::of(in_a, Some(in_b), significance)

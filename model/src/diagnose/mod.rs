@@ -63,9 +63,9 @@ fn dma_devices<'a>(report: &'a Report, only: Option<&str>) -> Vec<&'a Device> {
 /// The workload line of a verdict: what ran and its own numbers.
 fn workload_line(report: &Report, units: &WorkUnits) -> Option<String> {
     let workload = report.run.workload.as_ref();
-    let name = workload
-        .map(|w| w.name.clone())
-        .or_else(|| (!report.run.command.is_empty()).then(|| report.run.command.join(" ")))?;
+    let name = workload.map(|w| w.name.clone()).or_else(|| {
+        (!report.run.command.is_empty()).then(|| crate::shell::join(&report.run.command))
+    })?;
     let mut line = format!("workload: {name}, {:.1} s", report.run.duration_s);
     if let (Some(metric), Some(rate)) = (&units.rate_metric, units.rate) {
         let _ = write!(line, ": {rate:.1} {metric}");

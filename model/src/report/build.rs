@@ -55,6 +55,7 @@ impl Report {
             warnings,
             health: whole_run.health.clone(),
             stacks: Vec::new(),
+            repeats: None,
         }
     }
 }

@@ -246,3 +246,21 @@ pub fn report_with_probes(probes: Vec<ProbeEntry>) -> Report {
         warnings: vec![],
     })
 }
+
+/// The full report as `run --runs 2 --warmup 1` writes it: two runs' numbers beside the whole.
+pub fn repeated_report() -> Report {
+    use super::repeats::{RepeatRun, Repeats};
+    let mut report = full_report();
+    let results = |iops: f64| {
+        json!({"read_iops": iops, "rw": "randread"})
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let runs = vec![
+        RepeatRun::new(0.0, 1.0, &results(1900.0), &report.devices),
+        RepeatRun::new(1.0, 1.0, &results(2100.0), &report.devices),
+    ];
+    report.repeats = Some(Repeats::new(1, runs));
+    report
+}

@@ -92,11 +92,16 @@ fn read_with(text: &str, readers: &[(u64, Upgrade)]) -> Result<Report, ReportErr
     })?;
     let version = check_identity(&value, readers)?;
     if version == u64::from(SCHEMA_VERSION) {
-        // Parsed from the text again so that errors carry a line and column.
-        return serde_json::from_str(text).map_err(|e| ReportError::Invalid {
-            message: bare_message(&e),
-            line: e.line(),
-            column: e.column(),
+        // Parsed from the text again so that errors carry the field's path, line and column.
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        return serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
+            let field = field_prefix(e.path());
+            let e = e.into_inner();
+            ReportError::Invalid {
+                message: format!("{field}{}", bare_message(&e)),
+                line: e.line(),
+                column: e.column(),
+            }
         });
     }
     let upgrade =
@@ -105,10 +110,21 @@ fn read_with(text: &str, readers: &[(u64, Upgrade)]) -> Result<Report, ReportErr
     if let Some(object) = current.as_object_mut() {
         object.insert("schema_version".into(), SCHEMA_VERSION.into());
     }
-    serde_json::from_value(current).map_err(|e| ReportError::Upgraded {
+    serde_path_to_error::deserialize(current).map_err(|e| ReportError::Upgraded {
         version,
-        message: e.to_string(),
+        message: format!("{}{}", field_prefix(e.path()), e.inner()),
     })
+}
+
+/// `devices[0].ops.dma_map.count: ` before the error of a field; nothing at the top level (serde
+/// names a missing top-level field itself).
+fn field_prefix(path: &serde_path_to_error::Path) -> String {
+    let path = path.to_string();
+    if path == "." {
+        String::new()
+    } else {
+        format!("{path}: ")
+    }
 }
 
 /// Turns a parsed report of an older (or newer) schema version into the current version's JSON.
@@ -237,13 +253,43 @@ mod tests {
         assert_eq!(report.schema_version, SCHEMA_VERSION);
     }
 
+    /// The error named the line and column only: in a pretty report of many devices, which
+    /// field was wrong took a search.
+    #[test]
+    fn a_wrong_field_is_named_by_its_path() {
+        let mut value: Value = serde_json::from_str(&full_text()).expect("json");
+        value["devices"][0]["ops"]["dma_map"]["count"] = "many".into();
+        let text = serde_json::to_string_pretty(&value).expect("json");
+        let message = Report::from_json(&text)
+            .expect_err("wrong type")
+            .to_string();
+        assert!(
+            message.starts_with(
+                "invalid iommutop report: devices[0].ops.dma_map.count: invalid type: string \"many\", expected u64 at line "
+            ),
+            "{message}"
+        );
+        value["devices"][0]["ops"]["dma_map"]["count"] = 3.into();
+        let object = value.as_object_mut().expect("object");
+        object.remove("tool");
+        let message = Report::from_json(&value.to_string())
+            .expect_err("missing")
+            .to_string();
+        assert!(
+            message.starts_with("invalid iommutop report: missing field `tool` at line"),
+            "{message}"
+        );
+    }
+
     #[test]
     fn an_upgraded_report_with_wrong_fields_names_its_version() {
         let text = r#"{"schema_version": 0, "tool": {"name": "iommutop"}, "rows": []}"#;
         let error = read_with(text, &[(0, v0_upgrade)]).expect_err("incomplete");
         let message = error.to_string();
         assert!(
-            message.starts_with("invalid iommutop report of schema_version 0: missing field"),
+            message.starts_with(
+                "invalid iommutop report of schema_version 0: tool: missing field `version`"
+            ),
             "{message}"
         );
     }

@@ -1,4 +1,4 @@
-use super::fixtures::{full_report, minimal_report};
+use super::fixtures::{full_report, minimal_report, repeated_report};
 use super::*;
 use crate::sample::Op;
 use serde_json::json;
@@ -35,6 +35,34 @@ fn a_full_report_matches_the_schema() {
         .as_array()
         .expect("array")
         .is_empty());
+}
+
+/// `run --runs N` keeps each run's numbers; the strict schema must describe them.
+#[test]
+fn a_report_of_repeated_runs_matches_the_schema_and_round_trips() {
+    let report = repeated_report();
+    let json = as_json(&report);
+    assert_eq!(violations(&json), Vec::<String>::new());
+    assert_eq!(json["repeats"]["warmup"], json!(1));
+    assert_eq!(
+        json["repeats"]["runs"][1]["workload"],
+        json!({"read_iops": 2100.0})
+    );
+    let summary = &json["repeats"]["summary"]["workload"]["read_iops"];
+    assert_eq!(summary["mean"], json!(2000.0));
+    assert!(summary["stddev"]
+        .as_f64()
+        .is_some_and(|s| (s - 141.42).abs() < 0.01));
+    assert_eq!(
+        Report::from_json(&report.to_json().expect("encodes")).expect("reads"),
+        report
+    );
+    let mut broken = json.clone();
+    broken["repeats"]["runs"][0]["extra"] = json!(1);
+    assert!(
+        !violations(&broken).is_empty(),
+        "the schema is strict inside repeats too"
+    );
 }
 
 #[test]

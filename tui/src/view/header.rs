@@ -1,5 +1,6 @@
 //! The top line: what host this is (kernel, IOMMU vendor and units, DMA mode), and on the right
-//! whether the view is paused and how long it has been running.
+//! the one device shown when `--device` chose it, whether the view is paused and how long it has
+//! been running.
 
 use super::{fit, style};
 use crate::format;
@@ -37,6 +38,11 @@ pub fn render(state: &State, frame: &mut Frame, area: Rect) {
     }
 
     let mut right: Vec<Span> = Vec::new();
+    if let Some(device) = &state.device {
+        // Always whole, like PAUSED: it explains why other devices are missing.
+        right.push(Span::styled(format!(" device {device} "), style::title()));
+        right.push(Span::raw(" "));
+    }
     if state.is_paused() {
         right.push(Span::styled(" PAUSED ", style::paused()));
         right.push(Span::raw(" "));
@@ -60,4 +66,67 @@ pub fn render(state: &State, frame: &mut Frame, area: Rect) {
         Paragraph::new(Line::from(right)).style(style::header_bar()),
         right_area,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::HostSummary;
+    use iommutop_model::DeviceFilter;
+    use ratatui::backend::TestBackend;
+    use ratatui::buffer::Buffer;
+    use ratatui::Terminal;
+    use std::time::Duration;
+
+    fn header(state: &State, width: u16) -> Buffer {
+        let mut terminal = Terminal::new(TestBackend::new(width, 1)).expect("test terminal");
+        terminal
+            .draw(|frame| render(state, frame, frame.area()))
+            .expect("draws");
+        let mut buffer = terminal.backend().buffer().clone();
+        buffer.set_style(buffer.area, ratatui::style::Style::reset());
+        buffer
+    }
+
+    fn state(device: Option<&DeviceFilter>) -> State {
+        let host = HostSummary {
+            kernel: Some("6.12.0".into()),
+            ..HostSummary::default()
+        };
+        State::new(host, vec![], Duration::from_secs(1)).with_device(device)
+    }
+
+    /// `top --device eth0` showed an unmarked table: one row looked like a quiet host.
+    #[test]
+    fn the_header_names_the_device_the_rows_are_limited_to() {
+        let filter = DeviceFilter {
+            device: "eth0".into(),
+            pci_address: "0000:00:05.0".into(),
+        };
+        let mut expected = Buffer::with_lines([
+            " iommutop 6.12.0 · no IOMMU           device eth0 (0000:00:05.0)  up 0s ",
+        ]);
+        expected.set_style(expected.area, ratatui::style::Style::reset());
+        assert_eq!(header(&state(Some(&filter)), 72), expected);
+        // Narrow: the host is cut, the device is not.
+        let narrow = header(&state(Some(&filter)), 50);
+        let line: String = (0..50).map(|x| narrow[(x, 0)].symbol()).collect();
+        assert!(line.contains("device eth0 (0000:00:05.0)"), "{line}");
+        assert!(line.starts_with(" iommutop 6.1… "), "{line}");
+        // A PCI address given as such is named once; without --device, nothing is said.
+        let by_address = DeviceFilter {
+            device: "0000:00:05.0".into(),
+            pci_address: "0000:00:05.0".into(),
+        };
+        let line: String = {
+            let b = header(&state(Some(&by_address)), 72);
+            (0..72).map(|x| b[(x, 0)].symbol()).collect()
+        };
+        assert!(line.ends_with(" device 0000:00:05.0  up 0s "), "{line}");
+        let line: String = {
+            let b = header(&state(None), 72);
+            (0..72).map(|x| b[(x, 0)].symbol()).collect()
+        };
+        assert!(!line.contains("device"), "{line}");
+    }
 }

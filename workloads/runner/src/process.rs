@@ -36,7 +36,7 @@ pub fn require_tool(tool: &str, install: &str) -> Result<PathBuf, WorkloadError>
 
 /// A command line as one string, for messages and reports.
 pub fn show_command(argv: &[String]) -> String {
-    argv.join(" ")
+    iommutop_model::shell::join(argv)
 }
 
 /// A launched tool. Dropping it stops the tool (SIGTERM, then SIGKILL) and reaps it.

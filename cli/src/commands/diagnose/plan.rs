@@ -31,7 +31,7 @@ impl Plan {
     pub fn describe(&self) -> String {
         match self {
             Plan::Profile(p) => format!("profile {} ({})", p.name, p.description),
-            Plan::Command(argv) => format!("`{}`", argv.join(" ")),
+            Plan::Command(argv) => format!("`{}`", iommutop_model::shell::join(argv)),
         }
     }
 }
@@ -106,7 +106,7 @@ pub fn from_baseline(path: &Path, baseline: &Report, overrides: &[String]) -> Ou
         if !overrides.is_empty() {
             return Err(Failure::usage(anyhow!(
                 "--baseline {shown} ran a command (`{}`): --set applies to profiles only",
-                run.command.join(" ")
+                iommutop_model::shell::join(&run.command)
             )));
         }
         return Ok(Plan::Command(run.command.clone()));

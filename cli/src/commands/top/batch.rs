@@ -10,6 +10,7 @@ use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
 use iommutop_model::time::rfc3339_utc;
+use iommutop_model::DeviceFilter;
 use iommutop_tui::batch::render_interval;
 use std::io::Write;
 use std::process::ExitCode;
@@ -42,6 +43,7 @@ pub fn run(args: &TopArgs, start: &StartView, interval: Duration) -> Outcome<Exi
     )?
     .with_device_filter(start.device.clone());
     let scope = session.task_filter().map(|f| f.describe());
+    let device = start.device.as_ref().map(DeviceFilter::label);
     let mut printed = 0u64;
     let mut stdout = std::io::stdout();
     while args.iterations.is_none_or(|count| printed < count) {
@@ -54,6 +56,7 @@ pub fn run(args: &TopArgs, start: &StartView, interval: Duration) -> Outcome<Exi
             &snapshot,
             start.sort,
             &start.filter,
+            device.as_deref(),
             scope.as_deref(),
         );
         if stdout

@@ -117,7 +117,8 @@ pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
         interval,
     )
     .with_sort(start.sort)
-    .with_filter(&start.filter);
+    .with_filter(&start.filter)
+    .with_device(start.device.as_ref());
     if let Some(profile) = &profile {
         state = state.with_workload(WorkloadView::new(
             &profile.name,

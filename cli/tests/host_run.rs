@@ -1,0 +1,178 @@
+//! `iommutop run --runs N --warmup K` on the build machine: the tlb workload needs no IOMMU, so
+//! a repeated run works here. The report keeps each measured run's numbers and their spread, and
+//! `compare` of two such reports measures noise across the runs. Attaches probes: needs root,
+//! like host_probes.rs.
+
+mod support;
+
+use assert_cmd::Command;
+use std::path::Path;
+use std::time::Duration;
+use support::{assert_one_line_error, assert_success, assert_valid_report, read_json};
+
+fn iommutop() -> Command {
+    Command::cargo_bin("iommutop").expect("binary built")
+}
+
+/// A short tlb sweep run `runs` times after `warmup` discarded runs, its report in `json`.
+fn repeated_tlb_run(json: &Path, runs: &str, warmup: &str) -> String {
+    let output = iommutop()
+        .args([
+            "run",
+            "tlb-sweep",
+            "--set",
+            "max_size=64k",
+            "--set",
+            "page_sizes=4k",
+        ])
+        .args([
+            "--interval",
+            "0.2",
+            "--runs",
+            runs,
+            "--warmup",
+            warmup,
+            "--json",
+        ])
+        .arg(json)
+        .timeout(Duration::from_secs(300))
+        .output()
+        .expect("runs");
+    assert_success(&output);
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn runs_are_measured_one_by_one_after_discarded_warm_ups() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    let stdout = repeated_tlb_run(&a, "3", "1");
+    assert!(
+        stdout.contains("over 3 runs (after 1 warm-up): mean ± sample standard deviation"),
+        "{stdout}"
+    );
+    let report = read_json(&a);
+    assert_valid_report(&report);
+    let repeats = &report["repeats"];
+    assert_eq!(repeats["warmup"], 1, "{repeats}");
+    let runs = repeats["runs"].as_array().expect("runs[]");
+    assert_eq!(runs.len(), 3, "the warm-up is not among them: {repeats}");
+    let values: Vec<f64> = runs
+        .iter()
+        .map(|r| {
+            r["workload"]["ns_per_access_4k_largest"]
+                .as_f64()
+                .expect("per run")
+        })
+        .collect();
+    let mean = values.iter().sum::<f64>() / 3.0;
+    let summary = &repeats["summary"]["workload"]["ns_per_access_4k_largest"];
+    assert_eq!(summary["n"], 3);
+    assert!(
+        (summary["mean"].as_f64().expect("mean") - mean).abs() < 1e-9,
+        "{summary}"
+    );
+    assert!(summary["stddev"].as_f64().is_some(), "{summary}");
+    assert!(
+        runs.windows(2)
+            .all(|w| w[0]["t_s"].as_f64() < w[1]["t_s"].as_f64()),
+        "one after the other: {repeats}"
+    );
+    // The results are the runs' mean; the report's duration covers the measured runs only.
+    let result = &report["run"]["workload"]["results"]["ns_per_access_4k_largest"];
+    assert!(
+        (result.as_f64().expect("number") - mean).abs() < 1e-9,
+        "{result}"
+    );
+    let measured: f64 = runs
+        .iter()
+        .map(|r| r["duration_s"].as_f64().unwrap_or(0.0))
+        .sum();
+    assert!(report["run"]["duration_s"].as_f64().expect("duration") < measured + 1.0);
+
+    repeated_tlb_run(&b, "2", "0");
+    let output = iommutop()
+        .arg("compare")
+        .args([&a, &b])
+        .args(["--json", "-"])
+        .output()
+        .expect("runs");
+    assert_success(&output);
+    let value: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let noise = &value["comparison"]["noise"];
+    assert_eq!(noise["source"], "repeats", "{noise}");
+    assert_eq!(
+        (noise["runs_a"].as_u64(), noise["runs_b"].as_u64()),
+        (Some(3), Some(2))
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("noise: measured across repeated runs (3 in A, 2 in B"),
+        "{stderr}"
+    );
+}
+
+/// Ctrl-C during the second of three runs: the first run's numbers are kept, the report says
+/// which run did not complete, and the exit status says it was interrupted.
+#[test]
+fn an_interrupted_series_keeps_the_runs_before_it() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("interrupted.json");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_iommutop"))
+        .args([
+            "run",
+            "tlb-sweep",
+            "--set",
+            "max_size=16m",
+            "--set",
+            "page_sizes=4k",
+        ])
+        .args(["--runs", "3", "--json"])
+        .arg(&json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut said = String::new();
+    while !said.contains("iommutop: run 2/3\n") {
+        let before = said.len();
+        stderr.read_line(&mut said).expect("reads stderr");
+        assert!(said.len() > before, "ended before run 2: {said}");
+    }
+    // SAFETY: kill has no memory preconditions; the pid is our own child's.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).expect("reads stderr");
+    let status = child.wait().expect("ends");
+    assert_eq!(status.code(), Some(1), "{said}{rest}");
+    assert!(
+        rest.contains("interrupted (the report covers the run up to then)"),
+        "{rest}"
+    );
+    let report = read_json(&json);
+    assert_valid_report(&report);
+    assert_eq!(
+        report["repeats"]["runs"].as_array().map(Vec::len),
+        Some(1),
+        "{report}"
+    );
+    assert_eq!(report["run"]["workload"]["results"]["interrupted"], true);
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings
+            .contains("run 2 of 3 did not complete: the numbers are those of the run before it"),
+        "{warnings}"
+    );
+}
+
+/// `--runs 0` measures nothing: refused before any probe attaches, in one line.
+#[test]
+fn zero_runs_is_a_one_line_usage_error() {
+    let output = iommutop()
+        .args(["run", "tlb-sweep", "--runs", "0"])
+        .output()
+        .expect("runs");
+    assert_one_line_error(&output, 2, &["--runs 0", "at least one run"]);
+}
