@@ -191,7 +191,8 @@ pub struct CompareArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Exit with code 4 when this holds, e.g. `workload.transactions_per_s < -2%` or
-    /// `device[nvme0n1].translation_ns_per_io > 800` (repeatable).
+    /// `device[nvme0n1].translation_ns_per_io > 800` (repeatable). `beyond-noise` after a
+    /// relative workload threshold holds it only for a change beyond the runs' noise.
     #[arg(long = "fail-if", value_name = "EXPR")]
     pub fail_if: Vec<String>,
     /// text: the findings and their evidence; markdown: the reports, a table of the findings

@@ -473,3 +473,34 @@ fn repeats_in_one_report_only_fall_back_to_interval_noise() {
     );
     assert!(text.contains("steady interval samples"), "{text}");
 }
+
+/// In the lab, TCP_RR's seconds differ by tens of percent: passthrough against translated is
+/// 11% fewer transactions, within the noise, so only the plain threshold fails.
+#[test]
+fn a_beyond_noise_threshold_holds_for_a_drop_within_the_runs_noise() {
+    let (a, b) = (lab_report("pt-6.12"), lab_report("intel-6.12"));
+    let judged = compare(&[
+        a.as_os_str(),
+        b.as_os_str(),
+        "--fail-if".as_ref(),
+        "workload.transactions_per_s < -5% beyond-noise".as_ref(),
+    ]);
+    let text = stdout_of(&judged);
+    assert!(
+        text.contains(
+            "threshold held: workload.transactions_per_s < -5% beyond-noise (observed -11.09%"
+        ) && text.contains("within the noise (±"),
+        "{text}"
+    );
+    let plain = compare(&[
+        a.as_os_str(),
+        b.as_os_str(),
+        "--fail-if".as_ref(),
+        "workload.transactions_per_s < -5%".as_ref(),
+    ]);
+    assert_one_line_error(
+        &plain,
+        4,
+        &["threshold crossed: workload.transactions_per_s < -5%"],
+    );
+}

@@ -16,6 +16,11 @@
 //!   (`cmdline.intel_iommu`; `(not set)` when absent), `kernel_config.<OPTION>` without `CONFIG_`.
 //!
 //! Operators: `<`, `<=`, `>`, `>=`, `==`, `!=`. Text and yes/no fields take only `==` and `!=`.
+//!
+//! `beyond-noise` after a relative workload threshold (`workload.transactions_per_s < -2%
+//! beyond-noise`) crosses it only when the change is also beyond the run-to-run noise the reports
+//! measure (their repeats, else their interval samples; see [`super::noise`]). Where the noise
+//! cannot be measured the change alone decides, and the observation says so.
 
 use super::noise::judge_workload;
 use super::numbers::Numbers;
@@ -61,6 +66,11 @@ pub enum ThresholdError {
         side: &'static str,
         why: String,
     },
+    #[error(
+        "`{0}`: beyond-noise applies to a relative workload threshold (`workload.<metric> OP VALUE% \
+         beyond-noise`), the only change whose noise the reports measure"
+    )]
+    BeyondNoise(String),
     #[error("`{expr}`: `{name}` is ambiguous in {side}: it matches {matches}")]
     Ambiguous {
         expr: String,
@@ -176,7 +186,12 @@ pub struct Threshold {
     path: Path,
     cmp: Cmp,
     expected: Expected,
+    /// Crossed only when the change is beyond the noise too (`beyond-noise`).
+    beyond_noise: bool,
 }
+
+/// The word that makes a threshold wait for a change beyond noise.
+const BEYOND_NOISE: &str = "beyond-noise";
 
 /// A threshold's outcome on two reports.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -212,7 +227,24 @@ enum Observed {
 impl Threshold {
     pub fn parse(text: &str) -> Result<Threshold, ThresholdError> {
         let text = text.trim();
-        let syntax = || ThresholdError::Syntax(text.to_string());
+        let (expression, beyond_noise) = match text.strip_suffix(BEYOND_NOISE) {
+            Some(rest) if rest.ends_with(char::is_whitespace) => (rest.trim_end(), true),
+            _ => (text, false),
+        };
+        let mut threshold = Threshold::parse_expression(text, expression)?;
+        if beyond_noise {
+            let relative = matches!(threshold.expected, Expected::Number { relative: true, .. });
+            if !relative || !matches!(threshold.path, Path::Workload(_)) {
+                return Err(ThresholdError::BeyondNoise(text.to_string()));
+            }
+            threshold.beyond_noise = true;
+        }
+        Ok(threshold)
+    }
+
+    /// `PATH OP VALUE[%]` of the whole expression `text`.
+    fn parse_expression(whole: &str, text: &str) -> Result<Threshold, ThresholdError> {
+        let syntax = || ThresholdError::Syntax(whole.to_string());
         let operators = [
             ("<=", Cmp::Le),
             (">=", Cmp::Ge),
@@ -233,7 +265,7 @@ impl Threshold {
         {
             return Err(syntax());
         }
-        let path = parse_path(text, path_text)?;
+        let path = parse_path(whole, path_text)?;
         let kind = path.kind();
         let expected = match kind {
             Kind::Number => {
@@ -252,7 +284,7 @@ impl Threshold {
             }
             Kind::Text | Kind::YesNo => {
                 let operator_error = |percent: &'static str| ThresholdError::Operator {
-                    expr: text.to_string(),
+                    expr: whole.to_string(),
                     path: path_text.to_string(),
                     kind: if kind == Kind::Text { "text" } else { "yes/no" },
                     percent,
@@ -272,10 +304,11 @@ impl Threshold {
             }
         };
         Ok(Threshold {
-            text: text.to_string(),
+            text: whole.to_string(),
             path,
             cmp,
             expected,
+            beyond_noise: false,
         })
     }
 
@@ -316,6 +349,20 @@ impl Threshold {
                 (self.cmp.holds(&in_b.as_str(), &value.as_str()), in_b)
             }
             _ => return Err(self.missing("a value of the right kind", "B")),
+        };
+        let (crossed, observed) = match (self.beyond_noise, crossed, numbers.beyond_noise) {
+            (true, true, Some(false)) => (
+                false,
+                format!(
+                    "{observed}; within the noise (±{:.2}%)",
+                    numbers.noise_pct.unwrap_or_default()
+                ),
+            ),
+            (true, true, None) => (
+                true,
+                format!("{observed}; noise not measurable, the change alone decides"),
+            ),
+            _ => (crossed, observed),
         };
         Ok(Evaluation {
             expression: self.text.clone(),
