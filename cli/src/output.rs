@@ -102,7 +102,10 @@ impl ReportSink {
     pub fn report(&mut self, report: &Report) -> Outcome {
         match self {
             ReportSink::Summary => {
-                print!("{}", iommutop_model::summary::render_summary(report));
+                print!(
+                    "{}",
+                    iommutop_model::summary::render_summary_fitted(report, stdout_width())
+                );
             }
             ReportSink::Silent => {}
             ReportSink::Stream { .. } => {
@@ -152,6 +155,17 @@ impl Drop for ReportSink {
             let _ = std::fs::remove_file(&*temporary);
         }
     }
+}
+
+/// The terminal's width when stdout is one: tables are fitted to it. `None` for files and pipes.
+pub fn stdout_width() -> Option<u16> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    ratatui::crossterm::terminal::size()
+        .ok()
+        .map(|(columns, _)| columns)
 }
 
 #[cfg(test)]

@@ -29,6 +29,6 @@ pub use ops_map::op_named;
 pub use report::{schema_text, Report, ReportError, ReportInputs, SCHEMA_VERSION};
 pub use sample::{Op, OpCounters, RawSample, RawSource, SourceKind, HIST_SLOTS};
 pub use snapshot::{Device, Latency, OpStats, RowKind, Snapshot};
-pub use summary::render_summary;
+pub use summary::{render_summary, render_summary_fitted};
 pub use task_filter::TaskFilter;
 pub use time::rfc3339_utc;

@@ -7,19 +7,25 @@ use crate::units::{human_count, human_ns, percent};
 
 const NONE: &str = "-";
 
-/// The whole summary, ending in a newline.
+/// The whole summary, ending in a newline; tables as wide as their cells (for files and pipes).
 pub fn render_summary(report: &Report) -> String {
+    render_summary_fitted(report, None)
+}
+
+/// The whole summary with its tables fitted to `width` columns (a terminal's), cells wrapped
+/// where they must; as [`render_summary`] without a width.
+pub fn render_summary_fitted(report: &Report, width: Option<u16>) -> String {
     let mut out = String::new();
     out.push_str(&host_line(report));
     out.push_str(&run_line(report));
     out.push('\n');
-    out.push_str(&device_table(&report.devices));
+    out.push_str(&device_table(&report.devices, width));
     if let Some(note) = self_time_note(&report.devices) {
         out.push_str(&note);
     }
     if !report.probes.is_empty() {
         out.push('\n');
-        out.push_str(&probe_table(&report.probes));
+        out.push_str(&probe_table(&report.probes, width));
     }
     if !report.warnings.is_empty() {
         out.push_str("\nwarnings:\n");
@@ -103,7 +109,7 @@ fn self_time_note(devices: &[Device]) -> Option<String> {
     })
 }
 
-fn device_table(devices: &[Device]) -> String {
+fn device_table(devices: &[Device], width: Option<u16>) -> String {
     if devices.is_empty() {
         return "no DMA or IOMMU activity was seen\n".to_string();
     }
@@ -148,17 +154,17 @@ fn device_table(devices: &[Device]) -> String {
             or_none(device.derived.cpu_share.map(percent)),
         ]);
     }
-    table.render()
+    table.render(width)
 }
 
-fn probe_table(probes: &[ProbeEntry]) -> String {
+fn probe_table(probes: &[ProbeEntry], width: Option<u16>) -> String {
     let mut table = Table::new(&[
         ("PROBE", Align::Left),
         ("TIER", Align::Left),
         ("STATUS", Align::Left),
         ("SYMBOL", Align::Left),
         ("LATENCY", Align::Left),
-        ("NOTES", Align::Left),
+        ("NOTES", Align::Wrap),
     ]);
     for probe in probes {
         table.row(vec![
@@ -170,7 +176,7 @@ fn probe_table(probes: &[ProbeEntry]) -> String {
             or_none(probe_notes(probe)),
         ]);
     }
-    table.render()
+    table.render(width)
 }
 
 /// The reason, then the refused tiers: `no BTF; refused fentry (EPERM), kprobe (not built in)`.
@@ -195,51 +201,61 @@ fn or_none(value: Option<String>) -> String {
 enum Align {
     Left,
     Right,
+    /// Left, and the one kind of column whose cells wrap to fit a width (free text).
+    Wrap,
 }
 
-/// Columns separated by two spaces, each as wide as its widest cell; no trailing spaces.
+/// The narrowest a wrapping column is made: narrower, its text would be a word a line.
+const WRAP_MIN_WIDTH: u16 = 32;
+
+/// Columns separated by two spaces, each as wide as its widest cell, no borders, no trailing
+/// spaces (comfy-table). Given a width, the free-text columns wrap so that the table fits it where
+/// it can; names and numbers never wrap.
 struct Table {
-    headers: Vec<(&'static str, Align)>,
-    rows: Vec<Vec<String>>,
+    table: comfy_table::Table,
 }
 
 impl Table {
     fn new(headers: &[(&'static str, Align)]) -> Table {
-        Table {
-            headers: headers.to_vec(),
-            rows: Vec::new(),
+        let mut table = comfy_table::Table::new();
+        table
+            .load_preset(comfy_table::presets::NOTHING)
+            .set_header(headers.iter().map(|(h, _)| *h));
+        for (index, (_, align)) in headers.iter().enumerate() {
+            if let Some(column) = table.column_mut(index) {
+                // Two spaces between columns: one on each side, none before the first.
+                column.set_padding((u16::from(index > 0), 1));
+                column.set_cell_alignment(match align {
+                    Align::Left | Align::Wrap => comfy_table::CellAlignment::Left,
+                    Align::Right => comfy_table::CellAlignment::Right,
+                });
+                column.set_constraint(match align {
+                    Align::Wrap => comfy_table::ColumnConstraint::LowerBoundary(
+                        comfy_table::Width::Fixed(WRAP_MIN_WIDTH),
+                    ),
+                    Align::Left | Align::Right => comfy_table::ColumnConstraint::ContentWidth,
+                });
+            }
         }
+        Table { table }
     }
 
     fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.table.add_row(cells);
     }
 
-    fn render(&self) -> String {
-        let header: Vec<String> = self.headers.iter().map(|(h, _)| h.to_string()).collect();
-        let lines: Vec<&Vec<String>> = std::iter::once(&header).chain(&self.rows).collect();
-        let widths: Vec<usize> = (0..self.headers.len())
-            .map(|column| {
-                lines
-                    .iter()
-                    .filter_map(|line| line.get(column))
-                    .map(|cell| cell.chars().count())
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
+    /// The table, fitted to `width` columns when one is given.
+    fn render(&self, width: Option<u16>) -> String {
+        let mut table = self.table.clone();
+        match width {
+            Some(width) => table
+                .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+                .set_width(width),
+            None => table.set_content_arrangement(comfy_table::ContentArrangement::Disabled),
+        };
         let mut out = String::new();
-        for line in lines {
-            let cells: Vec<String> = line
-                .iter()
-                .zip(&self.headers)
-                .zip(&widths)
-                .map(|((cell, (_, align)), &width)| match align {
-                    Align::Left => format!("{cell:<width$}"),
-                    Align::Right => format!("{cell:>width$}"),
-                })
-                .collect();
-            out.push_str(cells.join("  ").trim_end());
+        for line in table.lines() {
+            out.push_str(line.trim_end());
             out.push('\n');
         }
         out
@@ -251,6 +267,31 @@ mod tests {
     use super::*;
     use crate::report::fixtures::{full_report, minimal_report, report_with_probes};
     use crate::report::{ProbeStatus, Refusal, Tier};
+
+    #[test]
+    fn fitted_tables_wrap_their_cells_to_the_width() {
+        let report = full_report();
+        let wide = render_summary(&report);
+        let fitted = render_summary_fitted(&report, Some(100));
+        let table_lines = |text: &str| -> Vec<String> {
+            text.lines()
+                .skip_while(|l| !l.starts_with("PROBE"))
+                .take_while(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect()
+        };
+        assert!(table_lines(&wide).iter().any(|l| l.chars().count() > 100));
+        let lines = table_lines(&fitted);
+        assert!(lines.len() > table_lines(&wide).len(), "{fitted}");
+        for line in &lines {
+            assert!(line.chars().count() <= 100, "{line:?} in\n{fitted}");
+        }
+        // Names and numbers never wrap: the device row is whole.
+        assert!(
+            fitted.contains("0000:00:02.0  nvme    nvme0n1  DMA-FQ  4000  16.4"),
+            "{fitted}"
+        );
+    }
 
     #[test]
     fn a_device_filter_is_said_on_the_run_line() {

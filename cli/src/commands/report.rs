@@ -5,9 +5,10 @@
 use crate::cli::{ReportArgs, ReportFormat};
 use crate::commands::call_paths;
 use crate::exit::{Failure, Outcome};
+use crate::output::stdout_width;
 use iommutop_model::diagnose::verdict;
 use iommutop_model::report::Report;
-use iommutop_model::summary::render_summary;
+use iommutop_model::summary::render_summary_fitted;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -16,7 +17,7 @@ pub fn run(args: &ReportArgs) -> Outcome<ExitCode> {
     let mut text = match args.format {
         ReportFormat::Text => format!(
             "{}\n{}",
-            render_summary(&report),
+            render_summary_fitted(&report, stdout_width()),
             verdict(&report, args.device.as_deref(), None)
         ),
         ReportFormat::Json => serde_json::to_string_pretty(&report)?,
