@@ -223,6 +223,7 @@ impl Session {
             warnings,
         });
         report.stacks = stacks;
+        report.self_overhead.dispatch_ns = self.probes.dispatch_ns();
         if let Some(filter) = &self.device_filter {
             filter.apply_to_report(&mut report);
         }

@@ -236,6 +236,10 @@ pub struct SelfOverhead {
     pub programs: Vec<ProgramOverhead>,
     /// All programs' run time over all events counted (an event may run two programs).
     pub total_ns_per_event: Option<f64>,
+    /// The kernel's dispatch around a probe program, calibrated at attach, that self times take
+    /// out (one per timed call, two per probed call nested in it); absent when not calibrated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_ns: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

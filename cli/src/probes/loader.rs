@@ -236,6 +236,11 @@ impl Probes {
             .map_err(|e| sample_error("iommutop_owners", e))
     }
 
+    /// The calibrated dispatch the probes take out of self times, in ns.
+    pub fn dispatch_ns(&self) -> Option<u64> {
+        self.dispatch.as_ref().ok().copied()
+    }
+
     /// What the probes' self times could not take out, when the dispatch calibration failed.
     pub fn self_time_caveat(&self) -> Option<String> {
         let timed = self
