@@ -111,6 +111,10 @@ pub struct RecordArgs {
     /// Sampling interval in seconds.
     #[arg(long, value_name = "S", default_value = "1", value_parser = parse_seconds)]
     pub interval: f64,
+    /// Print each interval's table to stdout while recording, as `top --batch` does (the
+    /// summary follows at the end).
+    #[arg(long)]
+    pub print: bool,
     /// Write the report as JSON to FILE, or `-` to stream one JSON object per interval to stdout.
     #[arg(long, value_name = "FILE|-")]
     pub json: Option<PathBuf>,

@@ -105,6 +105,11 @@ impl Session {
         Ok(())
     }
 
+    /// The device `--device` keeps, if any.
+    pub fn device_filter(&self) -> Option<&DeviceFilter> {
+        self.device_filter.as_ref()
+    }
+
     /// `--pid`/`--cgroup`, if given.
     pub fn task_filter(&self) -> Option<&TaskFilter> {
         self.task_filter.as_ref()

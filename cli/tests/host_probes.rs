@@ -690,3 +690,45 @@ fn a_pid_filter_is_recorded_and_said() {
         "{stdout}"
     );
 }
+
+/// `record --print` prints each interval's table while recording (as `top --batch` does), then
+/// the summary; it refuses to share stdout with `--json -`.
+#[test]
+fn record_print_shows_a_table_per_interval_then_the_summary() {
+    let _bpf = require_root();
+    let output = iommutop()
+        .args([
+            "record",
+            "--print",
+            "--interval",
+            "0.5",
+            "--",
+            "sleep",
+            "2.2",
+        ])
+        .output()
+        .expect("runs");
+    assert_success(&output);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let blocks = stdout.lines().filter(|l| l.starts_with("time ")).count();
+    assert!(blocks >= 3, "{blocks} interval blocks in:\n{stdout}");
+    let headers = stdout
+        .lines()
+        .filter(|l| l.starts_with("DEVICE") && l.contains("MAPS/s"))
+        .count();
+    assert_eq!(headers, blocks, "one table header per interval:\n{stdout}");
+    assert!(
+        stdout.contains("PROBE ") && stdout.find("PROBE ") > stdout.rfind("time "),
+        "the summary comes after the intervals:\n{stdout}"
+    );
+
+    let refused = iommutop()
+        .args(["record", "--print", "--json", "-", "--", "true"])
+        .output()
+        .expect("runs");
+    assert_one_line_error(
+        &refused,
+        2,
+        &["--print and `--json -` would both write to stdout"],
+    );
+}

@@ -9,14 +9,26 @@ use crate::output::{JsonTarget, ReportSink};
 use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
+use iommutop_model::snapshot::Snapshot;
+use iommutop_model::time::rfc3339_utc;
+use iommutop_model::DeviceFilter;
+use iommutop_tui::batch::render_interval;
+use iommutop_tui::Column;
+use std::io::Write;
 use std::process::{Child, Command, ExitCode};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
     let interval = Duration::from_secs_f64(args.interval);
     let duration = args.duration.map(Duration::from_secs_f64);
     // Open the output before attaching anything, so a bad path fails fast.
-    let mut sink = ReportSink::open(args.json.as_deref().map(JsonTarget::parse))?;
+    let target = args.json.as_deref().map(JsonTarget::parse);
+    if args.print && matches!(target, Some(JsonTarget::Stream)) {
+        return Err(Failure::usage(anyhow!(
+            "--print and `--json -` would both write to stdout: give --json a file"
+        )));
+    }
+    let mut sink = ReportSink::open(target)?;
     if let Some(program) = args.command.first() {
         require_runnable(program)?;
     }
@@ -31,6 +43,7 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
     };
     let mut session = Session::start(&args.points.clone().unwrap_or_default(), task_filter)?
         .with_device_filter(device_filter);
+    let printer = args.print.then(|| IntervalText::of(&session));
     let recorded = record_while(
         &mut session,
         &args.command,
@@ -38,6 +51,7 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
         duration,
         &stop,
         &mut sink,
+        printer.as_ref(),
     )?;
     let report = session.finish(RunDescription {
         command: args.command.clone(),
@@ -83,7 +97,8 @@ pub fn domain_failure(error: DomainError) -> Failure {
 }
 
 /// Runs COMMAND (or waits for the duration or Ctrl-C) under the attached probes, sampling every
-/// interval into the sink; returns COMMAND's exit status.
+/// interval into the sink (and, with a printer, as a table on stdout); returns COMMAND's exit
+/// status.
 pub fn record_while(
     session: &mut Session,
     command: &[String],
@@ -91,6 +106,7 @@ pub fn record_while(
     duration: Option<Duration>,
     stop: &StopSignal,
     sink: &mut ReportSink,
+    printer: Option<&IntervalText>,
 ) -> Outcome<Option<i32>> {
     let mut child = command
         .first()
@@ -116,6 +132,9 @@ pub fn record_while(
         if Instant::now() >= next_sample {
             let snapshot = session.sample(None)?;
             sink.interval(&snapshot, None)?;
+            if let Some(printer) = printer {
+                printer.print(&snapshot);
+            }
             next_sample += interval;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -126,6 +145,38 @@ pub fn record_while(
         }
     }
     Ok(exit_status)
+}
+
+/// `record --print`: each interval as the table `top --batch` prints, with its device and task
+/// filters named.
+pub struct IntervalText {
+    device: Option<String>,
+    scope: Option<String>,
+}
+
+impl IntervalText {
+    pub fn of(session: &Session) -> IntervalText {
+        IntervalText {
+            device: session.device_filter().map(DeviceFilter::label),
+            scope: session.task_filter().map(|f| f.describe()),
+        }
+    }
+
+    /// Prints one interval's block; a reader that went away (`| head`) is not an error.
+    fn print(&self, snapshot: &Snapshot) {
+        let block = render_interval(
+            &rfc3339_utc(SystemTime::now()),
+            snapshot,
+            Column::MapsPerS,
+            "",
+            self.device.as_deref(),
+            self.scope.as_deref(),
+        );
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout
+            .write_all(block.as_bytes())
+            .and_then(|()| stdout.flush());
+    }
 }
 
 /// A command that failed makes the run fail, after its report was written.

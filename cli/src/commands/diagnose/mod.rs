@@ -151,7 +151,8 @@ fn measure(
     match plan {
         Plan::Command(argv) => {
             let duration = duration.map(Duration::from_secs_f64);
-            let exit_status = record_while(&mut session, argv, INTERVAL, duration, stop, sink)?;
+            let exit_status =
+                record_while(&mut session, argv, INTERVAL, duration, stop, sink, None)?;
             let report = session.finish(RunDescription {
                 profile: Some("diagnose".into()),
                 command: argv.clone(),
