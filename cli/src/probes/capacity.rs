@@ -4,19 +4,17 @@
 //! operation's counters and log-linear histogram on every CPU: about 16 KiB per key per CPU, and a
 //! preallocated per-CPU hash takes all of it at creation. The map is sized for the machine it runs
 //! on (the PCI functions with a driver, block devices and network interfaces, plus headroom for
-//! devices that appear later and for processes' unattributed work) rather than for the largest
-//! machine. A key beyond it is not silently lost: the probes count it as `device_map_full`.
+//! devices that appear later and for the processes whose unattributed work gets a row of its own)
+//! rather than for the largest machine. A key beyond it is not silently lost: the probes count it
+//! as `device_map_full`.
 
-use super::abi::IOMMUTOP_MAX_DEVICES;
+use super::abi::{IOMMUTOP_MAX_DEVICES, IOMMUTOP_MAX_PROCESSES};
 use std::fs;
 use std::path::Path;
 
-/// Keys beyond those present at start: hot-plugged devices, per-process unattributed work, the
-/// deferred timer.
-const HEADROOM: usize = 48;
-
-/// Fewest keys the map is created with.
-const MIN_KEYS: usize = 64;
+/// Keys beyond those present at start: every process that may get its own unattributed row,
+/// and a few for hot-plugged devices, the deferred timer and the shared unattributed row.
+const HEADROOM: usize = IOMMUTOP_MAX_PROCESSES as usize + 16;
 
 /// The number of keys for the statistics map on this machine.
 pub fn stats_capacity() -> u32 {
@@ -32,7 +30,7 @@ fn stats_capacity_under(sys: &Path) -> usize {
             .count()
     });
     let present = pci_with_driver + entries("block") + entries("class/net");
-    (present + HEADROOM).clamp(MIN_KEYS, IOMMUTOP_MAX_DEVICES as usize)
+    (present + HEADROOM).min(IOMMUTOP_MAX_DEVICES as usize)
 }
 
 #[cfg(test)]
@@ -65,9 +63,9 @@ mod tests {
     }
 
     #[test]
-    fn stays_between_the_floor_and_the_abi_maximum() {
+    fn has_room_for_every_process_row_and_stays_below_the_abi_maximum() {
         let empty = tempfile::tempdir().expect("temporary directory");
-        assert_eq!(stats_capacity_under(empty.path()), MIN_KEYS);
+        assert_eq!(stats_capacity_under(empty.path()), HEADROOM);
         let big = tempfile::tempdir().expect("temporary directory");
         for i in 0..300 {
             touch_dir(&big.path().join(format!("class/net/veth{i}")));
