@@ -19,14 +19,7 @@ fn boot(name: &str, lab_args: &[&str], mode: &str) -> PathBuf {
 
 /// A report the guest wrote, after checking that its command succeeded and it is schema-valid.
 fn read_report(out: &Path, name: &str) -> Value {
-    assert_eq!(
-        read(&out.join(format!("{name}.rc"))).trim(),
-        "0",
-        "{name}: {}",
-        read(&out.join(format!("{name}.err")))
-    );
-    let report = read_json(&out.join(format!("{name}.json")));
-    assert_valid_report(&report);
+    let report = read_guest_report(out, name);
     assert_self_time_within_raw(&report);
     report
 }

@@ -48,14 +48,7 @@ fn boot(kernel: &str) -> PathBuf {
 }
 
 fn report(out: &Path, name: &str) -> Value {
-    assert_eq!(
-        read(&out.join(format!("{name}.rc"))).trim(),
-        "0",
-        "{name}: {}",
-        read(&out.join(format!("{name}.err")))
-    );
-    let report = read_json(&out.join(format!("{name}.json")));
-    assert_valid_report(&report);
+    let report = read_guest_report(out, name);
     for counter in ["nesting_overflow", "task_map_full", "device_map_full"] {
         assert_eq!(report["health"][counter], 0, "{name}: {}", report["health"]);
     }

@@ -245,8 +245,8 @@ impl Table {
     }
 
     /// The table, fitted to `width` columns when one is given.
-    fn render(&self, width: Option<u16>) -> String {
-        let mut table = self.table.clone();
+    fn render(self, width: Option<u16>) -> String {
+        let mut table = self.table;
         match width {
             Some(width) => table
                 .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)

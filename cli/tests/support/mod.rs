@@ -57,6 +57,20 @@ pub fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&read(path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The report a guest script wrote as OUT/NAME.json, after checking that the command that wrote
+/// it succeeded (OUT/NAME.rc, its stderr in OUT/NAME.err) and that it is schema-valid.
+pub fn read_guest_report(out: &Path, name: &str) -> serde_json::Value {
+    assert_eq!(
+        read(&out.join(format!("{name}.rc"))).trim(),
+        "0",
+        "{name}: {}",
+        read(&out.join(format!("{name}.err")))
+    );
+    let report = read_json(&out.join(format!("{name}.json")));
+    assert_valid_report(&report);
+    report
+}
+
 /// Validates a report against docs/report.schema.json.
 pub fn assert_valid_report(report: &serde_json::Value) {
     let schema: serde_json::Value =
