@@ -1,10 +1,14 @@
 //! Where a report goes: a JSON file (written atomically), NDJSON on stdout, or a table.
 
 use crate::exit::{Failure, Outcome};
+use crate::session::Session;
 use anyhow::{anyhow, Context};
 use iommutop_model::report::Report;
 use iommutop_model::snapshot::Snapshot;
 use iommutop_model::time::rfc3339_utc;
+use iommutop_model::DeviceFilter;
+use iommutop_tui::batch::render_interval;
+use iommutop_tui::Column;
 use serde_json::Value;
 use std::fs::File;
 use std::io::Write;
@@ -154,6 +158,37 @@ impl Drop for ReportSink {
         {
             let _ = std::fs::remove_file(&*temporary);
         }
+    }
+}
+
+/// One interval as the table `top --batch` and `record --print` print: a `time` line naming the
+/// sort, the filter, the device and the tasks the rows are limited to, then the rows.
+pub struct IntervalText {
+    sort: Column,
+    filter: String,
+    device: Option<String>,
+    scope: Option<String>,
+}
+
+impl IntervalText {
+    pub fn of(session: &Session, sort: Column, filter: String) -> IntervalText {
+        IntervalText {
+            sort,
+            filter,
+            device: session.device_filter().map(DeviceFilter::label),
+            scope: session.task_filter().map(|f| f.describe()),
+        }
+    }
+
+    pub fn render(&self, snapshot: &Snapshot) -> String {
+        render_interval(
+            &rfc3339_utc(SystemTime::now()),
+            snapshot,
+            self.sort,
+            &self.filter,
+            self.device.as_deref(),
+            self.scope.as_deref(),
+        )
     }
 }
 

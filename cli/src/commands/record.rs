@@ -5,18 +5,14 @@ use crate::cli::RecordArgs;
 use crate::commands::call_paths;
 use crate::domain::{DomainError, DomainSwitch};
 use crate::exit::{Code, Failure, Outcome};
-use crate::output::{JsonTarget, ReportSink};
+use crate::output::{IntervalText, JsonTarget, ReportSink};
 use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
-use iommutop_model::snapshot::Snapshot;
-use iommutop_model::time::rfc3339_utc;
-use iommutop_model::DeviceFilter;
-use iommutop_tui::batch::render_interval;
 use iommutop_tui::Column;
 use std::io::Write;
 use std::process::{Child, Command, ExitCode};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
     let interval = Duration::from_secs_f64(args.interval);
@@ -43,7 +39,9 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
     };
     let mut session = Session::start(&args.points.clone().unwrap_or_default(), task_filter)?
         .with_device_filter(device_filter);
-    let printer = args.print.then(|| IntervalText::of(&session));
+    let printer = args
+        .print
+        .then(|| IntervalText::of(&session, Column::MapsPerS, String::new()));
     let recorded = record_while(
         &mut session,
         &args.command,
@@ -133,7 +131,11 @@ pub fn record_while(
             let snapshot = session.sample(None)?;
             sink.interval(&snapshot, None)?;
             if let Some(printer) = printer {
-                printer.print(&snapshot);
+                // A reader that went away (`| head`) is not an error: the recording goes on.
+                let mut stdout = std::io::stdout().lock();
+                let _ = stdout
+                    .write_all(printer.render(&snapshot).as_bytes())
+                    .and_then(|()| stdout.flush());
             }
             next_sample += interval;
         }
@@ -145,38 +147,6 @@ pub fn record_while(
         }
     }
     Ok(exit_status)
-}
-
-/// `record --print`: each interval as the table `top --batch` prints, with its device and task
-/// filters named.
-pub struct IntervalText {
-    device: Option<String>,
-    scope: Option<String>,
-}
-
-impl IntervalText {
-    pub fn of(session: &Session) -> IntervalText {
-        IntervalText {
-            device: session.device_filter().map(DeviceFilter::label),
-            scope: session.task_filter().map(|f| f.describe()),
-        }
-    }
-
-    /// Prints one interval's block; a reader that went away (`| head`) is not an error.
-    fn print(&self, snapshot: &Snapshot) {
-        let block = render_interval(
-            &rfc3339_utc(SystemTime::now()),
-            snapshot,
-            Column::MapsPerS,
-            "",
-            self.device.as_deref(),
-            self.scope.as_deref(),
-        );
-        let mut stdout = std::io::stdout().lock();
-        let _ = stdout
-            .write_all(block.as_bytes())
-            .and_then(|()| stdout.flush());
-    }
 }
 
 /// A command that failed makes the run fail, after its report was written.

@@ -5,16 +5,13 @@
 use super::StartView;
 use crate::cli::TopArgs;
 use crate::exit::{Failure, Outcome};
-use crate::output::{JsonTarget, ReportSink};
+use crate::output::{IntervalText, JsonTarget, ReportSink};
 use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
-use iommutop_model::time::rfc3339_utc;
-use iommutop_model::DeviceFilter;
-use iommutop_tui::batch::render_interval;
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// How often the wait between intervals looks at Ctrl-C.
 const POLL: Duration = Duration::from_millis(50);
@@ -42,8 +39,7 @@ pub fn run(args: &TopArgs, start: &StartView, interval: Duration) -> Outcome<Exi
         start.tasks.clone(),
     )?
     .with_device_filter(start.device.clone());
-    let scope = session.task_filter().map(|f| f.describe());
-    let device = start.device.as_ref().map(DeviceFilter::label);
+    let text = IntervalText::of(&session, start.sort, start.filter.clone());
     let mut printed = 0u64;
     let mut stdout = std::io::stdout();
     while args.iterations.is_none_or(|count| printed < count) {
@@ -51,14 +47,7 @@ pub fn run(args: &TopArgs, start: &StartView, interval: Duration) -> Outcome<Exi
             break;
         }
         let snapshot = session.sample(None)?;
-        let block = render_interval(
-            &rfc3339_utc(SystemTime::now()),
-            &snapshot,
-            start.sort,
-            &start.filter,
-            device.as_deref(),
-            scope.as_deref(),
-        );
+        let block = text.render(&snapshot);
         if stdout
             .write_all(block.as_bytes())
             .and_then(|()| stdout.flush())
