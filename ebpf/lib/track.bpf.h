@@ -414,9 +414,9 @@ static __always_inline int iommutop_stack_due(__u64 now)
 }
 
 /* Counts a call that was seen at only one end (its entry or its exit program was skipped):
- * count and bytes, no latency. */
-static __always_inline void iommutop_count_untimed(const struct iommutop_dev_key *key, __u32 op,
-						   __u64 bytes, __u32 frame_flags)
+ * count and bytes, no latency. Nothing for a twin or a call --pid/--cgroup left out. */
+static __always_inline void iommutop_charge_untimed(const struct iommutop_dev_key *key, __u32 op,
+						    __u64 bytes, __u32 frame_flags)
 {
 	struct iommutop_dev_stats *stats;
 	int created;
@@ -437,24 +437,21 @@ static __always_inline void iommutop_count_untimed(const struct iommutop_dev_key
 		stats->ops[IOMMUTOP_OP_IOTLB_FLUSH_FULL].count += 1;
 }
 
-/* Drops the frames at and above index: their calls' exits were lost (see the top of this
- * file). Their calls are counted, untimed; the slot of the lowest is marked free (a start of 0). */
-static __always_inline void iommutop_abandon_from(struct iommutop_inflight *inflight, __u32 index,
-						  __u32 depth)
-{
-	struct iommutop_frame *frame;
-	__u32 i;
+/*
+ * Rare paths, in functions of their own (ebpf/progs/track.bpf.c). They are global: the verifier
+ * checks a global function once per program, with its arguments unknown, where an inlined copy
+ * is checked again at every call site and in every turn of the loops that call it (the frame
+ * searches of every entry and exit: with them inlined, each exit program cost the verifier some
+ * 90,000 instructions). Global functions take only numbers before 5.12, hence the key's fields.
+ */
 
-	for (i = 0; i < IOMMUTOP_MAX_NESTING; i++) {
-		if (index + i >= depth)
-			break;
-		frame = &inflight->frames[(index + i) & IOMMUTOP_FRAME_MASK];
-		iommutop_count_untimed(&frame->key, frame->op, frame->bytes, frame->flags);
-	}
-	inflight->frames[index & IOMMUTOP_FRAME_MASK].start_ns = 0;
-	inflight->depth = index;
-	iommutop_health_add(IOMMUTOP_HEALTH_ABANDONED_FRAMES, depth - index);
-}
+/* iommutop_charge_untimed of a frame's key. */
+int iommutop_count_untimed(__u64 key_id, __u32 key_kind, __u32 op, __u64 bytes, __u32 frame_flags);
+
+/* Drops the frames at and above index of the stack of the context the program runs in
+ * (task_context says which): their calls' exits were lost (see the top of this file). Their calls
+ * are counted, untimed; the slot of the lowest is marked free (a start of 0). Returns how many. */
+int iommutop_abandon_from(int task_context, __u32 index);
 
 /* Before a call is pushed: drops what cannot still be in flight. A stack whose oldest frame is
  * older than any call lasts, or that is full; in task context, a frame of the same operation
@@ -473,7 +470,7 @@ static __always_inline void iommutop_drop_stale(struct iommutop_inflight *inflig
 	 * free), perhaps by the very call this interrupt landed in. */
 	if (depth == IOMMUTOP_MAX_NESTING ||
 	    (start != 0 && (__s64)(now - start) >= (__s64)IOMMUTOP_STALE_NS)) {
-		iommutop_abandon_from(inflight, 0, depth);
+		iommutop_abandon_from(task_context, 0);
 		return;
 	}
 	if (!task_context)
@@ -485,7 +482,7 @@ static __always_inline void iommutop_drop_stale(struct iommutop_inflight *inflig
 			continue;
 		if ((flags & IOMMUTOP_ENTER_TWIN) && i == depth - 1)
 			return;
-		iommutop_abandon_from(inflight, i, depth);
+		iommutop_abandon_from(task_context, i);
 		return;
 	}
 }
@@ -620,39 +617,52 @@ static __always_inline void iommutop_exit_as(void *ctx, __u32 op, int failed, __
 	struct iommutop_inflight *inflight = iommutop_inflight_of(ctx, 0, &task_context);
 	struct iommutop_frame *frame, done;
 	__u64 raw_ns, self_ns;
-	__u32 depth, i, index;
+	__u32 depth, i, index, found;
 
 	if (!inflight)
 		goto unseen_entry;
 	depth = inflight->depth;
 	if (depth > IOMMUTOP_MAX_NESTING)
 		depth = IOMMUTOP_MAX_NESTING;
+	/* The search only finds the frame; the call is closed after it, in one place for the
+	 * verifier to check rather than one per turn of the loop. */
+	found = 0;
 	for (i = 0; i < IOMMUTOP_MAX_NESTING; i++) {
 		if (i >= depth)
 			break;
-		index = (depth - 1 - i) & IOMMUTOP_FRAME_MASK;
-		frame = &inflight->frames[index];
-		if (frame->op != op)
-			continue;
-		/* Copy the frame out before giving its slot back: an interrupt may reuse it. */
-		done = *frame;
-		if (i > 0)
-			iommutop_abandon_from(inflight, index + 1, depth);
-		frame->start_ns = 0;
-		inflight->depth = index;
-		raw_ns = now - done.start_ns;
-		self_ns = raw_ns > done.probe_ns + iommutop_dispatch_ns
-			      ? raw_ns - done.probe_ns - iommutop_dispatch_ns
-			      : 0;
-		iommutop_count_exit(op, failed, bytes, &done, raw_ns, self_ns,
-				    mode == IOMMUTOP_EXIT_DISCARD);
-		/* Last: this program's run, and what ran nested in the call, are inside the time of
-		 * the call below it. */
-		if (index > 0)
-			inflight->frames[(index - 1) & IOMMUTOP_FRAME_MASK].probe_ns +=
-			    done.probe_ns + 2 * iommutop_dispatch_ns + (bpf_ktime_get_ns() - now);
-		return;
+		if (inflight->frames[(depth - 1 - i) & IOMMUTOP_FRAME_MASK].op == op) {
+			found = depth - i;
+			break;
+		}
 	}
+	if (!found)
+		goto unseen_entry;
+	if (found < depth)
+		iommutop_abandon_from(task_context, found);
+	/* The call's frame is the top one now. The depth is read again rather than taken from the
+	 * search, so that the verifier follows what comes below once, not once per turn of the
+	 * loop that found it. */
+	depth = inflight->depth;
+	if (depth == 0 || depth > IOMMUTOP_MAX_NESTING)
+		goto unseen_entry; /* never, after the search above: said for the verifier */
+	index = (depth - 1) & IOMMUTOP_FRAME_MASK;
+	frame = &inflight->frames[index];
+	/* Copy the frame out before giving its slot back: an interrupt may reuse it. */
+	done = *frame;
+	frame->start_ns = 0;
+	inflight->depth = index;
+	raw_ns = now - done.start_ns;
+	self_ns = raw_ns > done.probe_ns + iommutop_dispatch_ns
+		      ? raw_ns - done.probe_ns - iommutop_dispatch_ns
+		      : 0;
+	iommutop_count_exit(op, failed, bytes, &done, raw_ns, self_ns,
+			    mode == IOMMUTOP_EXIT_DISCARD);
+	/* Last: this program's run, and what ran nested in the call, are inside the time of the
+	 * call below it. */
+	if (index > 0)
+		inflight->frames[(index - 1) & IOMMUTOP_FRAME_MASK].probe_ns +=
+		    done.probe_ns + 2 * iommutop_dispatch_ns + (bpf_ktime_get_ns() - now);
+	return;
 unseen_entry:
 	if (mode == IOMMUTOP_EXIT_DISCARD || iommutop_left_out(inflight, task_context))
 		return;
@@ -662,7 +672,7 @@ unseen_entry:
 		struct iommutop_dev_key key =
 		    own_key ? *own_key : iommutop_current_key(inflight, task_context);
 
-		iommutop_count_untimed(&key, op, bytes == IOMMUTOP_KEEP_BYTES ? 0 : bytes, 0);
+		iommutop_charge_untimed(&key, op, bytes == IOMMUTOP_KEEP_BYTES ? 0 : bytes, 0);
 	}
 }
 

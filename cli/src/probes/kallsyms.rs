@@ -3,6 +3,40 @@
 use std::collections::HashSet;
 use std::path::Path;
 
+/// One line of /proc/kallsyms: `ADDRESS KIND NAME` and, for a module's symbol, `\t[MODULE]`.
+struct Symbol<'a> {
+    address: &'a str,
+    kind: &'a str,
+    name: &'a str,
+    in_module: bool,
+}
+
+impl Symbol<'_> {
+    fn is_code(&self) -> bool {
+        matches!(self.kind, "t" | "T" | "w" | "W")
+    }
+}
+
+/// The symbols of a /proc/kallsyms text. Fields are cut at single separators (the kernel's
+/// format), not by a Unicode-aware whitespace split: the text is some 170,000 lines, and the lab
+/// runs this under emulation, where the general split took seconds.
+fn symbols(text: &str) -> impl Iterator<Item = Symbol<'_>> {
+    text.lines().filter_map(|line| {
+        let (address, rest) = line.split_once(' ')?;
+        let (kind, rest) = rest.split_once(' ')?;
+        let (name, in_module) = match rest.split_once('\t') {
+            Some((name, _module)) => (name, true),
+            None => (rest, false),
+        };
+        Some(Symbol {
+            address,
+            kind,
+            name,
+            in_module,
+        })
+    })
+}
+
 /// The names of the functions this kernel has (built-in and loaded modules), whatever
 /// kptr_restrict hides of their addresses: what can be hooked by name.
 pub struct KernelFunctions {
@@ -12,24 +46,10 @@ pub struct KernelFunctions {
 impl KernelFunctions {
     /// Which of `wanted` this kernel has. Only those are kept: a kernel has some 200,000
     /// symbols, and the probe table asks about a few dozen.
-    pub fn load(path: &Path, wanted: &HashSet<&str>) -> std::io::Result<KernelFunctions> {
-        Ok(KernelFunctions::parse(
-            &std::fs::read_to_string(path)?,
-            wanted,
-        ))
-    }
-
     pub fn parse(text: &str, wanted: &HashSet<&str>) -> KernelFunctions {
-        let names = text
-            .lines()
-            .filter_map(|line| {
-                let mut fields = line.split_whitespace();
-                let _address = fields.next()?;
-                let kind = fields.next()?;
-                let name = fields.next()?;
-                (matches!(kind, "t" | "T" | "w" | "W") && wanted.contains(name))
-                    .then(|| name.to_string())
-            })
+        let names = symbols(text)
+            .filter(|symbol| symbol.is_code() && wanted.contains(symbol.name))
+            .map(|symbol| symbol.name.to_string())
             .collect();
         KernelFunctions { names }
     }
@@ -51,15 +71,11 @@ impl Kallsyms {
 
     /// Parses `ADDRESS TYPE NAME [MODULE]` lines, keeping code symbols (t, T, w, W).
     pub fn parse(text: &str) -> Kallsyms {
-        let mut symbols: Vec<(u64, String)> = text
-            .lines()
-            .filter_map(|line| {
-                let mut fields = line.split_whitespace();
-                let address = u64::from_str_radix(fields.next()?, 16).ok()?;
-                let kind = fields.next()?;
-                let name = fields.next()?;
-                let is_code = matches!(kind, "t" | "T" | "w" | "W");
-                (is_code && address != 0).then(|| (address, name.to_string()))
+        let mut symbols: Vec<(u64, String)> = symbols(text)
+            .filter(Symbol::is_code)
+            .filter_map(|symbol| {
+                let address = u64::from_str_radix(symbol.address, 16).ok()?;
+                (address != 0).then(|| (address, symbol.name.to_string()))
             })
             .collect();
         symbols.sort_unstable_by_key(|(address, _)| *address);
@@ -92,27 +108,18 @@ pub struct PreemptCount {
 }
 
 impl PreemptCount {
-    /// From /proc/kallsyms; None when kptr_restrict hides the addresses or a symbol is missing.
-    pub fn find(path: &Path) -> Option<PreemptCount> {
-        PreemptCount::parse(&std::fs::read_to_string(path).ok()?)
-    }
-
+    /// From the text of /proc/kallsyms; None when kptr_restrict hides the addresses or a symbol
+    /// is missing.
     pub fn parse(text: &str) -> Option<PreemptCount> {
         let (mut offsets, mut direct, mut hot) = (None, None, None);
-        for line in text.lines() {
-            let mut fields = line.split_whitespace();
-            let (Some(address), Some(_kind), Some(name), None) =
-                (fields.next(), fields.next(), fields.next(), fields.next())
-            else {
-                continue; // a module's symbol, or not a symbol line
-            };
-            let slot = match name {
+        for symbol in symbols(text).filter(|symbol| !symbol.in_module) {
+            let slot = match symbol.name {
                 "__per_cpu_offset" => &mut offsets,
                 "__preempt_count" => &mut direct,
                 "pcpu_hot" => &mut hot,
                 _ => continue,
             };
-            *slot = u64::from_str_radix(address, 16).ok();
+            *slot = u64::from_str_radix(symbol.address, 16).ok();
         }
         let per_cpu_offsets = offsets.filter(|&a| a != 0)?;
         let (symbol, in_pcpu_hot) = match (direct, hot) {

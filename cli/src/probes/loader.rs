@@ -148,7 +148,17 @@ impl Probes {
         let dispatch_ns = *dispatch.as_ref().unwrap_or(&0);
         let filter_tgid: u32 = tasks.and_then(|t| t.pid).unwrap_or(0);
         let filter_cgroup: u64 = tasks.and_then(|t| t.cgroup_id).unwrap_or(0);
-        let preempt = PreemptCount::find(Path::new("/proc/kallsyms"));
+        // Read once: under emulation each read and parse of the kernel's symbols costs seconds.
+        let kallsyms = std::fs::read_to_string("/proc/kallsyms")
+            .inspect_err(|e| {
+                log::info!("/proc/kallsyms: {e}: era hooks left out, no preempt count")
+            })
+            .ok();
+        log::debug!(
+            "read /proc/kallsyms: {} bytes",
+            kallsyms.as_ref().map_or(0, String::len)
+        );
+        let preempt = kallsyms.as_deref().and_then(PreemptCount::parse);
         log::debug!("preempt count: {preempt:?}");
         let per_cpu_offsets: u64 = preempt.map_or(0, |p| p.per_cpu_offsets);
         let preempt_count_at: u64 = preempt.map_or(0, |p| p.symbol);
@@ -172,8 +182,8 @@ impl Probes {
         let names = take_map(&mut ebpf, "iommutop_names", BpfHashMap::try_from)?;
         let owners = take_map(&mut ebpf, "iommutop_owners", BpfHashMap::try_from)?;
         let health = take_map(&mut ebpf, "iommutop_health", PerCpuArray::try_from)?;
-        log::debug!("reading kallsyms");
-        let mut kernel = KernelSupport::probe();
+        let mut kernel = KernelSupport::probe(kallsyms.as_deref());
+        drop(kallsyms);
         log::debug!("attaching");
         let statuses: Vec<PointStatus> = POINTS
             .iter()
@@ -314,6 +324,9 @@ impl Probes {
 
     /// The sampled call paths so far, symbolized, heaviest (by summed latency) first.
     pub fn stack_samples(&self) -> Result<Vec<StackSample>, SampleError> {
+        if self.stack_samples.keys().next().is_none() {
+            return Ok(Vec::new()); // nothing to name: spare reading the kernel's symbols
+        }
         let kallsyms = Kallsyms::load(Path::new("/proc/kallsyms"))
             .map_err(|e| sample_error("iommutop_stacks", format!("/proc/kallsyms: {e}")))?;
         let mut names = BTreeMap::new();
@@ -676,10 +689,10 @@ struct KernelSupport {
 }
 
 impl KernelSupport {
-    fn probe() -> KernelSupport {
+    /// From the text of /proc/kallsyms, if it could be read.
+    fn probe(kallsyms: Option<&str>) -> KernelSupport {
         KernelSupport {
-            functions: KernelFunctions::load(Path::new("/proc/kallsyms"), &symbols_asked_about())
-                .ok(),
+            functions: kallsyms.map(|text| KernelFunctions::parse(text, &symbols_asked_about())),
             fexit_refusal: None,
         }
     }
@@ -759,6 +772,14 @@ fn timed<T>(program: &str, step: &str, run: impl FnOnce() -> T) -> T {
     result
 }
 
+/// How many instructions the verifier walked for a program (5.16+; -vv): verification time
+/// follows it, and unlike the time it does not vary with the machine's load.
+fn log_verified_size<E>(program: &str, info: Result<aya::programs::ProgramInfo, E>) {
+    if let Some(count) = info.ok().and_then(|i| i.verified_instruction_count()) {
+        log::debug!("{program}: the verifier walked {count} instructions");
+    }
+}
+
 fn attach_fentry(ebpf: &mut Ebpf, btf: &Btf, symbol: &str, programs: Programs) -> HookOutcome {
     let result = (|| -> Result<(), String> {
         // The exit is attached first: an exit without its entry is harmless, the reverse leaves
@@ -766,6 +787,7 @@ fn attach_fentry(ebpf: &mut Ebpf, btf: &Btf, symbol: &str, programs: Programs) -
         let exit = programs.exit;
         let fexit: &mut FExit = program(ebpf, exit)?;
         timed(exit, "verified", || fexit.load(symbol, btf)).map_err(|e| describe(&e))?;
+        log_verified_size(exit, fexit.info());
         let exit_link = timed(exit, "attached", || fexit.attach()).map_err(|e| describe(&e))?;
         let Some(entry) = programs.entry else {
             return Ok(());
@@ -774,6 +796,7 @@ fn attach_fentry(ebpf: &mut Ebpf, btf: &Btf, symbol: &str, programs: Programs) -
         let entry_result = timed(entry, "verified", || fentry.load(symbol, btf))
             .map_err(|e| describe(&e))
             .and_then(|()| {
+                log_verified_size(entry, fentry.info());
                 timed(entry, "attached", || fentry.attach())
                     .map(|_| ())
                     .map_err(|e| describe(&e))
