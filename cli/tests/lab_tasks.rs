@@ -15,36 +15,27 @@ const NVME: &str = "0000:00:04.0";
 
 /// Boots `kernel` and runs tasks.sh; returns its output directory.
 fn boot(kernel: &str) -> PathBuf {
-    let out = lab_out_dir(&format!("tasks-{kernel}"));
-    // The driver runs as a process named vfio-nvme: the iommutop binary under that name (a hard
-    // link, so that its worker, which re-executes /proc/self/exe, is named so too).
-    let driver = out.join("vfio-nvme");
+    let driver = binary_named_vfio_nvme(kernel);
+    run_guest_script(
+        &format!("tasks-{kernel}"),
+        &["--kernel", kernel, "--iommu", "intel", "--timeout", "900"],
+        "tasks.sh",
+        &[&driver.to_string_lossy()],
+    )
+}
+
+/// The driver runs as a process named vfio-nvme: the iommutop binary under that name (a hard
+/// link, so that its worker, which re-executes /proc/self/exe, is named so too), outside the
+/// output directory, which each boot makes anew.
+fn binary_named_vfio_nvme(kernel: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("tasks-{kernel}-driver"));
+    std::fs::create_dir_all(&dir).expect("a directory for the driver's name");
+    let driver = dir.join("vfio-nvme");
+    let _ = std::fs::remove_file(&driver);
     if std::fs::hard_link(iommutop_bin(), &driver).is_err() {
         std::fs::copy(iommutop_bin(), &driver).expect("copy iommutop as vfio-nvme");
     }
-    let script = project_root().join("cli/tests/lab/tasks.sh");
-    let started = std::time::Instant::now();
-    let output = lab_run(
-        &["--kernel", kernel, "--iommu", "intel", "--timeout", "900"],
-        &[
-            "sh",
-            &script.to_string_lossy(),
-            &iommutop_bin(),
-            &out.to_string_lossy(),
-            &driver.to_string_lossy(),
-        ],
-    );
-    eprintln!(
-        "tasks.sh on {kernel}: {:.0} s",
-        started.elapsed().as_secs_f64()
-    );
-    assert!(
-        output.status.success(),
-        "guest script failed: {}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    out
+    driver
 }
 
 fn report(out: &Path, name: &str) -> Value {

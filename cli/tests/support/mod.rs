@@ -112,7 +112,12 @@ pub fn run_guest_script(name: &str, lab_args: &[&str], script: &str, args: &[&st
     let (script, out_arg) = (script.to_string_lossy(), out.to_string_lossy());
     let mut command = vec!["sh", &script, env!("CARGO_BIN_EXE_iommutop"), &out_arg];
     command.extend_from_slice(args);
+    let started = std::time::Instant::now();
     let output = lab_run(lab_args, &command);
+    eprintln!(
+        "{name}: the guest script ran {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
     assert!(
         output.status.success(),
         "guest script failed: {}\n{}",
