@@ -4,7 +4,7 @@
 mod support;
 
 use assert_cmd::Command;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use support::assert_one_line_error;
 
 fn dir() -> PathBuf {
@@ -31,11 +31,14 @@ fn valid_report() -> PathBuf {
     write("valid.json", &text)
 }
 
-fn compare(args: &[&std::ffi::OsStr]) -> std::process::Output {
+/// `iommutop compare A B FLAGS...`.
+fn compare(a: &Path, b: &Path, flags: &[&str]) -> std::process::Output {
     Command::cargo_bin("iommutop")
         .expect("built")
         .arg("compare")
-        .args(args)
+        .arg(a)
+        .arg(b)
+        .args(flags)
         .output()
         .expect("runs")
 }
@@ -85,12 +88,12 @@ fn corrupt_truncated_foreign_and_missing_reports_are_named() {
     ];
     for (name, text, needle) in cases {
         let bad = write(name, text);
-        let output = compare(&[good.as_os_str(), bad.as_os_str()]);
+        let output = compare(&good, &bad, &[]);
         assert_one_line_error(&output, 2, &[name, needle]);
     }
     let missing = dir().join("missing.json");
     assert_one_line_error(
-        &compare(&[missing.as_os_str(), good.as_os_str()]),
+        &compare(&missing, &good, &[]),
         2,
         &["missing.json", "cannot read"],
     );
@@ -114,12 +117,7 @@ fn a_bad_threshold_is_a_usage_error() {
             "device `eth0` not found in B",
         ),
     ] {
-        let output = compare(&[
-            good.as_os_str(),
-            good.as_os_str(),
-            "--fail-if".as_ref(),
-            expression.as_ref(),
-        ]);
+        let output = compare(&good, &good, &["--fail-if", expression]);
         assert_one_line_error(&output, 2, &["--fail-if", expression, needle]);
     }
 }
@@ -139,12 +137,7 @@ fn a_latency_threshold_on_a_counting_tier_says_the_tier_cannot_time() {
     report["devices"][0]["ops"]["dma_map"]["latency"] = serde_json::Value::Null;
     let counted = write("dma-map-counted.json", &report.to_string());
     let expression = "device[nvme0n1].dma_map.p99_ns > 1000";
-    let output = compare(&[
-        counted.as_os_str(),
-        counted.as_os_str(),
-        "--fail-if".as_ref(),
-        expression.as_ref(),
-    ]);
+    let output = compare(&counted, &counted, &["--fail-if", expression]);
     assert_one_line_error(
         &output,
         2,
@@ -159,37 +152,33 @@ fn a_latency_threshold_on_a_counting_tier_says_the_tier_cannot_time() {
 #[test]
 fn a_threshold_is_checked_before_the_reports_are_read() {
     let missing = dir().join("never-read.json");
-    let output = compare(&[
-        missing.as_os_str(),
-        missing.as_os_str(),
-        "--fail-if".as_ref(),
-        "nonsense".as_ref(),
-    ]);
+    let output = compare(&missing, &missing, &["--fail-if", "nonsense"]);
     assert_one_line_error(&output, 2, &["--fail-if `nonsense` is not PATH OP VALUE"]);
 }
 
 #[test]
 fn a_crossed_threshold_exits_4_and_an_uncrossed_one_0() {
     let good = valid_report();
-    let crossed = compare(&[
-        good.as_os_str(),
-        good.as_os_str(),
-        "--fail-if".as_ref(),
-        "workload.completions_per_s >= 0".as_ref(),
-    ]);
+    let crossed = compare(
+        &good,
+        &good,
+        &["--fail-if", "workload.completions_per_s >= 0"],
+    );
     assert_one_line_error(
         &crossed,
         4,
         &["threshold crossed: workload.completions_per_s >= 0"],
     );
-    let fine = compare(&[
-        good.as_os_str(),
-        good.as_os_str(),
-        "--fail-if".as_ref(),
-        "workload.completions_per_s < -2%".as_ref(),
-        "--fail-if".as_ref(),
-        "host.iommu.present == no".as_ref(),
-    ]);
+    let fine = compare(
+        &good,
+        &good,
+        &[
+            "--fail-if",
+            "workload.completions_per_s < -2%",
+            "--fail-if",
+            "host.iommu.present == no",
+        ],
+    );
     assert_eq!(
         fine.status.code(),
         Some(0),
@@ -220,12 +209,7 @@ fn stdout_of(output: &std::process::Output) -> String {
 fn lab_reports_passthrough_against_translated_name_the_nics_and_the_command_line() {
     let (a, b) = (lab_report("pt-6.12"), lab_report("intel-6.12"));
     let json = dir().join("pt-vs-intel.json");
-    let text = stdout_of(&compare(&[
-        a.as_os_str(),
-        b.as_os_str(),
-        "--json".as_ref(),
-        json.as_os_str(),
-    ]));
+    let text = stdout_of(&compare(&a, &b, &["--json", &json.to_string_lossy()]));
     assert!(
         text.contains(
             "\n1. [100% of the translation-time gap] IOMMU translation on the NICs 0000:00:05.0 \
@@ -249,7 +233,7 @@ fn lab_reports_passthrough_against_translated_name_the_nics_and_the_command_line
 #[test]
 fn lab_reports_of_two_kernels_with_the_same_translation_claim_no_cause() {
     let (a, b) = (lab_report("intel-6.1"), lab_report("intel-6.12"));
-    let text = stdout_of(&compare(&[a.as_os_str(), b.as_os_str()]));
+    let text = stdout_of(&compare(&a, &b, &[]));
     assert!(
         text.contains("kernel: 6.1.0-56-amd64 → 6.12.95+deb12-amd64"),
         "{text}"
@@ -265,14 +249,16 @@ fn lab_reports_of_two_kernels_with_the_same_translation_claim_no_cause() {
 #[test]
 fn thresholds_on_lab_reports_gate_ci() {
     let (a, b) = (lab_report("pt-6.12"), lab_report("intel-6.12"));
-    let output = compare(&[
-        a.as_os_str(),
-        b.as_os_str(),
-        "--fail-if".as_ref(),
-        "device[eth0].per_unit.iommu_maps > 1".as_ref(),
-        "--fail-if".as_ref(),
-        "host.cmdline.iommu.passthrough == 1".as_ref(),
-    ]);
+    let output = compare(
+        &a,
+        &b,
+        &[
+            "--fail-if",
+            "device[eth0].per_unit.iommu_maps > 1",
+            "--fail-if",
+            "host.cmdline.iommu.passthrough == 1",
+        ],
+    );
     assert_one_line_error(
         &output,
         4,
@@ -287,12 +273,11 @@ fn thresholds_on_lab_reports_gate_ci() {
 
 #[test]
 fn json_dash_is_standard_output_with_the_text_on_stderr() {
-    let output = compare(&[
-        lab_report("pt-6.12").as_os_str(),
-        lab_report("intel-6.12").as_os_str(),
-        "--json".as_ref(),
-        "-".as_ref(),
-    ]);
+    let output = compare(
+        &lab_report("pt-6.12"),
+        &lab_report("intel-6.12"),
+        &["--json", "-"],
+    );
     let stdout = stdout_of(&output);
     let value: serde_json::Value = serde_json::from_str(&stdout).expect("stdout is the JSON alone");
     assert!(value["comparison"]["findings"].is_array(), "{value}");
@@ -305,14 +290,16 @@ fn json_dash_is_standard_output_with_the_text_on_stderr() {
 
 #[test]
 fn json_gives_findings_and_thresholds_their_numbers() {
-    let output = compare(&[
-        lab_report("pt-6.12").as_os_str(),
-        lab_report("intel-6.12").as_os_str(),
-        "--json".as_ref(),
-        "-".as_ref(),
-        "--fail-if".as_ref(),
-        "workload.transactions_per_s < -50%".as_ref(),
-    ]);
+    let output = compare(
+        &lab_report("pt-6.12"),
+        &lab_report("intel-6.12"),
+        &[
+            "--json",
+            "-",
+            "--fail-if",
+            "workload.transactions_per_s < -50%",
+        ],
+    );
     let value: serde_json::Value =
         serde_json::from_str(&stdout_of(&output)).expect("stdout is the JSON alone");
     let headline = &value["comparison"]["findings"][0];
@@ -338,12 +325,11 @@ fn json_gives_findings_and_thresholds_their_numbers() {
 
 #[test]
 fn markdown_is_a_table_of_the_findings_for_a_pull_request() {
-    let output = compare(&[
-        lab_report("pt-6.12").as_os_str(),
-        lab_report("intel-6.12").as_os_str(),
-        "--format".as_ref(),
-        "markdown".as_ref(),
-    ]);
+    let output = compare(
+        &lab_report("pt-6.12"),
+        &lab_report("intel-6.12"),
+        &["--format", "markdown"],
+    );
     let text = stdout_of(&output);
     assert!(text.starts_with("### iommutop compare\n"), "{text}");
     assert!(
@@ -357,12 +343,11 @@ fn markdown_is_a_table_of_the_findings_for_a_pull_request() {
         "{text}"
     );
     assert!(!text.contains("\nA: "), "no plain text: {text}");
-    let bad = compare(&[
-        lab_report("pt-6.12").as_os_str(),
-        lab_report("intel-6.12").as_os_str(),
-        "--format".as_ref(),
-        "html".as_ref(),
-    ]);
+    let bad = compare(
+        &lab_report("pt-6.12"),
+        &lab_report("intel-6.12"),
+        &["--format", "html"],
+    );
     assert_eq!(bad.status.code(), Some(2));
 }
 
@@ -405,12 +390,7 @@ fn with_repeats(name: &str, out: &str, rates: &[f64]) -> PathBuf {
 fn reports_of_repeated_runs_are_judged_against_the_spread_of_their_runs() {
     let a = with_repeats("intel-6.1", "repeats-a.json", &[570.0, 580.0, 590.0]);
     let b = with_repeats("intel-6.12", "repeats-b.json", &[625.0, 630.0, 635.0]);
-    let output = compare(&[
-        a.as_os_str(),
-        b.as_os_str(),
-        "--json".as_ref(),
-        "-".as_ref(),
-    ]);
+    let output = compare(&a, &b, &["--json", "-"]);
     let value: serde_json::Value = serde_json::from_str(&stdout_of(&output)).expect("JSON");
     let noise = &value["comparison"]["noise"];
     assert_eq!(
@@ -434,12 +414,7 @@ fn reports_of_repeated_runs_are_judged_against_the_spread_of_their_runs() {
         text.contains("beyond run-to-run noise (±4.7%, from 3 and 3 runs)"),
         "{text}"
     );
-    let output = compare(&[
-        a.as_os_str(),
-        b.as_os_str(),
-        "--format".as_ref(),
-        "markdown".as_ref(),
-    ]);
+    let output = compare(&a, &b, &["--format", "markdown"]);
     let markdown = stdout_of(&output);
     assert!(
         markdown.contains("\nNoise: measured across repeated runs (3 in A, 3 in B"),
@@ -453,12 +428,7 @@ fn reports_of_repeated_runs_are_judged_against_the_spread_of_their_runs() {
 fn repeats_in_one_report_only_fall_back_to_interval_noise() {
     let a = with_repeats("intel-6.1", "repeats-only-a.json", &[570.0, 580.0, 590.0]);
     let b = lab_report("intel-6.12");
-    let output = compare(&[
-        a.as_os_str(),
-        b.as_os_str(),
-        "--json".as_ref(),
-        "-".as_ref(),
-    ]);
+    let output = compare(&a, &b, &["--json", "-"]);
     let value: serde_json::Value = serde_json::from_str(&stdout_of(&output)).expect("JSON");
     assert_eq!(value["comparison"]["noise"]["source"], "intervals");
     let headline = &value["comparison"]["findings"][0];
@@ -479,12 +449,14 @@ fn repeats_in_one_report_only_fall_back_to_interval_noise() {
 #[test]
 fn a_beyond_noise_threshold_holds_for_a_drop_within_the_runs_noise() {
     let (a, b) = (lab_report("pt-6.12"), lab_report("intel-6.12"));
-    let judged = compare(&[
-        a.as_os_str(),
-        b.as_os_str(),
-        "--fail-if".as_ref(),
-        "workload.transactions_per_s < -5% beyond-noise".as_ref(),
-    ]);
+    let judged = compare(
+        &a,
+        &b,
+        &[
+            "--fail-if",
+            "workload.transactions_per_s < -5% beyond-noise",
+        ],
+    );
     let text = stdout_of(&judged);
     assert!(
         text.contains(
@@ -492,12 +464,7 @@ fn a_beyond_noise_threshold_holds_for_a_drop_within_the_runs_noise() {
         ) && text.contains("within the noise (±"),
         "{text}"
     );
-    let plain = compare(&[
-        a.as_os_str(),
-        b.as_os_str(),
-        "--fail-if".as_ref(),
-        "workload.transactions_per_s < -5%".as_ref(),
-    ]);
+    let plain = compare(&a, &b, &["--fail-if", "workload.transactions_per_s < -5%"]);
     assert_one_line_error(
         &plain,
         4,
