@@ -170,7 +170,15 @@ impl Session {
     }
 
     /// Takes the last sample and builds the report over the whole session.
-    pub fn finish(mut self, run: RunDescription) -> Outcome<Report> {
+    pub fn finish(self, run: RunDescription) -> Outcome<Report> {
+        self.finish_attached(run)
+            .map(|(report, _detached_on_drop)| report)
+    }
+
+    /// [`Session::finish`], with the probes still attached: they detach when the returned
+    /// [`Probes`] is dropped (seconds under emulation: ftrace waits for the kernel's RCU-tasks
+    /// grace periods link by link), so a caller can write the report before that.
+    pub fn finish_attached(mut self, run: RunDescription) -> Outcome<(Report, Probes)> {
         let last = self.probes.sample().context("last sample")?;
         // Devices may have changed driver or domain type during the run: describe them as they
         // are at the end, when the report is read.
@@ -232,7 +240,7 @@ impl Session {
         if let Some(filter) = &self.device_filter {
             filter.apply_to_report(&mut report);
         }
-        Ok(report)
+        Ok((report, self.probes))
     }
 }
 

@@ -51,7 +51,8 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
         &mut sink,
         printer.as_ref(),
     )?;
-    let report = session.finish(RunDescription {
+    // The report is out before the probes detach, which takes the kernel seconds.
+    let (report, probes) = session.finish_attached(RunDescription {
         command: args.command.clone(),
         exit_status: recorded,
         interval,
@@ -67,6 +68,7 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
     }
     sink.report(&report)?;
     call_paths::write(&report, args.folded.as_deref(), args.flamegraph.as_deref())?;
+    drop(probes);
     command_outcome(&args.command, recorded)
 }
 
