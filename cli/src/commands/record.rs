@@ -10,7 +10,7 @@ use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
 use iommutop_tui::Column;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::{Child, Command, ExitCode};
 use std::time::{Duration, Instant};
 
@@ -68,6 +68,9 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
     }
     sink.report(&report)?;
     call_paths::write(&report, args.folded.as_deref(), args.flamegraph.as_deref())?;
+    if std::io::stderr().is_terminal() {
+        eprintln!("iommutop: detaching the probes…");
+    }
     drop(probes);
     command_outcome(&args.command, recorded)
 }
