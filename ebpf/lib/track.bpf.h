@@ -190,25 +190,35 @@ static __always_inline __u32 iommutop_task_id(void)
 	return tid ? tid : IOMMUTOP_IDLE_CONTEXT | bpf_get_smp_processor_id();
 }
 
-/* The stack of the context the program runs in, created when create is set; NULL when it has
- * none. *task_context says which kind it is. */
+/* The stack of a context of the kind task_context says: the current task's (NULL while it has
+ * none), or this CPU's for interrupts. */
+static __always_inline struct iommutop_inflight *iommutop_stack_of(int task_context)
+{
+	__u32 id = iommutop_task_id(), zero_index = 0;
+
+	if (!task_context)
+		return bpf_map_lookup_elem(&iommutop_irq_inflight, &zero_index);
+	return bpf_map_lookup_elem(&iommutop_inflight, &id);
+}
+
+/* The stack of the context the program runs in, a task's created when create is set; NULL when
+ * it has none. *task_context says which kind it is. */
 static __always_inline struct iommutop_inflight *iommutop_inflight_of(const void *ctx, int create,
 								      int *task_context)
 {
-	__u32 id = iommutop_task_id(), zero_index = 0;
 	struct iommutop_inflight *inflight;
+	__u32 id, zero_index = 0;
 	void *zero;
 	long err;
 
 	*task_context = iommutop_in_task_context(ctx);
-	if (!*task_context)
-		return bpf_map_lookup_elem(&iommutop_irq_inflight, &zero_index);
-	inflight = bpf_map_lookup_elem(&iommutop_inflight, &id);
-	if (inflight || !create)
+	inflight = iommutop_stack_of(*task_context);
+	if (inflight || !create || !*task_context)
 		return inflight;
 	zero = bpf_map_lookup_elem(&iommutop_zero, &zero_index);
 	if (!zero)
 		return NULL;
+	id = iommutop_task_id();
 	err = bpf_map_update_elem(&iommutop_inflight, &id, zero, BPF_NOEXIST);
 	if (err && err != -17 /* EEXIST: an interrupt created it first */) {
 		iommutop_health_inc(IOMMUTOP_HEALTH_TASK_MAP_FULL);

@@ -6,17 +6,6 @@
  */
 #include "common.bpf.h"
 
-/* The stack of the context a program runs in, as iommutop_inflight_of found it (never created
- * here: a caller that abandons frames has a stack). */
-static __always_inline struct iommutop_inflight *iommutop_stack_of(int task_context)
-{
-	__u32 id = iommutop_task_id(), zero_index = 0;
-
-	if (!task_context)
-		return bpf_map_lookup_elem(&iommutop_irq_inflight, &zero_index);
-	return bpf_map_lookup_elem(&iommutop_inflight, &id);
-}
-
 __noinline int iommutop_count_untimed(__u64 key_id, __u32 key_kind, __u32 op, __u64 bytes,
 				      __u32 frame_flags)
 {

@@ -773,9 +773,16 @@ fn timed<T>(program: &str, step: &str, run: impl FnOnce() -> T) -> T {
 }
 
 /// How many instructions the verifier walked for a program (5.16+; -vv): verification time
-/// follows it, and unlike the time it does not vary with the machine's load.
-fn log_verified_size<E>(program: &str, info: Result<aya::programs::ProgramInfo, E>) {
-    if let Some(count) = info.ok().and_then(|i| i.verified_instruction_count()) {
+/// follows it, and unlike the time it does not vary with the machine's load. Asks the kernel
+/// only when the line would be logged.
+fn log_verified_size<E>(
+    program: &str,
+    info: impl FnOnce() -> Result<aya::programs::ProgramInfo, E>,
+) {
+    if !log::log_enabled!(log::Level::Debug) {
+        return;
+    }
+    if let Some(count) = info().ok().and_then(|i| i.verified_instruction_count()) {
         log::debug!("{program}: the verifier walked {count} instructions");
     }
 }
@@ -787,7 +794,7 @@ fn attach_fentry(ebpf: &mut Ebpf, btf: &Btf, symbol: &str, programs: Programs) -
         let exit = programs.exit;
         let fexit: &mut FExit = program(ebpf, exit)?;
         timed(exit, "verified", || fexit.load(symbol, btf)).map_err(|e| describe(&e))?;
-        log_verified_size(exit, fexit.info());
+        log_verified_size(exit, || fexit.info());
         let exit_link = timed(exit, "attached", || fexit.attach()).map_err(|e| describe(&e))?;
         let Some(entry) = programs.entry else {
             return Ok(());
@@ -796,7 +803,7 @@ fn attach_fentry(ebpf: &mut Ebpf, btf: &Btf, symbol: &str, programs: Programs) -
         let entry_result = timed(entry, "verified", || fentry.load(symbol, btf))
             .map_err(|e| describe(&e))
             .and_then(|()| {
-                log_verified_size(entry, fentry.info());
+                log_verified_size(entry, || fentry.info());
                 timed(entry, "attached", || fentry.attach())
                     .map(|_| ())
                     .map_err(|e| describe(&e))
