@@ -71,15 +71,17 @@ impl Kallsyms {
 
     /// Parses `ADDRESS TYPE NAME [MODULE]` lines, keeping code symbols (t, T, w, W).
     pub fn parse(text: &str) -> Kallsyms {
-        let mut symbols: Vec<(u64, String)> = symbols(text)
+        let mut by_address: Vec<(u64, String)> = symbols(text)
             .filter(Symbol::is_code)
             .filter_map(|symbol| {
                 let address = u64::from_str_radix(symbol.address, 16).ok()?;
                 (address != 0).then(|| (address, symbol.name.to_string()))
             })
             .collect();
-        symbols.sort_unstable_by_key(|(address, _)| *address);
-        Kallsyms { symbols }
+        by_address.sort_unstable_by_key(|(address, _)| *address);
+        Kallsyms {
+            symbols: by_address,
+        }
     }
 
     /// The function containing `address`, or its hex form when unknown.
