@@ -362,6 +362,46 @@ fn lab_virtio_iommu_needs_6_12() {
     assert_one_line(&output, 2, "kernel 6.1 has no virtio-iommu driver");
 }
 
+/// The guest's nanoseconds a busy loop takes under `lab/run --icount SHIFT`.
+fn busy_loop_ns(shift: &str) -> f64 {
+    let output = lab_run(&[
+        "--icount",
+        shift,
+        "--",
+        "sh",
+        "-c",
+        "a=$(date +%s%N); i=0; while [ $i -lt 200000 ]; do i=$((i + 1)); done; \
+         b=$(date +%s%N); echo $((b - a))",
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("the busy loop printed no time: {stdout:?}"))
+}
+
+/// `--icount SHIFT`: the guest's clock counts instructions, 2^SHIFT ns each, so the same busy
+/// loop takes four times the guest's nanoseconds at shift 2 as at shift 0, whatever the host does.
+#[test]
+fn lab_icount_clocks_the_guest_by_instructions() {
+    if skipped() {
+        return;
+    }
+    fetched("6.12");
+    let one_ns = busy_loop_ns("0");
+    let four_ns = busy_loop_ns("2");
+    let ratio = four_ns / one_ns;
+    assert!(
+        (3.6..4.4).contains(&ratio),
+        "a busy loop took {one_ns} guest ns at --icount 0 and {four_ns} at --icount 2: {ratio:.2}x, not 4x"
+    );
+}
+
 #[test]
 fn lab_kills_a_hanging_guest_at_the_timeout() {
     if skipped() {
@@ -412,6 +452,10 @@ fn lab_bad_input_is_one_line_and_exit_2() {
             "--smp takes a number of CPUs",
         ),
         (&["--mem", "lots", "--", "true"], "--mem takes MiB"),
+        (
+            &["--icount", "11", "--", "true"],
+            "--icount takes a shift from 0 to 10",
+        ),
         (
             &["--timeout", "-1", "--", "true"],
             "--timeout takes a whole number of seconds",

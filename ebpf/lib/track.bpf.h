@@ -128,23 +128,34 @@ struct {
 /* arch/x86/include/asm/page_64_types.h: THREAD_SIZE without KASAN (Debian's kernels). */
 #define IOMMUTOP_THREAD_SIZE (16UL * 1024)
 
+/* The key of an idle CPU's stack in iommutop_inflight (the idle tasks' thread id is 0). */
+static __always_inline __u32 iommutop_idle_id(void)
+{
+	return IOMMUTOP_IDLE_CONTEXT | bpf_get_smp_processor_id();
+}
+
 /* Whether the program runs on the current task's kernel stack (task context, softirqs run by
  * local_bh_enable included) rather than on an interrupt stack. ctx, built by the trampoline,
- * kprobe or tracepoint that runs the program, lies on the stack of the context it runs in. */
-static __always_inline int iommutop_in_task_context(const void *ctx)
+ * kprobe or tracepoint that runs the program, lies on the stack of the context it runs in.
+ * *task_id is the key of the task's stack in iommutop_inflight, read from the same task. */
+static __always_inline int iommutop_in_task_context(const void *ctx, __u32 *task_id)
 {
 	unsigned long stack, end, where = (unsigned long)ctx;
 	struct task_struct *task;
+	__u32 tid;
 
-	/* A BTF task pointer (5.11+) reads its stack with a plain load; before, with a helper. The
-	 * verifier never looks at the branch this kernel does not take. */
+	/* A BTF task pointer (5.11+) reads its stack and thread id with plain loads; before, with
+	 * helpers. The verifier never looks at the branch this kernel does not take. */
 	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_get_current_task_btf)) {
 		task = bpf_get_current_task_btf();
 		stack = (unsigned long)task->stack;
+		tid = task->pid;
 	} else {
 		task = (struct task_struct *)bpf_get_current_task();
 		stack = (unsigned long)BPF_CORE_READ(task, stack);
+		tid = (__u32)bpf_get_current_pid_tgid();
 	}
+	*task_id = tid ? tid : iommutop_idle_id();
 	end = stack + IOMMUTOP_THREAD_SIZE;
 	/* The verifier refuses arithmetic on a context pointer but lets a program loaded with
 	 * CAP_PERFMON compare it with numbers: two comparisons, kept apart from clang's habit of
@@ -187,18 +198,24 @@ static __always_inline __u32 iommutop_task_id(void)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 
-	return tid ? tid : IOMMUTOP_IDLE_CONTEXT | bpf_get_smp_processor_id();
+	return tid ? tid : iommutop_idle_id();
 }
 
-/* The stack of a context of the kind task_context says: the current task's (NULL while it has
- * none), or this CPU's for interrupts. */
-static __always_inline struct iommutop_inflight *iommutop_stack_of(int task_context)
+/* The stack of a context: the task's whose key is task_id (NULL while it has none), or this
+ * CPU's for interrupts. */
+static __always_inline struct iommutop_inflight *iommutop_stack_at(int task_context, __u32 task_id)
 {
-	__u32 id = iommutop_task_id(), zero_index = 0;
+	__u32 zero_index = 0;
 
 	if (!task_context)
 		return bpf_map_lookup_elem(&iommutop_irq_inflight, &zero_index);
-	return bpf_map_lookup_elem(&iommutop_inflight, &id);
+	return bpf_map_lookup_elem(&iommutop_inflight, &task_id);
+}
+
+/* The stack of a context of the kind task_context says, the current task's in task context. */
+static __always_inline struct iommutop_inflight *iommutop_stack_of(int task_context)
+{
+	return iommutop_stack_at(task_context, iommutop_task_id());
 }
 
 /* The stack of the context the program runs in, a task's created when create is set; NULL when
@@ -211,14 +228,13 @@ static __always_inline struct iommutop_inflight *iommutop_inflight_of(const void
 	void *zero;
 	long err;
 
-	*task_context = iommutop_in_task_context(ctx);
-	inflight = iommutop_stack_of(*task_context);
+	*task_context = iommutop_in_task_context(ctx, &id);
+	inflight = iommutop_stack_at(*task_context, id);
 	if (inflight || !create || !*task_context)
 		return inflight;
 	zero = bpf_map_lookup_elem(&iommutop_zero, &zero_index);
 	if (!zero)
 		return NULL;
-	id = iommutop_task_id();
 	err = bpf_map_update_elem(&iommutop_inflight, &id, zero, BPF_NOEXIST);
 	if (err && err != -17 /* EEXIST: an interrupt created it first */) {
 		iommutop_health_inc(IOMMUTOP_HEALTH_TASK_MAP_FULL);

@@ -47,11 +47,22 @@ static __always_inline void full_flush_enter(void *ctx)
 }
 
 /* The bytes of a gathered range [start, end] (end is inclusive; an empty gather has end 0). */
+static __always_inline __u64 range_bytes(unsigned long start, unsigned long end)
+{
+	return end >= start ? end - start + 1 : 0;
+}
+
+/* A kprobe's gather, read with helpers. */
 static __always_inline __u64 gather_bytes(struct iommu_iotlb_gather *gather)
 {
-	unsigned long start = BPF_CORE_READ(gather, start), end = BPF_CORE_READ(gather, end);
+	return range_bytes(BPF_CORE_READ(gather, start), BPF_CORE_READ(gather, end));
+}
 
-	return end >= start ? end - start + 1 : 0;
+/* An fentry's gather, a typed kernel pointer, read with plain loads (no helper calls ahead of
+ * the entry's first timestamp). */
+static __always_inline __u64 gather_bytes_btf(struct iommu_iotlb_gather *gather)
+{
+	return range_bytes(gather->start, gather->end);
 }
 
 static __always_inline void deferred_enter(void *ctx)
@@ -99,7 +110,7 @@ IOMMUTOP_FEXIT(iotlb__flush_pages__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
 SEC("fentry")
 int BPF_PROG(iotlb__amd_iotlb_sync__fentry, void *domain, struct iommu_iotlb_gather *gather)
 {
-	flush_enter(ctx, gather_bytes(gather));
+	flush_enter(ctx, gather_bytes_btf(gather));
 	return 0;
 }
 IOMMUTOP_FEXIT(iotlb__amd_iotlb_sync__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
@@ -107,7 +118,7 @@ IOMMUTOP_FEXIT(iotlb__amd_iotlb_sync__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
 SEC("fentry")
 int BPF_PROG(iotlb__virtio_iotlb_sync__fentry, void *domain, struct iommu_iotlb_gather *gather)
 {
-	flush_enter(ctx, gather_bytes(gather));
+	flush_enter(ctx, gather_bytes_btf(gather));
 	return 0;
 }
 IOMMUTOP_FEXIT(iotlb__virtio_iotlb_sync__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)

@@ -10,15 +10,24 @@
  */
 #include "common.bpf.h"
 
+/* A kprobe's arguments are plain numbers: the domain is read with a helper. */
 static __always_inline __u64 iova_bytes(const struct iova_domain *iovad, unsigned long granules)
 {
 	return (__u64)granules * BPF_CORE_READ(iovad, granule);
 }
 
+/* An fentry program's arguments are typed kernel pointers, read with a plain load: no helper
+ * call, and nothing outside the time the program measures of itself (the load runs before the
+ * entry's first timestamp, inside the call it is nested in). */
+static __always_inline __u64 iova_bytes_btf(const struct iova_domain *iovad, unsigned long granules)
+{
+	return (__u64)granules * iovad->granule;
+}
+
 SEC("fentry")
 int BPF_PROG(iova__alloc_fast__fentry, struct iova_domain *iovad, unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_ALLOC, NULL, iova_bytes(iovad, size), 0);
+	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_ALLOC, NULL, iova_bytes_btf(iovad, size), 0);
 	return 0;
 }
 IOMMUTOP_FEXIT(iova__alloc_fast__fexit, IOMMUTOP_OP_IOVA_ALLOC, ret == 0)
@@ -27,7 +36,7 @@ SEC("fentry")
 int BPF_PROG(iova__free_fast__fentry, struct iova_domain *iovad, unsigned long pfn,
 	     unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_FREE, NULL, iova_bytes(iovad, size), 0);
+	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_FREE, NULL, iova_bytes_btf(iovad, size), 0);
 	return 0;
 }
 IOMMUTOP_FEXIT(iova__free_fast__fexit, IOMMUTOP_OP_IOVA_FREE, 0)
@@ -35,7 +44,7 @@ IOMMUTOP_FEXIT(iova__free_fast__fexit, IOMMUTOP_OP_IOVA_FREE, 0)
 SEC("fentry")
 int BPF_PROG(iova__alloc_slow__fentry, struct iova_domain *iovad, unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_ALLOC_SLOW, NULL, iova_bytes(iovad, size), 0);
+	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_ALLOC_SLOW, NULL, iova_bytes_btf(iovad, size), 0);
 	return 0;
 }
 IOMMUTOP_FEXIT(iova__alloc_slow__fexit, IOMMUTOP_OP_IOVA_ALLOC_SLOW, ret == 0)

@@ -22,15 +22,27 @@ iommu_cmdline() {
   esac
 }
 
-# qemu_args RUN_DIR KERNEL INITRD CMDLINE IOMMU SMP MEM: one argument per line.
+# accel_args ICOUNT: how QEMU runs the guest's code. Multi-threaded TCG (a host thread per CPU)
+# unless ICOUNT (a shift) asks for a clock that counts instructions, which needs one thread.
+accel_args() {
+  if [ -n "$1" ]; then
+    echo "-accel tcg,thread=single -icount shift=$1,align=off,sleep=on"
+  else
+    echo "-accel tcg,thread=multi"
+  fi
+}
+
+# qemu_args RUN_DIR KERNEL INITRD CMDLINE IOMMU SMP MEM [ICOUNT]: one argument per line.
 qemu_args() {
-  local run=$1 kernel=$2 initrd=$3 cmdline=$4 iommu=$5 smp=$6 mem=$7 a
+  local run=$1 kernel=$2 initrd=$3 cmdline=$4 iommu=$5 smp=$6 mem=$7 icount=${8:-} a
   # A path inside a QEMU option list escapes its commas by doubling them. (The run directory's
   # name, from mktemp, has none.)
   local project=${PROJECT_DIR//,/,,}
   # shellcheck disable=SC2054 # the commas are QEMU's option syntax
-  local args=(
-    -accel tcg,thread=multi -cpu max
+  local args=()
+  for a in $(accel_args "$icount"); do args+=("$a"); done
+  args+=(
+    -cpu max
     -machine q35,kernel-irqchip=split
     -smp "$smp" -m "$mem"
     -nodefaults -no-reboot -display none -no-user-config
