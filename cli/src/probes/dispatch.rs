@@ -1,8 +1,9 @@
 //! Calibrates the kernel's dispatch around a probe program, which the programs cannot time from
-//! inside (`ebpf/selftest/dispatch.bpf.c`): a fentry/fexit pair on `bpf_fentry_test1`, a function
-//! that does nothing, run by `BPF_PROG_TEST_RUN`, measures the gap between the end of its entry
-//! program and the start of its exit program. The median of [`RUNS`] gaps is what the probes take
-//! out of a call's time per nested probe (`iommutop_dispatch_ns`, ebpf/lib/track.bpf.h).
+//! inside (`ebpf/selftest/dispatch.bpf.c`): a fentry/fexit pair on `bpf_fentry_test6`, a function
+//! that only adds its six arguments, run by `BPF_PROG_TEST_RUN`, measures the gap between the end
+//! of its entry program and the start of its exit program. The median of [`RUNS`] gaps is what the
+//! probes take out of a call's time per nested probe (`iommutop_dispatch_ns`,
+//! ebpf/lib/track.bpf.h).
 
 use super::loader::{describe, program};
 use aya::maps::{Array, MapData};
@@ -12,7 +13,7 @@ use aya::{Btf, Ebpf, EbpfLoader};
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/dispatch.bpf.o"));
 
 /// The function the calibration pair is attached to (net/bpf/test_run.c).
-const TEST_FUNCTION: &str = "bpf_fentry_test1";
+const TEST_FUNCTION: &str = "bpf_fentry_test6";
 
 /// Gaps measured; the ring in the BPF object holds 256.
 const RUNS: usize = 200;
