@@ -1,8 +1,9 @@
-//! Compiles the BPF programs under `ebpf/` into one object embedded in the binary, and generates
+//! Compiles the BPF programs under `ebpf/` into the objects embedded in the binary, and generates
 //! the Rust view of the kernel↔user ABI header with bindgen.
 //!
 //! Each probe family (`ebpf/progs/*.bpf.c`) is compiled on its own with clang, then the objects are
-//! linked into one (`bpftool gen object`) so that they share the per-CPU attribution maps.
+//! linked into one (`bpftool gen object`) so that they share the per-CPU attribution maps; twice,
+//! once per way of keeping a task's calls in flight (ebpf/lib/track.bpf.h).
 
 use std::env;
 use std::fs;
@@ -39,9 +40,10 @@ fn main() {
         .unwrap_or_else(|e| fail(&format!("mkdir {vmlinux_dir:?}: {e}")));
     write_vmlinux_h(&bpftool, &vmlinux_dir.join("vmlinux.h"));
 
-    let compile = |source: &Path, object: &Path| {
+    let compile = |source: &Path, object: &Path, defines: &[&str]| {
         run(
             Command::new(&clang)
+                .args(defines)
                 .args([
                     "-target",
                     "bpf",
@@ -66,36 +68,51 @@ fn main() {
             &format!("compiling {}", source.display()),
         );
     };
-    let mut objects = Vec::new();
-    for source in sources(&ebpf.join("progs"), ".bpf.c") {
-        let name = source
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("prog");
-        let object = out.join(name.replace(".bpf.c", ".bpf.o"));
-        compile(&source, &object);
-        objects.push(object);
+    // The probe object, twice: with each task's calls in flight in its task-local storage, and
+    // for kernels whose kprobes cannot use that (5.10), in a hash keyed by thread id. The loader
+    // picks one (cli/src/probes/loader.rs).
+    for (linked, directory, defines) in [
+        ("iommutop.bpf.o", "task-storage", &[][..]),
+        (
+            "iommutop-hashed.bpf.o",
+            "task-hash",
+            &["-DIOMMUTOP_TASK_STACKS_HASHED"][..],
+        ),
+    ] {
+        let objects_dir = out.join(directory);
+        fs::create_dir_all(&objects_dir)
+            .unwrap_or_else(|e| fail(&format!("creating {}: {e}", objects_dir.display())));
+        let mut objects = Vec::new();
+        for source in sources(&ebpf.join("progs"), ".bpf.c") {
+            let name = source
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("prog");
+            let object = objects_dir.join(name.replace(".bpf.c", ".bpf.o"));
+            compile(&source, &object, defines);
+            objects.push(object);
+        }
+        run(
+            Command::new(&bpftool)
+                .args(["gen", "object"])
+                .arg(out.join(linked))
+                .args(&objects),
+            "linking the BPF objects with bpftool gen object",
+        );
     }
     // Test programs, never attached (`iommutop selftest`): an object of their own, so that the
     // probe object holds only what the probe table attaches.
     compile(
         &ebpf.join("selftest/hist.bpf.c"),
         &out.join("selftest.bpf.o"),
+        &[],
     );
     // The probes' dispatch calibration: attached to a test function, never to real work.
     compile(
         &ebpf.join("selftest/dispatch.bpf.c"),
         &out.join("dispatch.bpf.o"),
+        &[],
     );
-    let linked = out.join("iommutop.bpf.o");
-    run(
-        Command::new(&bpftool)
-            .args(["gen", "object"])
-            .arg(&linked)
-            .args(&objects),
-        "linking the BPF objects with bpftool gen object",
-    );
-
     generate_abi_bindings(&ebpf.join("include/iommutop/abi.h"), &out.join("abi.rs"));
 }
 

@@ -7,12 +7,14 @@
  * IOTLB sync, invalidation waits) pushes a frame that inherits that key, so its work is charged to
  * the device whose mapping it serves. The start time lives in the frame.
  *
- * Which stack: a task's own, in a map keyed by its thread id, for calls made in task context. A
- * task preempted or migrated inside a DMA call finds its frame wherever it resumes, and no other
- * task's work can land in it. Interrupt context (hard interrupts, and softirqs run on the interrupt
- * stack) uses a per-CPU stack: it cannot be preempted or migrate, and its calls nest last-in
- * first-out over whatever the CPU was doing. The two are told apart by where the program's own
- * context lies: on the current task's kernel stack, or not.
+ * Which stack: a task's own for calls made in task context, in its task-local storage (5.11+:
+ * freed with the task, found by a pointer the task already holds), or, built with
+ * IOMMUTOP_TASK_STACKS_HASHED (kernels whose kprobes cannot use task storage, 5.10), in an LRU hash
+ * keyed by its thread id. A task preempted or migrated inside a DMA call finds its frame wherever
+ * it resumes, and no other task's work can land in it. Interrupt context (hard interrupts, and
+ * softirqs run on the interrupt stack) uses a per-CPU stack: it cannot be preempted or migrate, and
+ * its calls nest last-in first-out over whatever the CPU was doing. The two are told apart by where
+ * the program's own context lies: on the current task's kernel stack, or not.
  *
  * Our programs can be skipped by the kernel (a trampoline program preempted on a fully preemptible
  * kernel, or interrupted, is not run again on that CPU until it finishes: the program's
@@ -101,6 +103,7 @@ struct iommutop_inflight {
 	struct iommutop_frame frames[IOMMUTOP_MAX_NESTING];
 };
 
+#ifdef IOMMUTOP_TASK_STACKS_HASHED
 /* Calls in flight per task (or per idle CPU); least recently used tasks are forgotten. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -108,6 +111,15 @@ struct {
 	__type(key, __u32);
 	__type(value, struct iommutop_inflight);
 } iommutop_inflight SEC(".maps") __weak;
+#else
+/* Calls in flight per task, in its own storage: created at its first probed call, freed with it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct iommutop_inflight);
+} iommutop_inflight SEC(".maps") __weak;
+#endif
 
 /* Calls in flight in interrupt context, per CPU. */
 struct {
@@ -201,15 +213,49 @@ static __always_inline __u32 iommutop_task_id(void)
 	return tid ? tid : iommutop_idle_id();
 }
 
-/* The stack of a context: the task's whose key is task_id (NULL while it has none), or this
- * CPU's for interrupts. */
+/* The current task's stack (NULL while it has none), created when create is set. task_id is its
+ * key where stacks are hashed by thread id. */
+static __always_inline struct iommutop_inflight *iommutop_task_stack(__u32 task_id, int create)
+{
+#ifdef IOMMUTOP_TASK_STACKS_HASHED
+	struct iommutop_inflight *inflight = bpf_map_lookup_elem(&iommutop_inflight, &task_id);
+	__u32 zero_index = 0;
+	void *zero;
+	long err;
+
+	if (inflight || !create)
+		return inflight;
+	zero = bpf_map_lookup_elem(&iommutop_zero, &zero_index);
+	if (!zero)
+		return NULL;
+	err = bpf_map_update_elem(&iommutop_inflight, &task_id, zero, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST: an interrupt created it first */) {
+		iommutop_health_inc(IOMMUTOP_HEALTH_TASK_MAP_FULL);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&iommutop_inflight, &task_id);
+#else
+	struct iommutop_inflight *inflight =
+	    bpf_task_storage_get(&iommutop_inflight, bpf_get_current_task_btf(), 0,
+				 create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+
+	/* NULL on creation: no memory, or the storage busy on this CPU (a program interrupted
+	 * inside it). */
+	if (!inflight && create)
+		iommutop_health_inc(IOMMUTOP_HEALTH_TASK_MAP_FULL);
+	return inflight;
+#endif
+}
+
+/* The stack of a context: the current task's (task_id its key where stacks are hashed by thread
+ * id; NULL while it has none), or this CPU's for interrupts. */
 static __always_inline struct iommutop_inflight *iommutop_stack_at(int task_context, __u32 task_id)
 {
 	__u32 zero_index = 0;
 
 	if (!task_context)
 		return bpf_map_lookup_elem(&iommutop_irq_inflight, &zero_index);
-	return bpf_map_lookup_elem(&iommutop_inflight, &task_id);
+	return iommutop_task_stack(task_id, 0);
 }
 
 /* The stack of a context of the kind task_context says, the current task's in task context. */
@@ -223,24 +269,12 @@ static __always_inline struct iommutop_inflight *iommutop_stack_of(int task_cont
 static __always_inline struct iommutop_inflight *iommutop_inflight_of(const void *ctx, int create,
 								      int *task_context)
 {
-	struct iommutop_inflight *inflight;
-	__u32 id, zero_index = 0;
-	void *zero;
-	long err;
+	__u32 id;
 
 	*task_context = iommutop_in_task_context(ctx, &id);
-	inflight = iommutop_stack_at(*task_context, id);
-	if (inflight || !create || !*task_context)
-		return inflight;
-	zero = bpf_map_lookup_elem(&iommutop_zero, &zero_index);
-	if (!zero)
-		return NULL;
-	err = bpf_map_update_elem(&iommutop_inflight, &id, zero, BPF_NOEXIST);
-	if (err && err != -17 /* EEXIST: an interrupt created it first */) {
-		iommutop_health_inc(IOMMUTOP_HEALTH_TASK_MAP_FULL);
-		return NULL;
-	}
-	return bpf_map_lookup_elem(&iommutop_inflight, &id);
+	if (!*task_context)
+		return iommutop_stack_at(0, id);
+	return iommutop_task_stack(id, create);
 }
 
 /* Whether --pid or --cgroup is in force. */

@@ -49,8 +49,56 @@ fn stack_interval_ns() -> u64 {
         .saturating_mul(1_000_000)
 }
 
-/// The BPF object built from `ebpf/progs/*.bpf.c` by build.rs.
+/// The BPF object built from `ebpf/progs/*.bpf.c` by build.rs: each task's calls in flight in its
+/// task-local storage.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/iommutop.bpf.o"));
+
+/// The same, with each task's calls in flight in a hash keyed by its thread id.
+static HASHED_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/iommutop-hashed.bpf.o"));
+
+/// Where the probes keep a task's calls in flight (ebpf/lib/track.bpf.h).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskStacks {
+    /// In the task's own storage: a lookup through a pointer the task holds, freed with it.
+    TaskStorage,
+    /// In an LRU hash keyed by thread id: kernels whose kprobes cannot use task storage (5.10).
+    HashedByThread,
+}
+
+impl TaskStacks {
+    /// Task storage where this kernel has it for kprobe programs too (the probes fall back to
+    /// kprobes per hook, and every program of the object must load); the hash otherwise.
+    pub fn for_this_kernel() -> TaskStacks {
+        let storage = aya::sys::is_map_supported(aya::maps::MapType::TaskStorage).unwrap_or(false)
+            && aya::sys::is_helper_supported(
+                aya::programs::ProgramType::KProbe,
+                aya::sys::BpfHelper::BPF_FUNC_task_storage_get,
+            )
+            .unwrap_or(false);
+        if storage {
+            TaskStacks::TaskStorage
+        } else {
+            TaskStacks::HashedByThread
+        }
+    }
+
+    fn object(self) -> &'static [u8] {
+        match self {
+            TaskStacks::TaskStorage => OBJECT,
+            TaskStacks::HashedByThread => HASHED_OBJECT,
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            TaskStacks::TaskStorage => "task-local storage",
+            TaskStacks::HashedByThread => {
+                "a hash keyed by thread id (this kernel's kprobes cannot use task storage)"
+            }
+        }
+    }
+}
 
 /// Names of `enum iommutop_health`, in order.
 const HEALTH_NAMES: [&str; 7] = [
@@ -163,9 +211,13 @@ impl Probes {
         let per_cpu_offsets: u64 = preempt.map_or(0, |p| p.per_cpu_offsets);
         let preempt_count_at: u64 = preempt.map_or(0, |p| p.symbol);
         let in_pcpu_hot = u32::from(preempt.is_some_and(|p| p.in_pcpu_hot));
+        let task_stacks = TaskStacks::for_this_kernel();
+        log::info!("calls in flight per task: in {}", task_stacks.describe());
         log::debug!("relocating the BPF object and creating its maps");
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&btf))
+            // aya creates task storage maps, but names their type unsupported.
+            .allow_unsupported_maps()
             .override_global("iommutop_stack_interval_ns", &stack_interval, true)
             .override_global("iommutop_dispatch_ns", &dispatch_ns, true)
             .map_max_entries("iommutop_stats", stats_capacity())
@@ -174,7 +226,7 @@ impl Probes {
             .override_global("iommutop_per_cpu_offsets", &per_cpu_offsets, true)
             .override_global("iommutop_preempt_count_at", &preempt_count_at, true)
             .override_global("iommutop_preempt_count_in_pcpu_hot", &in_pcpu_hot, true)
-            .load(OBJECT)
+            .load(task_stacks.object())
             .map_err(|e| LoadError::Object(describe(&e)))?;
         let stats = take_map(&mut ebpf, "iommutop_stats", PerCpuHashMap::try_from)?;
         let stacks = take_map(&mut ebpf, "iommutop_stacks", StackTraceMap::try_from)?;
@@ -498,8 +550,9 @@ pub fn verify_all_programs() -> Result<Vec<ProgramVerdict>, LoadError> {
     let btf = load_btf()?;
     let mut ebpf = EbpfLoader::new()
         .btf(Some(&btf))
+        .allow_unsupported_maps()
         .map_max_entries("iommutop_stats", stats_capacity())
-        .load(OBJECT)
+        .load(TaskStacks::for_this_kernel().object())
         .map_err(|e| LoadError::Object(describe(&e)))?;
     let mut verdicts = Vec::new();
     let mut record = |program: &str, target: String, tier: Tier, result: Result<(), String>| {

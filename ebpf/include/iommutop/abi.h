@@ -29,7 +29,8 @@
 /* Depth of a task's stack of calls in flight (map inside an interrupt inside a map...). */
 #define IOMMUTOP_MAX_NESTING 8
 
-/* Tasks whose calls in flight are tracked at once (least recently used ones are forgotten). */
+/* Tasks whose calls in flight are tracked at once where they are hashed by thread id (5.10; least
+ * recently used ones are forgotten). Elsewhere each task keeps its own, in task-local storage. */
 #define IOMMUTOP_MAX_TASKS 8192
 
 /* What a counter measures. The order is ABI: append only. */
