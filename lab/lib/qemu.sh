@@ -38,9 +38,9 @@ qemu_args() {
   # A path inside a QEMU option list escapes its commas by doubling them. (The run directory's
   # name, from mktemp, has none.)
   local project=${PROJECT_DIR//,/,,}
-  # shellcheck disable=SC2054 # the commas are QEMU's option syntax
   local args=()
   for a in $(accel_args "$icount"); do args+=("$a"); done
+  # shellcheck disable=SC2054 # the commas are QEMU's option syntax
   args+=(
     -cpu max
     -machine q35,kernel-irqchip=split
