@@ -140,34 +140,23 @@ struct {
 /* arch/x86/include/asm/page_64_types.h: THREAD_SIZE without KASAN (Debian's kernels). */
 #define IOMMUTOP_THREAD_SIZE (16UL * 1024)
 
-/* The key of an idle CPU's stack in iommutop_inflight (the idle tasks' thread id is 0). */
-static __always_inline __u32 iommutop_idle_id(void)
-{
-	return IOMMUTOP_IDLE_CONTEXT | bpf_get_smp_processor_id();
-}
-
 /* Whether the program runs on the current task's kernel stack (task context, softirqs run by
  * local_bh_enable included) rather than on an interrupt stack. ctx, built by the trampoline,
- * kprobe or tracepoint that runs the program, lies on the stack of the context it runs in.
- * *task_id is the key of the task's stack in iommutop_inflight, read from the same task. */
-static __always_inline int iommutop_in_task_context(const void *ctx, __u32 *task_id)
+ * kprobe or tracepoint that runs the program, lies on the stack of the context it runs in. */
+static __always_inline int iommutop_in_task_context(const void *ctx)
 {
 	unsigned long stack, end, where = (unsigned long)ctx;
 	struct task_struct *task;
-	__u32 tid;
 
-	/* A BTF task pointer (5.11+) reads its stack and thread id with plain loads; before, with
-	 * helpers. The verifier never looks at the branch this kernel does not take. */
+	/* A BTF task pointer (5.11+) reads its stack with a plain load; before, with a helper. The
+	 * verifier never looks at the branch this kernel does not take. */
 	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_get_current_task_btf)) {
 		task = bpf_get_current_task_btf();
 		stack = (unsigned long)task->stack;
-		tid = task->pid;
 	} else {
 		task = (struct task_struct *)bpf_get_current_task();
 		stack = (unsigned long)BPF_CORE_READ(task, stack);
-		tid = (__u32)bpf_get_current_pid_tgid();
 	}
-	*task_id = tid ? tid : iommutop_idle_id();
 	end = stack + IOMMUTOP_THREAD_SIZE;
 	/* The verifier refuses arithmetic on a context pointer but lets a program loaded with
 	 * CAP_PERFMON compare it with numbers: two comparisons, kept apart from clang's habit of
@@ -206,23 +195,19 @@ static __always_inline int iommutop_in_interrupt(void)
 	return (count & IOMMUTOP_NOT_IN_TASK) != 0;
 }
 
-static __always_inline __u32 iommutop_task_id(void)
-{
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-
-	return tid ? tid : iommutop_idle_id();
-}
-
-/* The current task's stack (NULL while it has none), created when create is set. task_id is its
- * key where stacks are hashed by thread id. */
-static __always_inline struct iommutop_inflight *iommutop_task_stack(__u32 task_id, int create)
+/* The current task's stack (NULL while it has none), created when create is set. */
+static __always_inline struct iommutop_inflight *iommutop_task_stack(int create)
 {
 #ifdef IOMMUTOP_TASK_STACKS_HASHED
-	struct iommutop_inflight *inflight = bpf_map_lookup_elem(&iommutop_inflight, &task_id);
-	__u32 zero_index = 0;
+	/* Keyed by thread id; idle tasks (thread id 0) by their CPU. */
+	__u32 task_id = (__u32)bpf_get_current_pid_tgid(), zero_index = 0;
+	struct iommutop_inflight *inflight;
 	void *zero;
 	long err;
 
+	if (!task_id)
+		task_id = IOMMUTOP_IDLE_CONTEXT | bpf_get_smp_processor_id();
+	inflight = bpf_map_lookup_elem(&iommutop_inflight, &task_id);
 	if (inflight || !create)
 		return inflight;
 	zero = bpf_map_lookup_elem(&iommutop_zero, &zero_index);
@@ -247,21 +232,15 @@ static __always_inline struct iommutop_inflight *iommutop_task_stack(__u32 task_
 #endif
 }
 
-/* The stack of a context: the current task's (task_id its key where stacks are hashed by thread
- * id; NULL while it has none), or this CPU's for interrupts. */
-static __always_inline struct iommutop_inflight *iommutop_stack_at(int task_context, __u32 task_id)
+/* The stack of a context of the kind task_context says: the current task's (NULL while it has
+ * none), or this CPU's for interrupts. */
+static __always_inline struct iommutop_inflight *iommutop_stack_of(int task_context)
 {
 	__u32 zero_index = 0;
 
 	if (!task_context)
 		return bpf_map_lookup_elem(&iommutop_irq_inflight, &zero_index);
-	return iommutop_task_stack(task_id, 0);
-}
-
-/* The stack of a context of the kind task_context says, the current task's in task context. */
-static __always_inline struct iommutop_inflight *iommutop_stack_of(int task_context)
-{
-	return iommutop_stack_at(task_context, iommutop_task_id());
+	return iommutop_task_stack(0);
 }
 
 /* The stack of the context the program runs in, a task's created when create is set; NULL when
@@ -269,12 +248,10 @@ static __always_inline struct iommutop_inflight *iommutop_stack_of(int task_cont
 static __always_inline struct iommutop_inflight *iommutop_inflight_of(const void *ctx, int create,
 								      int *task_context)
 {
-	__u32 id;
-
-	*task_context = iommutop_in_task_context(ctx, &id);
+	*task_context = iommutop_in_task_context(ctx);
 	if (!*task_context)
-		return iommutop_stack_at(0, id);
-	return iommutop_task_stack(id, create);
+		return iommutop_stack_of(0);
+	return iommutop_task_stack(create);
 }
 
 /* Whether --pid or --cgroup is in force. */
