@@ -20,6 +20,11 @@ fn main() {
     println!("cargo:rerun-if-env-changed=CLANG");
     println!("cargo:rerun-if-env-changed=BPFTOOL");
     println!("cargo:rerun-if-env-changed=IOMMUTOP_VMLINUX_H");
+    println!("cargo:rerun-if-env-changed=IOMMUTOP_BPF_DEFINES");
+    // More -D flags for the probe objects: benches build variants with them
+    // (bench/probe-cost --against-per-cpu).
+    let extra_defines = env::var("IOMMUTOP_BPF_DEFINES").unwrap_or_default();
+    let extra_defines: Vec<&str> = extra_defines.split_whitespace().collect();
 
     let clang = env::var("CLANG").unwrap_or_else(|_| "clang".into());
     let bpftool = env::var("BPFTOOL").unwrap_or_else(|_| "bpftool".into());
@@ -89,7 +94,7 @@ fn main() {
                 .and_then(|n| n.to_str())
                 .unwrap_or("prog");
             let object = objects_dir.join(name.replace(".bpf.c", ".bpf.o"));
-            compile(&source, &object, defines);
+            compile(&source, &object, &[defines, &extra_defines[..]].concat());
             objects.push(object);
         }
         run(

@@ -7,14 +7,16 @@
  * IOTLB sync, invalidation waits) pushes a frame that inherits that key, so its work is charged to
  * the device whose mapping it serves. The start time lives in the frame.
  *
- * Which stack: a task's own for calls made in task context, in its task-local storage (5.11+:
- * freed with the task, found by a pointer the task already holds), or, built with
- * IOMMUTOP_TASK_STACKS_HASHED (kernels whose kprobes cannot use task storage, 5.10), in an LRU hash
- * keyed by its thread id. A task preempted or migrated inside a DMA call finds its frame wherever
- * it resumes, and no other task's work can land in it. Interrupt context (hard interrupts, and
- * softirqs run on the interrupt stack) uses a per-CPU stack: it cannot be preempted or migrate, and
- * its calls nest last-in first-out over whatever the CPU was doing. The two are told apart by where
- * the program's own context lies: on the current task's kernel stack, or not.
+ * Which stack: a task's own for calls made in task context: in the slot of its thread id, which a
+ * task holds from its first call in flight to its last return, or, while another task of the same
+ * index holds the slot, in its task-local storage (where kprobes may use it: freed with the task,
+ * found by a pointer the task already holds, at about ten times a slot's cost); built with
+ * IOMMUTOP_TASK_STACKS_HASHED (kernels whose kprobes cannot use task storage, 5.10), in an LRU
+ * hash keyed by its thread id. A task preempted or migrated inside a DMA call finds its frame
+ * wherever it resumes, and no other task's work can land in it. Interrupt context (hard interrupts,
+ * and softirqs run on the interrupt stack) uses a per-CPU stack: it cannot be preempted or migrate,
+ * and its calls nest last-in first-out over whatever the CPU was doing. The two are told apart by
+ * where the program's own context lies: on the current task's kernel stack, or not.
  *
  * Our programs can be skipped by the kernel (a trampoline program preempted on a fully preemptible
  * kernel, or interrupted, is not run again on that CPU until it finishes: the program's
@@ -112,7 +114,33 @@ struct {
 	__type(value, struct iommutop_inflight);
 } iommutop_inflight SEC(".maps") __weak;
 #else
-/* Calls in flight per task, in its own storage: created at its first probed call, freed with it. */
+/*
+ * Calls in flight per task: in the slot of its thread id (IOMMUTOP_TASK_SLOTS, indexed by the id
+ * masked), found with a few loads, which the first task of that index to enter a probed call
+ * claims and gives back when its last call returns. A task whose slot another task holds keeps
+ * its calls in its own storage instead (a lookup through the task, about a hundred instructions
+ * where the slot takes ten), until they have all returned; in_storage counts such tasks per
+ * index, so that the others look in their storage only when one may have put calls there.
+ */
+struct iommutop_task_slot {
+	__u32 owner; /* the thread whose calls these are; 0: free (the idle tasks never own one) */
+	__u32 in_storage; /* tasks of this index whose calls in flight are in their task storage */
+	struct iommutop_inflight stack;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, IOMMUTOP_TASK_SLOTS);
+	__type(key, __u32);
+	__type(value, struct iommutop_task_slot);
+} iommutop_task_slots SEC(".maps") __weak;
+
+/* Thread ids are masked with this to index the slots. Set by user space before load: tests set
+ * 0, which gives every task one slot, so that all but one at a time use their storage. */
+const volatile __u32 iommutop_task_slot_mask __weak = IOMMUTOP_TASK_SLOTS - 1;
+
+/* Calls in flight of tasks whose slot another task holds, in their own storage: created at their
+ * first such call, freed with the task. */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -120,6 +148,21 @@ struct {
 	__type(value, struct iommutop_inflight);
 } iommutop_inflight SEC(".maps") __weak;
 #endif
+
+/* Where a context's calls in flight are. */
+enum iommutop_stack_home {
+	IOMMUTOP_STACK_OF_CPU,	/* interrupt context: the CPU's */
+	IOMMUTOP_STACK_OF_SLOT, /* task context: the slot of the task's thread id */
+	IOMMUTOP_STACK_OF_TASK, /* task context: the task's storage, or its hashed entry (5.10) */
+};
+
+struct iommutop_stack_ref {
+	int task_context;
+	enum iommutop_stack_home home;
+#ifndef IOMMUTOP_TASK_STACKS_HASHED
+	struct iommutop_task_slot *slot; /* the task's slot, where home is a task's */
+#endif
+};
 
 /* Calls in flight in interrupt context, per CPU. */
 struct {
@@ -140,24 +183,14 @@ struct {
 /* arch/x86/include/asm/page_64_types.h: THREAD_SIZE without KASAN (Debian's kernels). */
 #define IOMMUTOP_THREAD_SIZE (16UL * 1024)
 
-/* Whether the program runs on the current task's kernel stack (task context, softirqs run by
- * local_bh_enable included) rather than on an interrupt stack. ctx, built by the trampoline,
- * kprobe or tracepoint that runs the program, lies on the stack of the context it runs in. */
-static __always_inline int iommutop_in_task_context(const void *ctx)
+/* Whether the program runs on the kernel stack at stack (the current task's: task context,
+ * softirqs run by local_bh_enable included) rather than on an interrupt stack. ctx, built by the
+ * trampoline, kprobe or tracepoint that runs the program, lies on the stack of the context it
+ * runs in. */
+static __always_inline int iommutop_ctx_on_stack(const void *ctx, unsigned long stack)
 {
-	unsigned long stack, end, where = (unsigned long)ctx;
-	struct task_struct *task;
+	unsigned long end = stack + IOMMUTOP_THREAD_SIZE, where = (unsigned long)ctx;
 
-	/* A BTF task pointer (5.11+) reads its stack with a plain load; before, with a helper. The
-	 * verifier never looks at the branch this kernel does not take. */
-	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_get_current_task_btf)) {
-		task = bpf_get_current_task_btf();
-		stack = (unsigned long)task->stack;
-	} else {
-		task = (struct task_struct *)bpf_get_current_task();
-		stack = (unsigned long)BPF_CORE_READ(task, stack);
-	}
-	end = stack + IOMMUTOP_THREAD_SIZE;
 	/* The verifier refuses arithmetic on a context pointer but lets a program loaded with
 	 * CAP_PERFMON compare it with numbers: two comparisons, kept apart from clang's habit of
 	 * folding a range check into one subtraction. */
@@ -167,6 +200,23 @@ static __always_inline int iommutop_in_task_context(const void *ctx)
 		return 0;
 	return where < end;
 }
+
+#ifdef IOMMUTOP_TASK_STACKS_HASHED
+/* iommutop_ctx_on_stack of the current task's stack. */
+static __always_inline int iommutop_in_task_context(const void *ctx)
+{
+	struct task_struct *task;
+
+	/* A BTF task pointer (5.11+) reads its stack with a plain load; before, with a helper. The
+	 * verifier never looks at the branch this kernel does not take. */
+	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_get_current_task_btf)) {
+		task = bpf_get_current_task_btf();
+		return iommutop_ctx_on_stack(ctx, (unsigned long)task->stack);
+	}
+	task = (struct task_struct *)bpf_get_current_task();
+	return iommutop_ctx_on_stack(ctx, (unsigned long)BPF_CORE_READ(task, stack));
+}
+#endif
 
 /* Whether the CPU runs an interrupt (hard, soft or NMI) by its preempt count, as in_task() does.
  * The stack test above cannot see one that arrived in user mode: it runs on the interrupted
@@ -195,8 +245,10 @@ static __always_inline int iommutop_in_interrupt(void)
 	return (count & IOMMUTOP_NOT_IN_TASK) != 0;
 }
 
-/* The current task's stack (NULL while it has none), created when create is set. */
-static __always_inline struct iommutop_inflight *iommutop_task_stack(int create)
+/* The current task's stack (NULL while it has none), created when create is set; ref says where.
+ * task is the current task (the slots' build; the hashed one finds it by its thread id). */
+static __always_inline struct iommutop_inflight *
+iommutop_task_stack(int create, struct iommutop_stack_ref *ref, struct task_struct *task)
 {
 #ifdef IOMMUTOP_TASK_STACKS_HASHED
 	/* Keyed by thread id; idle tasks (thread id 0) by their CPU. */
@@ -205,6 +257,7 @@ static __always_inline struct iommutop_inflight *iommutop_task_stack(int create)
 	void *zero;
 	long err;
 
+	ref->home = IOMMUTOP_STACK_OF_TASK;
 	if (!task_id)
 		task_id = IOMMUTOP_IDLE_CONTEXT | bpf_get_smp_processor_id();
 	inflight = bpf_map_lookup_elem(&iommutop_inflight, &task_id);
@@ -219,16 +272,44 @@ static __always_inline struct iommutop_inflight *iommutop_task_stack(int create)
 		return NULL;
 	}
 	return bpf_map_lookup_elem(&iommutop_inflight, &task_id);
-#else
-	struct iommutop_inflight *inflight =
-	    bpf_task_storage_get(&iommutop_inflight, bpf_get_current_task_btf(), 0,
-				 create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+#elif defined(IOMMUTOP_TASK_STACKS_PER_CPU)
+	/* Only for bench/probe-cost --against-per-cpu, which prices per-task stacks against the
+	 * tracker before them: every context on the CPU's stack, wrong wherever a task is preempted
+	 * or migrates inside a call. */
+	__u32 zero_index = 0;
 
+	ref->home = IOMMUTOP_STACK_OF_CPU;
+	return bpf_map_lookup_elem(&iommutop_irq_inflight, &zero_index);
+#else
+	__u32 thread = task->pid, index = thread & iommutop_task_slot_mask;
+	struct iommutop_task_slot *slot = bpf_map_lookup_elem(&iommutop_task_slots, &index);
+	struct iommutop_inflight *stored;
+
+	if (!slot)
+		return NULL; /* never: the index is masked */
+	ref->slot = slot;
+	ref->home = IOMMUTOP_STACK_OF_SLOT;
+	if (thread && slot->owner == thread)
+		return &slot->stack;
+	ref->home = IOMMUTOP_STACK_OF_TASK;
+	/* Calls already in the task's storage stay there until they have all returned. */
+	if (slot->in_storage) {
+		stored = bpf_task_storage_get(&iommutop_inflight, task, 0, 0);
+		if (stored && stored->depth)
+			return stored;
+	}
+	if (!create)
+		return NULL;
+	if (thread && !slot->owner && !__sync_val_compare_and_swap(&slot->owner, 0, thread)) {
+		ref->home = IOMMUTOP_STACK_OF_SLOT;
+		return &slot->stack;
+	}
 	/* NULL on creation: no memory, or the storage busy on this CPU (a program interrupted
 	 * inside it). */
-	if (!inflight && create)
+	stored = bpf_task_storage_get(&iommutop_inflight, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!stored)
 		iommutop_health_inc(IOMMUTOP_HEALTH_TASK_MAP_FULL);
-	return inflight;
+	return stored;
 #endif
 }
 
@@ -236,22 +317,74 @@ static __always_inline struct iommutop_inflight *iommutop_task_stack(int create)
  * none), or this CPU's for interrupts. */
 static __always_inline struct iommutop_inflight *iommutop_stack_of(int task_context)
 {
+	struct iommutop_stack_ref ref = {.task_context = task_context};
 	__u32 zero_index = 0;
 
 	if (!task_context)
 		return bpf_map_lookup_elem(&iommutop_irq_inflight, &zero_index);
-	return iommutop_task_stack(0);
+#ifdef IOMMUTOP_TASK_STACKS_HASHED
+	return iommutop_task_stack(0, &ref, NULL);
+#else
+	return iommutop_task_stack(0, &ref, bpf_get_current_task_btf());
+#endif
 }
 
 /* The stack of the context the program runs in, a task's created when create is set; NULL when
- * it has none. *task_context says which kind it is. */
+ * it has none. ref says which kind of context it is and where the stack lives. */
+static __always_inline struct iommutop_inflight *iommutop_stack_here(const void *ctx, int create,
+								     struct iommutop_stack_ref *ref)
+{
+	__u32 zero_index = 0;
+#ifdef IOMMUTOP_TASK_STACKS_HASHED
+	struct task_struct *task = NULL;
+
+	ref->task_context = iommutop_in_task_context(ctx);
+#else
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	ref->task_context = iommutop_ctx_on_stack(ctx, (unsigned long)task->stack);
+	ref->slot = NULL;
+#endif
+	ref->home = IOMMUTOP_STACK_OF_CPU;
+	if (!ref->task_context)
+		return bpf_map_lookup_elem(&iommutop_irq_inflight, &zero_index);
+	return iommutop_task_stack(create, ref, task);
+}
+
+/* iommutop_stack_here, for programs that only read the stack: *task_context says which kind of
+ * context it is. */
 static __always_inline struct iommutop_inflight *iommutop_inflight_of(const void *ctx, int create,
 								      int *task_context)
 {
-	*task_context = iommutop_in_task_context(ctx);
-	if (!*task_context)
-		return iommutop_stack_of(0);
-	return iommutop_task_stack(create);
+	struct iommutop_stack_ref ref;
+	struct iommutop_inflight *inflight = iommutop_stack_here(ctx, create, &ref);
+
+	*task_context = ref.task_context;
+	return inflight;
+}
+
+/* A call was pushed on a stack that was empty before this program: a task's storage now holds
+ * calls, which the other tasks of its slot's index must know to look for. */
+static __always_inline void iommutop_stack_began(const struct iommutop_stack_ref *ref)
+{
+#ifndef IOMMUTOP_TASK_STACKS_HASHED
+	if (ref->home == IOMMUTOP_STACK_OF_TASK && ref->slot)
+		__sync_fetch_and_add(&ref->slot->in_storage, 1);
+#endif
+}
+
+/* The last call of a stack returned: a slot goes back to the index's other tasks, a storage no
+ * longer needs looking for. The program touches the stack no more after this. */
+static __always_inline void iommutop_stack_emptied(const struct iommutop_stack_ref *ref)
+{
+#ifndef IOMMUTOP_TASK_STACKS_HASHED
+	if (!ref->slot)
+		return;
+	if (ref->home == IOMMUTOP_STACK_OF_SLOT)
+		__sync_lock_test_and_set(&ref->slot->owner, 0);
+	else if (ref->home == IOMMUTOP_STACK_OF_TASK)
+		__sync_fetch_and_sub(&ref->slot->in_storage, 1);
+#endif
 }
 
 /* Whether --pid or --cgroup is in force. */
@@ -436,13 +569,14 @@ const volatile __u64 iommutop_stack_interval_ns __weak = 0;
 #define IOMMUTOP_ENTER_FULL 2
 
 /* Whether this CPU may unwind a call path now (at most one per iommutop_stack_interval_ns). */
-static __always_inline int iommutop_stack_due(__u64 now)
+static __always_inline int iommutop_stack_due(void)
 {
 	__u32 zero = 0;
-	__u64 *last;
+	__u64 *last, now;
 
 	if (!iommutop_stack_interval_ns)
 		return 0;
+	now = bpf_ktime_get_ns();
 	last = bpf_map_lookup_elem(&iommutop_stack_clock, &zero);
 	if (!last || now - *last < iommutop_stack_interval_ns)
 		return 0;
@@ -532,14 +666,24 @@ static __always_inline void iommutop_enter(void *ctx, __u32 op,
 {
 	struct iommutop_frame *frame, *below;
 	struct iommutop_inflight *inflight;
+	struct iommutop_stack_ref ref;
 	struct iommutop_dev_key key = {};
-	__u64 now = bpf_ktime_get_ns(), end;
+	/* A DMA API call's entry is normally the first of its context's stack: it has no call below
+	 * to charge its run to and no stale frame to look for, and reads the clock once, at its
+	 * end. Any other entry reads it first, so that the call below is charged the whole run. */
+	__u64 now = own_key ? 0 : bpf_ktime_get_ns(), end;
 	int task_context, left_out;
-	__u32 depth;
+	__u32 depth, had_calls;
 
-	inflight = iommutop_inflight_of(ctx, 1, &task_context);
+	inflight = iommutop_stack_here(ctx, 1, &ref);
 	if (!inflight)
 		return;
+	task_context = ref.task_context;
+	had_calls = inflight->depth != 0;
+	/* A DMA API call nested in another (a wrapper's twin, a softirq mapping inside a map): the
+	 * call below is charged this program's run from here, short of the stack lookup above. */
+	if (had_calls && !now)
+		now = bpf_ktime_get_ns();
 	iommutop_drop_stale(inflight, now, op, flags, task_context);
 	/* The inherited key and the filter's decision are read before the slot is taken: an
 	 * interrupt arriving in between runs to completion and leaves the stack as it found it. A
@@ -562,6 +706,8 @@ static __always_inline void iommutop_enter(void *ctx, __u32 op,
 	}
 	inflight->depth = depth + 1;
 	asm volatile("" ::: "memory");
+	if (!had_calls)
+		iommutop_stack_began(&ref);
 	frame = &inflight->frames[depth & IOMMUTOP_FRAME_MASK];
 	frame->key = key;
 	frame->op = op;
@@ -576,7 +722,7 @@ static __always_inline void iommutop_enter(void *ctx, __u32 op,
 	}
 	frame->stack_id = -1;
 	if (own_key && !(frame->flags & (IOMMUTOP_FRAME_DUPLICATE | IOMMUTOP_FRAME_FILTERED)) &&
-	    iommutop_stack_due(now)) {
+	    iommutop_stack_due()) {
 		frame->stack_id = bpf_get_stackid(ctx, &iommutop_stacks, 0);
 		if (frame->stack_id < 0)
 			iommutop_health_inc(IOMMUTOP_HEALTH_STACK_LOST);
@@ -650,8 +796,9 @@ static __always_inline void iommutop_exit_as(void *ctx, __u32 op, int failed, __
 					     enum iommutop_exit_mode mode)
 {
 	__u64 now = bpf_ktime_get_ns();
-	int task_context;
-	struct iommutop_inflight *inflight = iommutop_inflight_of(ctx, 0, &task_context);
+	struct iommutop_stack_ref ref;
+	struct iommutop_inflight *inflight = iommutop_stack_here(ctx, 0, &ref);
+	int task_context = ref.task_context;
 	struct iommutop_frame *frame, done;
 	__u64 raw_ns, self_ns;
 	__u32 depth, i, index, found;
@@ -699,6 +846,8 @@ static __always_inline void iommutop_exit_as(void *ctx, __u32 op, int failed, __
 	if (index > 0)
 		inflight->frames[(index - 1) & IOMMUTOP_FRAME_MASK].probe_ns +=
 		    done.probe_ns + 2 * iommutop_dispatch_ns + (bpf_ktime_get_ns() - now);
+	else
+		iommutop_stack_emptied(&ref);
 	return;
 unseen_entry:
 	if (mode == IOMMUTOP_EXIT_DISCARD || iommutop_left_out(inflight, task_context))

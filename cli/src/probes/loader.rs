@@ -3,7 +3,7 @@
 
 use super::abi::{
     iommutop_dev_key, iommutop_dev_name, iommutop_dev_stats, iommutop_key_kind, iommutop_stack_key,
-    iommutop_stack_value, IOMMUTOP_NAME_LEN,
+    iommutop_stack_value, IOMMUTOP_NAME_LEN, IOMMUTOP_TASK_SLOTS,
 };
 use super::capacity::stats_capacity;
 use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
@@ -49,6 +49,21 @@ fn stack_interval_ns() -> u64 {
         .saturating_mul(1_000_000)
 }
 
+/// How many thread-id slots the probes keep calls in flight in before task storage
+/// (`IOMMUTOP_TASK_SLOTS`, a power of two up to `IOMMUTOP_TASK_SLOTS`; tests set 1, which sends
+/// every task but the slot's holder to its storage), as the mask of a thread id.
+fn task_slot_mask() -> Result<u32, LoadError> {
+    let Ok(value) = std::env::var("IOMMUTOP_TASK_SLOTS") else {
+        return Ok(IOMMUTOP_TASK_SLOTS - 1);
+    };
+    match value.parse::<u32>() {
+        Ok(slots) if slots.is_power_of_two() && slots <= IOMMUTOP_TASK_SLOTS => Ok(slots - 1),
+        _ => Err(LoadError::BadSetting(format!(
+            "IOMMUTOP_TASK_SLOTS={value}: give a power of two from 1 to {IOMMUTOP_TASK_SLOTS}, or unset it"
+        ))),
+    }
+}
+
 /// The BPF object built from `ebpf/progs/*.bpf.c` by build.rs: each task's calls in flight in its
 /// task-local storage.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/iommutop.bpf.o"));
@@ -60,7 +75,8 @@ static HASHED_OBJECT: &[u8] =
 /// Where the probes keep a task's calls in flight (ebpf/lib/track.bpf.h).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TaskStacks {
-    /// In the task's own storage: a lookup through a pointer the task holds, freed with it.
+    /// In a slot indexed by its thread id (a few loads), or, while another task holds that slot,
+    /// in the task's own storage (a lookup through a pointer the task holds, freed with it).
     TaskStorage,
     /// In an LRU hash keyed by thread id: kernels whose kprobes cannot use task storage (5.10).
     HashedByThread,
@@ -92,7 +108,9 @@ impl TaskStacks {
 
     fn describe(self) -> &'static str {
         match self {
-            TaskStacks::TaskStorage => "task-local storage",
+            TaskStacks::TaskStorage => {
+                "slots indexed by thread id, or task-local storage where another task holds the slot"
+            }
             TaskStacks::HashedByThread => {
                 "a hash keyed by thread id (this kernel's kprobes cannot use task storage)"
             }
@@ -126,6 +144,8 @@ pub enum LoadError {
     MissingMap(&'static str),
     #[error("no probe point could be attached on this kernel: {0}")]
     NothingAttached(String),
+    #[error("{0}")]
+    BadSetting(String),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -212,6 +232,7 @@ impl Probes {
         let preempt_count_at: u64 = preempt.map_or(0, |p| p.symbol);
         let in_pcpu_hot = u32::from(preempt.is_some_and(|p| p.in_pcpu_hot));
         let task_stacks = TaskStacks::for_this_kernel();
+        let task_slot_mask = task_slot_mask()?;
         log::info!("calls in flight per task: in {}", task_stacks.describe());
         log::debug!("relocating the BPF object and creating its maps");
         let mut ebpf = EbpfLoader::new()
@@ -220,6 +241,11 @@ impl Probes {
             .allow_unsupported_maps()
             .override_global("iommutop_stack_interval_ns", &stack_interval, true)
             .override_global("iommutop_dispatch_ns", &dispatch_ns, true)
+            .override_global(
+                "iommutop_task_slot_mask",
+                &task_slot_mask,
+                task_stacks == TaskStacks::TaskStorage,
+            )
             .map_max_entries("iommutop_stats", stats_capacity())
             .override_global("iommutop_filter_tgid", &filter_tgid, true)
             .override_global("iommutop_filter_cgroup", &filter_cgroup, true)
@@ -548,9 +574,19 @@ pub struct ProgramVerdict {
 /// this kernel has, so that the verifier judges all of them, not only the winners of a tier.
 pub fn verify_all_programs() -> Result<Vec<ProgramVerdict>, LoadError> {
     let btf = load_btf()?;
+    // Every optional path live (the verifier skips what a knob left at 0 turns off): call-path
+    // sampling as shipped, --pid and --cgroup, the preempt count read (the addresses are never
+    // read: these programs are judged, not attached).
+    let (stack_interval, any_pid, any_cgroup, any_address) =
+        (DEFAULT_STACK_INTERVAL_MS * 1_000_000, 1u32, 1u64, 1u64);
     let mut ebpf = EbpfLoader::new()
         .btf(Some(&btf))
         .allow_unsupported_maps()
+        .override_global("iommutop_stack_interval_ns", &stack_interval, true)
+        .override_global("iommutop_filter_tgid", &any_pid, true)
+        .override_global("iommutop_filter_cgroup", &any_cgroup, true)
+        .override_global("iommutop_per_cpu_offsets", &any_address, true)
+        .override_global("iommutop_preempt_count_at", &any_address, true)
         .map_max_entries("iommutop_stats", stats_capacity())
         .load(TaskStacks::for_this_kernel().object())
         .map_err(|e| LoadError::Object(describe(&e)))?;

@@ -20,6 +20,7 @@ pub use status::PointStatus;
 pub fn load_failure(error: LoadError) -> Failure {
     match error {
         LoadError::NoBtf { .. } | LoadError::NothingAttached(_) => Failure::environment(error),
+        LoadError::BadSetting(_) => Failure::usage(error),
         other => Failure::from(other),
     }
 }

@@ -3,6 +3,10 @@
 # Each step leaves iommutop's report and the workload's own numbers in OUT.
 #   exact.sh IOMMUTOP OUT concurrent   fio 4 KiB random reads on the NVMe (2 jobs, iodepth 16) and
 #                                      netperf TCP_RR between the NICs at once, one recording
+#   exact.sh IOMMUTOP OUT concurrent-one-slot
+#                                      the same with one thread-id slot for every task
+#                                      (IOMMUTOP_TASK_SLOTS=1): all but its holder keep their calls
+#                                      in flight in task storage
 #   exact.sh IOMMUTOP OUT rr           TCP_RR alone
 #   exact.sh IOMMUTOP OUT multiseg     the fio-read-128k-qd128 profile; fio random reads of 4k-256k
 #   exact.sh IOMMUTOP OUT dd           2000 direct 4 KiB reads by dd; then the same with only the
@@ -51,7 +55,8 @@ for group in /sys/kernel/iommu_groups/*; do
 	echo "$(ls "$group/devices") $(cat "$group/type" 2>/dev/null)"
 done >"$out/groups.txt"
 case $mode in
-concurrent)
+concurrent | concurrent-one-slot)
+	[ "$mode" = concurrent ] || export IOMMUTOP_TASK_SLOTS=1
 	record concurrent "netperf_rr concurrent 6 & fio_reads concurrent 6 --rw=randread --bs=4k --iodepth=16 --numjobs=2; wait"
 	;;
 rr)

@@ -33,6 +33,11 @@
  * recently used ones are forgotten). Elsewhere each task keeps its own, in task-local storage. */
 #define IOMMUTOP_MAX_TASKS 8192
 
+/* Slots of calls in flight indexed by thread id, tried before task-local storage (a power of two:
+ * the index is the thread id masked with it). Two tasks of one index inside probed calls at the
+ * same time are what sends the second to its task storage. */
+#define IOMMUTOP_TASK_SLOTS 1024
+
 /* What a counter measures. The order is ABI: append only. */
 enum iommutop_op {
 	IOMMUTOP_OP_DMA_MAP =
