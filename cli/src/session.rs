@@ -237,6 +237,7 @@ impl Session {
         });
         report.stacks = stacks;
         report.self_overhead.dispatch_ns = self.probes.dispatch_ns();
+        report.self_overhead.nested_dispatch_ns = self.probes.nested_dispatch_ns();
         if let Some(filter) = &self.device_filter {
             filter.apply_to_report(&mut report);
         }

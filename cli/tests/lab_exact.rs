@@ -450,6 +450,19 @@ fn amd_and_virtio_iommus_count_maps_and_invalidations_exactly() {
             "{iommu}: with --points dma_map,dma_unmap nothing but the dispatch is taken out \
              ({timed} maps, {dispatch} ns dispatch)"
         );
+        // A nested call's dispatch holds two programs' entering and leaving: more than one gap.
+        let nested = report["self_overhead"]["nested_dispatch_ns"]
+            .as_u64()
+            .unwrap_or_else(|| {
+                panic!(
+                    "{iommu}: nested dispatch not calibrated: {}",
+                    report["warnings"]
+                )
+            });
+        assert!(
+            nested > dispatch,
+            "{iommu}: a nested call's dispatch {nested} ns, one gap {dispatch} ns"
+        );
         let domain_type = domain_type_of(&out, NVME);
         let per_read = count(nvme, "iotlb_flush") as f64 / 2000.0;
         eprintln!("{iommu} ({domain_type}): {per_read} invalidations per read");

@@ -34,11 +34,12 @@
  * closes. A call's time is then what was measured less its probe_ns (total_ns, the histogram),
  * and the measured time is kept as raw_total_ns. What a program cannot time is the kernel's
  * dispatch around it (the trampoline entering and leaving each program): the loader measures it
- * on a function that does nothing (ebpf/selftest/dispatch.bpf.c) and passes the gap between an
- * entry program's end and an exit program's start as iommutop_dispatch_ns. A call's own time
- * holds one such gap (its entry's tail, its exit's head); a nested call costs the call around it
- * about two (those, and its entry's head and exit's tail). Not taken out: the cost of count-only
- * programs, and a kprobe's dispatch beyond a trampoline's.
+ * on functions that do nothing (ebpf/selftest/dispatch.bpf.c) and passes the gap between an entry
+ * program's end and an exit program's start as iommutop_dispatch_ns, which a call's own time
+ * holds once (its entry's tail, its exit's head), and what a probed call costs the call around it
+ * beyond its programs' runs as iommutop_nested_dispatch_ns (the trampoline's frame and argument
+ * saving, both programs' entering and leaving, their heads and tails), added per nested call.
+ * Not taken out: the cost of count-only programs, and a kprobe's dispatch beyond a trampoline's.
  *
  * --pid and --cgroup (iommutop_filter_tgid, iommutop_filter_cgroup) are decided where a context's
  * outermost frame opens: in task context, by the task's process or cgroup; interrupt context has
@@ -548,9 +549,10 @@ static __always_inline void iommutop_count(const struct iommutop_dev_key *key, _
 		stats->failures += 1;
 }
 
-/* The kernel's dispatch around a probe program, in ns (see "Self time" above); set by user space
- * before load, 0 when not calibrated. */
+/* The kernel's dispatch around probe programs, in ns (see "Self time" above); set by user space
+ * before load, 0 when not calibrated (the nested one is two gaps when only it was not). */
 const volatile __u64 iommutop_dispatch_ns __weak = 0;
+const volatile __u64 iommutop_nested_dispatch_ns __weak = 0;
 
 /* Each CPU records the call path of at most one DMA API call per this many ns (a bounded rate,
  * whatever the event rate: unwinding a stack costs far more than the rest of a probe); 0 turns
@@ -845,7 +847,7 @@ static __always_inline void iommutop_exit_as(void *ctx, __u32 op, int failed, __
 	 * call below it. */
 	if (index > 0)
 		inflight->frames[(index - 1) & IOMMUTOP_FRAME_MASK].probe_ns +=
-		    done.probe_ns + 2 * iommutop_dispatch_ns + (bpf_ktime_get_ns() - now);
+		    done.probe_ns + iommutop_nested_dispatch_ns + (bpf_ktime_get_ns() - now);
 	else
 		iommutop_stack_emptied(&ref);
 	return;

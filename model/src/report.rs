@@ -237,9 +237,14 @@ pub struct SelfOverhead {
     /// All programs' run time over all events counted (an event may run two programs).
     pub total_ns_per_event: Option<f64>,
     /// The kernel's dispatch around a probe program, calibrated at attach, that self times take
-    /// out (one per timed call, two per probed call nested in it); absent when not calibrated.
+    /// out once per timed call; absent when not calibrated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatch_ns: Option<u64>,
+    /// What a probed call costs the call it is nested in beyond its programs' runs, calibrated at
+    /// attach, that self times take out per nested call; absent when not calibrated (two
+    /// `dispatch_ns` are taken out instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nested_dispatch_ns: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

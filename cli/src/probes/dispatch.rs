@@ -1,9 +1,10 @@
-//! Calibrates the kernel's dispatch around a probe program, which the programs cannot time from
-//! inside (`ebpf/selftest/dispatch.bpf.c`): a fentry/fexit pair on `bpf_fentry_test6`, a function
-//! that only adds its six arguments, run by `BPF_PROG_TEST_RUN`, measures the gap between the end
-//! of its entry program and the start of its exit program. The median of [`RUNS`] gaps is what the
-//! probes take out of a call's time per nested probe (`iommutop_dispatch_ns`,
-//! ebpf/lib/track.bpf.h).
+//! Calibrates the kernel's dispatch around probe programs, which the programs cannot time from
+//! inside (`ebpf/selftest/dispatch.bpf.c`), on functions that `BPF_PROG_TEST_RUN` of a tracing
+//! program calls: the gap between a call's entry program's end and its exit program's start
+//! (a fentry/fexit pair on `bpf_fentry_test6`), and what such a pair costs the call around it
+//! beyond what its programs time (the test run, `bpf_prog_test_run_tracing`, timed without and
+//! with the pair). The medians are what the probes take out of a call's time
+//! (`iommutop_dispatch_ns`, `iommutop_nested_dispatch_ns`, ebpf/lib/track.bpf.h).
 
 use super::loader::{describe, program};
 use aya::maps::{Array, MapData};
@@ -12,55 +13,129 @@ use aya::{Btf, Ebpf, EbpfLoader};
 
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/dispatch.bpf.o"));
 
-/// The function the calibration pair is attached to (net/bpf/test_run.c).
+/// The function the pair is attached to (net/bpf/test_run.c).
 const TEST_FUNCTION: &str = "bpf_fentry_test6";
 
-/// Gaps measured; the ring in the BPF object holds 256.
+/// The function that calls it in a test run.
+const ENCLOSING_FUNCTION: &str = "bpf_prog_test_run_tracing";
+
+/// Test runs per measurement; the rings in the BPF object hold 256.
 const RUNS: usize = 200;
 
-/// The median gap between an entry program's end and an exit program's start, in ns.
-pub fn calibrate(btf: &Btf) -> Result<u64, String> {
+/// The kernel's dispatch around probe programs, in ns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dispatch {
+    /// Between a call's entry program's end and its exit program's start.
+    pub gap_ns: u64,
+    /// What a probed call nested in another costs that call beyond its programs' own runs, or
+    /// why it was not measured (the probes then count two gaps).
+    pub nested_ns: Result<u64, String>,
+}
+
+/// Measures both; the nested cost alone may fail, and says why.
+pub fn calibrate(btf: &Btf) -> Result<Dispatch, String> {
     let mut ebpf: Ebpf = EbpfLoader::new()
         .btf(Some(btf))
         .load(OBJECT)
         .map_err(|e| format!("loading the dispatch calibration: {}", describe(&e)))?;
-    let entry: &mut FEntry = program(&mut ebpf, "calibrate__entry")?;
-    entry.load(TEST_FUNCTION, btf).map_err(|e| {
-        format!(
-            "loading a fentry program on {TEST_FUNCTION}: {}",
-            describe(&e)
-        )
-    })?;
+    let enclosing = attach_pair(
+        &mut ebpf,
+        "calibrate__enclosing_entry",
+        "calibrate__enclosing_exit",
+        ENCLOSING_FUNCTION,
+        btf,
+    );
+    // Without the pair on the test function: the test run as it is, probed around.
+    let alone = match enclosing {
+        Ok(()) => {
+            test_runs(&mut ebpf, "calibrate__enclosing_exit")?;
+            Ok(take_ring(&mut ebpf, "enclosing_samples")?)
+        }
+        Err(e) => Err(e),
+    };
+    attach_pair(
+        &mut ebpf,
+        "calibrate__entry",
+        "calibrate__exit",
+        TEST_FUNCTION,
+        btf,
+    )?;
+    test_runs(&mut ebpf, "calibrate__exit")?;
+    let gap_ns = median(read_ring(&ebpf, "dispatch_samples")?)
+        .ok_or_else(|| format!("{TEST_FUNCTION} ran no call under its probes"))?;
+    let nested_ns = alone.and_then(|alone| {
+        let with_pair = median(read_ring(&ebpf, "enclosing_samples")?);
+        median(alone)
+            .zip(with_pair)
+            .map(|(alone, with_pair)| with_pair.saturating_sub(alone))
+            .ok_or_else(|| format!("{ENCLOSING_FUNCTION} ran no test under its probes"))
+    });
+    Ok(Dispatch { gap_ns, nested_ns })
+}
+
+fn attach_pair(
+    ebpf: &mut Ebpf,
+    entry_name: &str,
+    exit_name: &str,
+    function: &str,
+    btf: &Btf,
+) -> Result<(), String> {
+    let entry: &mut FEntry = program(ebpf, entry_name)?;
+    entry
+        .load(function, btf)
+        .map_err(|e| format!("loading a fentry program on {function}: {}", describe(&e)))?;
     entry
         .attach()
-        .map_err(|e| format!("attaching to {TEST_FUNCTION}: {}", describe(&e)))?;
-    let exit: &mut FExit = program(&mut ebpf, "calibrate__exit")?;
-    exit.load(TEST_FUNCTION, btf).map_err(|e| {
-        format!(
-            "loading a fexit program on {TEST_FUNCTION}: {}",
-            describe(&e)
-        )
-    })?;
+        .map_err(|e| format!("attaching to {function}: {}", describe(&e)))?;
+    let exit: &mut FExit = program(ebpf, exit_name)?;
+    exit.load(function, btf)
+        .map_err(|e| format!("loading a fexit program on {function}: {}", describe(&e)))?;
     exit.attach()
-        .map_err(|e| format!("attaching to {TEST_FUNCTION}: {}", describe(&e)))?;
+        .map_err(|e| format!("attaching to {function}: {}", describe(&e)))?;
+    Ok(())
+}
+
+/// [`RUNS`] test runs of a loaded tracing program: each calls the test functions.
+fn test_runs(ebpf: &mut Ebpf, loaded: &str) -> Result<(), String> {
+    let runner: &mut FExit = program(ebpf, loaded)?;
     for _ in 0..RUNS {
-        exit.test_run(())
-            .map_err(|e| format!("BPF_PROG_TEST_RUN of {TEST_FUNCTION}: {}", describe(&e)))?;
+        runner
+            .test_run(())
+            .map_err(|e| format!("BPF_PROG_TEST_RUN of {loaded}: {}", describe(&e)))?;
     }
-    let samples: Array<MapData, u64> = ebpf
-        .take_map("dispatch_samples")
-        .ok_or("the calibration object has no dispatch_samples map")?
-        .try_into()
-        .map_err(|e| format!("dispatch_samples: {}", describe(&e)))?;
-    let ring = samples.len() as usize - 1;
+    Ok(())
+}
+
+/// The values a ring holds.
+fn read_ring(ebpf: &Ebpf, name: &str) -> Result<Vec<u64>, String> {
+    let map = ebpf
+        .map(name)
+        .ok_or_else(|| format!("the calibration object has no {name} map"))?;
+    let samples: Array<&MapData, u64> =
+        Array::try_from(map).map_err(|e| format!("{name}: {}", describe(&e)))?;
+    let count_slot = samples.len() - 1;
     let taken = samples
-        .get(&(ring as u32), 0)
-        .map_err(|e| format!("dispatch_samples: {}", describe(&e)))? as usize;
-    let gaps: Vec<u64> = (0..taken.min(ring) as u32)
+        .get(&count_slot, 0)
+        .map_err(|e| format!("{name}: {}", describe(&e)))?;
+    (0..taken.min(u64::from(count_slot)) as u32)
         .map(|i| samples.get(&i, 0))
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("dispatch_samples: {}", describe(&e)))?;
-    median(gaps).ok_or_else(|| format!("{TEST_FUNCTION} ran {taken} times under its probes"))
+        .map_err(|e| format!("{name}: {}", describe(&e)))
+}
+
+/// The values a ring holds, emptying it.
+fn take_ring(ebpf: &mut Ebpf, name: &str) -> Result<Vec<u64>, String> {
+    let values = read_ring(ebpf, name)?;
+    let map = ebpf
+        .map_mut(name)
+        .ok_or_else(|| format!("the calibration object has no {name} map"))?;
+    let mut samples: Array<&mut MapData, u64> =
+        Array::try_from(map).map_err(|e| format!("{name}: {}", describe(&e)))?;
+    let count_slot = samples.len() - 1;
+    samples
+        .set(count_slot, 0, 0)
+        .map_err(|e| format!("{name}: {}", describe(&e)))?;
+    Ok(values)
 }
 
 fn median(mut values: Vec<u64>) -> Option<u64> {

@@ -167,8 +167,8 @@ pub struct Probes {
     stack_samples: PerCpuHashMap<MapData, iommutop_stack_key, iommutop_stack_value>,
     statuses: Vec<PointStatus>,
     stats_fd: Option<OwnedFd>,
-    /// The kernel's dispatch around a probe program, in ns, taken out of self times; why not.
-    dispatch: Result<u64, String>,
+    /// The kernel's dispatch around probe programs, taken out of self times; why not.
+    dispatch: Result<dispatch::Dispatch, String>,
     /// Whether the programs can tell an interrupt from its task's work (the preempt count).
     tells_interrupts: bool,
 }
@@ -210,10 +210,19 @@ impl Probes {
             dispatch::calibrate(&btf)
         });
         match &dispatch {
-            Ok(ns) => log::info!("probe dispatch calibrated: {ns} ns between an entry program's end and an exit program's start"),
+            Ok(d) => {
+                log::info!("probe dispatch calibrated: {} ns between an entry program's end and an exit program's start", d.gap_ns);
+                match &d.nested_ns {
+                    Ok(ns) => log::info!("nested probe dispatch calibrated: {ns} ns a nested call costs the call around it beyond its programs' runs"),
+                    Err(e) => log::info!("nested probe dispatch not calibrated, two gaps a nested call instead: {e}"),
+                }
+            }
             Err(e) => log::info!("probe dispatch not calibrated: {e}"),
         }
-        let dispatch_ns = *dispatch.as_ref().unwrap_or(&0);
+        let dispatch_ns = dispatch.as_ref().map_or(0, |d| d.gap_ns);
+        let nested_dispatch_ns = dispatch
+            .as_ref()
+            .map_or(0, |d| *d.nested_ns.as_ref().unwrap_or(&(2 * d.gap_ns)));
         let filter_tgid: u32 = tasks.and_then(|t| t.pid).unwrap_or(0);
         let filter_cgroup: u64 = tasks.and_then(|t| t.cgroup_id).unwrap_or(0);
         // Read once: under emulation each read and parse of the kernel's symbols costs seconds.
@@ -241,6 +250,7 @@ impl Probes {
             .allow_unsupported_maps()
             .override_global("iommutop_stack_interval_ns", &stack_interval, true)
             .override_global("iommutop_dispatch_ns", &dispatch_ns, true)
+            .override_global("iommutop_nested_dispatch_ns", &nested_dispatch_ns, true)
             .override_global(
                 "iommutop_task_slot_mask",
                 &task_slot_mask,
@@ -324,9 +334,16 @@ impl Probes {
             .map_err(|e| sample_error("iommutop_owners", e))
     }
 
-    /// The calibrated dispatch the probes take out of self times, in ns.
+    /// The calibrated dispatch the probes take out of a call's self time, in ns.
     pub fn dispatch_ns(&self) -> Option<u64> {
-        self.dispatch.as_ref().ok().copied()
+        self.dispatch.as_ref().ok().map(|d| d.gap_ns)
+    }
+
+    /// The calibrated cost of a probed call to the call it is nested in, beyond its programs'
+    /// runs, in ns.
+    pub fn nested_dispatch_ns(&self) -> Option<u64> {
+        let dispatch = self.dispatch.as_ref().ok()?;
+        dispatch.nested_ns.as_ref().ok().copied()
     }
 
     /// What the probes' self times could not take out, when the dispatch calibration failed.
@@ -338,11 +355,16 @@ impl Probes {
         if !timed {
             return None;
         }
-        self.dispatch.as_ref().err().map(|why| {
-            format!(
+        match &self.dispatch {
+            Err(why) => Some(format!(
                 "self times still hold the kernel's dispatch around each nested probe (not calibrated: {why})"
-            )
-        })
+            )),
+            Ok(dispatch) => dispatch.nested_ns.as_ref().err().map(|why| {
+                format!(
+                    "self times may keep part of the trampoline's work around each nested probe (counted as two gaps: {why})"
+                )
+            }),
+        }
     }
 
     /// Whether the programs find each CPU's preempt count: without it an interrupt that arrives

@@ -97,6 +97,7 @@ impl SelfOverhead {
             .fold(0u64, |sum, p| sum.saturating_add(p.run_time_ns));
         SelfOverhead {
             dispatch_ns: None,
+            nested_dispatch_ns: None,
             bpf_stats_enabled_by_iommutop,
             total_ns_per_event: (snapshot.events > 0 && total_ns > 0)
                 .then(|| total_ns as f64 / snapshot.events as f64),

@@ -215,6 +215,7 @@ pub fn full_report() -> Report {
         warnings: vec!["kprobes unavailable: CONFIG_KPROBES is off".into()],
     });
     report.self_overhead.dispatch_ns = Some(431);
+    report.self_overhead.nested_dispatch_ns = Some(903);
     report
 }
 
