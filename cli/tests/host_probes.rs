@@ -263,6 +263,44 @@ fn a_kernel_without_btf_is_an_environment_error() {
     assert_eq!(programs_left_after_exit(), 0);
 }
 
+/// The probes' sizing settings, wrong, are one-line usage errors naming the variable, before
+/// anything attaches.
+#[test]
+fn bad_probe_sizing_settings_are_one_line_usage_errors() {
+    let _bpf = require_root();
+    let cases = [
+        (
+            "IOMMUTOP_TASK_SLOTS",
+            "3",
+            "IOMMUTOP_TASK_SLOTS=3: give a power of two",
+        ),
+        (
+            "IOMMUTOP_TASK_SLOTS",
+            "2048",
+            "IOMMUTOP_TASK_SLOTS=2048: give a power of two",
+        ),
+        (
+            "IOMMUTOP_STATS_ROWS",
+            "0",
+            "IOMMUTOP_STATS_ROWS=0: give a number of rows",
+        ),
+        (
+            "IOMMUTOP_STATS_ROWS",
+            "lots",
+            "IOMMUTOP_STATS_ROWS=lots: give a number of rows",
+        ),
+    ];
+    for (variable, value, message) in cases {
+        let output = iommutop()
+            .env(variable, value)
+            .args(["record", "--", "true"])
+            .output()
+            .expect("runs");
+        assert_one_line_error(&output, 2, &[message]);
+    }
+    assert_eq!(programs_left_after_exit(), 0);
+}
+
 #[test]
 fn unknown_flags_are_usage_errors() {
     let output = iommutop()

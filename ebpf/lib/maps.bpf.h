@@ -10,13 +10,73 @@
 #include <bpf/bpf_helpers.h>
 #include "iommutop/abi.h"
 
-/* Cumulative counters and histograms per key, per CPU. */
+/*
+ * Cumulative counters and histograms per key, per CPU, in rows of a per-CPU array: a program finds
+ * its key's row with a few array loads, where a per-CPU hash keyed by the key would hash the key
+ * and compare it on every call (about 160 instructions, more than the rest of a DMA exit's work).
+ *
+ * iommutop_rows says which row is a key's: written once, when the key is first seen, and what
+ * user space reads. iommutop_row_hints, indexed by a hash of the key, holds the row of a key
+ * looked up there before; iommutop_row_keys (row -> key) confirms it, so a hint that another key
+ * overwrote sends the lookup to iommutop_rows, never to the wrong row. Rows are never given back.
+ * User space sizes iommutop_stats for the machine (capacity.rs); a key beyond it is counted as
+ * IOMMUTOP_HEALTH_DEVICE_MAP_FULL.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, IOMMUTOP_MAX_DEVICES);
-	__type(key, struct iommutop_dev_key);
+	__type(key, __u32);
 	__type(value, struct iommutop_dev_stats);
 } iommutop_stats SEC(".maps") __weak;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, IOMMUTOP_MAX_DEVICES);
+	__type(key, struct iommutop_dev_key);
+	__type(value, __u32);
+} iommutop_rows SEC(".maps") __weak;
+
+/* The key a row was taken for; a row not taken is all zero. */
+struct iommutop_row_key {
+	__u64 id;
+	__u32 kind;
+	__u32 taken;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, IOMMUTOP_MAX_DEVICES);
+	__type(key, __u32);
+	__type(value, struct iommutop_row_key);
+} iommutop_row_keys SEC(".maps") __weak;
+
+#define IOMMUTOP_ROW_HINT_BITS 8
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1 << IOMMUTOP_ROW_HINT_BITS);
+	__type(key, __u32);
+	__type(value, __u32);
+} iommutop_row_hints SEC(".maps") __weak;
+
+/* How many rows were taken (the next to take; in the hashed build, only a hint of it). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} iommutop_row_count SEC(".maps") __weak;
+
+#ifdef IOMMUTOP_TASK_STACKS_HASHED
+/* Rows taken (row -> row), for kernels without BPF atomics that return a value (before 5.12):
+ * inserting a row that is there already fails, so two CPUs never take the same one. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, IOMMUTOP_MAX_DEVICES);
+	__type(key, __u32);
+	__type(value, __u32);
+} iommutop_row_claims SEC(".maps") __weak;
+#endif
 
 /* Name of each key, written once when the key is first seen. */
 struct {
@@ -41,15 +101,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } iommutop_processes SEC(".maps") __weak;
-
-/* A zeroed value to initialise new keys (of this map and of the in-flight stacks) from: too
- * large for the BPF stack. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct iommutop_dev_stats);
-} iommutop_zero SEC(".maps") __weak;
 
 /* Counters of the probes' own trouble, indexed by enum iommutop_health. */
 struct {
@@ -87,29 +138,75 @@ static __always_inline void iommutop_health_inc(__u32 what)
 	iommutop_health_add(what, 1);
 }
 
-/* The stats of a key, created (zeroed) on first use; *created tells the caller to record a name. */
+/* Where iommutop_key_numbers passes a key's id through. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} iommutop_scratch SEC(".maps") __weak;
+
+/* A key whose id the program may compute with. The verifier refuses arithmetic on a BTF-typed
+ * pointer (an fentry or tp_btf argument: a struct device, a gendisk, a net_device), and what a
+ * program reads back from a map is a number, as a frame's key already is. */
+static __always_inline struct iommutop_dev_key
+iommutop_key_numbers(const struct iommutop_dev_key *key)
+{
+	struct iommutop_dev_key numbers = {.kind = key->kind};
+	__u32 zero = 0;
+	__u64 *scratch = bpf_map_lookup_elem(&iommutop_scratch, &zero);
+
+	if (scratch) {
+		*scratch = key->id;
+		numbers.id = *(volatile __u64 *)scratch;
+	}
+	return numbers;
+}
+
+/* Takes a row for a key seen for the first time: the key's row, or -1 when the rows (or
+ * iommutop_stats, sized for the machine) are all taken. Two CPUs that take rows for the same key at
+ * once both get the one iommutop_rows kept. A global function (ebpf/progs/track.bpf.c): the
+ * verifier checks this rare path once per program, not at every place that counts. */
+int iommutop_take_row(__u64 key_id, __u32 key_kind);
+
+/* Which bucket of iommutop_row_hints a key's row is remembered in (Fibonacci hashing). */
+static __always_inline __u32 iommutop_row_hint_of(const struct iommutop_dev_key *key)
+{
+	return (__u32)(((key->id ^ key->kind) * 0x9e3779b97f4a7c15ULL) >>
+		       (64 - IOMMUTOP_ROW_HINT_BITS));
+}
+
+/* The stats of a key, created (zeroed) on first use; *created tells the caller to record a name.
+ * The key's id must be a number: a frame's key, or one passed through iommutop_key_numbers. */
 static __always_inline struct iommutop_dev_stats *
 iommutop_stats_lookup_or_init(const struct iommutop_dev_key *key, int *created)
 {
-	struct iommutop_dev_stats *stats;
-	__u32 zero_index = 0;
-	void *zero;
-	long err;
+	__u32 hint_index = iommutop_row_hint_of(key), row, *hint, *known;
+	struct iommutop_row_key *row_key;
+	int taken;
 
 	*created = 0;
-	stats = bpf_map_lookup_elem(&iommutop_stats, key);
-	if (stats)
-		return stats;
-	zero = bpf_map_lookup_elem(&iommutop_zero, &zero_index);
-	if (!zero)
-		return NULL;
-	err = bpf_map_update_elem(&iommutop_stats, key, zero, BPF_NOEXIST);
-	if (err && err != -17 /* EEXIST: another CPU won the race */) {
-		iommutop_health_inc(IOMMUTOP_HEALTH_DEVICE_MAP_FULL);
-		return NULL;
+	hint = bpf_map_lookup_elem(&iommutop_row_hints, &hint_index);
+	if (!hint)
+		return NULL; /* never: the index is below the hints' size */
+	row = *hint;
+	row_key = bpf_map_lookup_elem(&iommutop_row_keys, &row);
+	if (row_key && row_key->taken && row_key->id == key->id && row_key->kind == key->kind)
+		return bpf_map_lookup_elem(&iommutop_stats, &row);
+	known = bpf_map_lookup_elem(&iommutop_rows, key);
+	if (known) {
+		row = *known;
+	} else {
+		taken = iommutop_take_row(key->id, key->kind);
+		if (taken < 0) {
+			iommutop_health_inc(IOMMUTOP_HEALTH_DEVICE_MAP_FULL);
+			return NULL;
+		}
+		row = (__u32)taken;
+		*created = 1;
 	}
-	*created = !err;
-	return bpf_map_lookup_elem(&iommutop_stats, key);
+	*hint = row;
+	return bpf_map_lookup_elem(&iommutop_stats, &row);
 }
 
 #endif

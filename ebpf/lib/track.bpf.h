@@ -114,6 +114,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct iommutop_inflight);
 } iommutop_inflight SEC(".maps") __weak;
+
+/* A zeroed stack to create a task's from: too large for the BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct iommutop_inflight);
+} iommutop_zero SEC(".maps") __weak;
 #else
 /*
  * Calls in flight per task: in the slot of its thread id (IOMMUTOP_TASK_SLOTS, indexed by the id
@@ -497,12 +505,13 @@ static __always_inline int iommutop_context_key(const void *ctx, struct iommutop
 static __always_inline struct iommutop_op_stats *
 iommutop_op_stats(const struct iommutop_dev_key *key, __u32 op, const void *named_object)
 {
+	struct iommutop_dev_key numbers = iommutop_key_numbers(key);
 	struct iommutop_dev_stats *stats;
 	int created;
 
 	if (op >= IOMMUTOP_OP_COUNT)
 		return NULL;
-	stats = iommutop_stats_lookup_or_init(key, &created);
+	stats = iommutop_stats_lookup_or_init(&numbers, &created);
 	if (!stats)
 		return NULL;
 	if (created)
@@ -591,6 +600,7 @@ static __always_inline int iommutop_stack_due(void)
 static __always_inline void iommutop_charge_untimed(const struct iommutop_dev_key *key, __u32 op,
 						    __u64 bytes, __u32 frame_flags)
 {
+	struct iommutop_dev_key numbers;
 	struct iommutop_dev_stats *stats;
 	int created;
 
@@ -599,7 +609,8 @@ static __always_inline void iommutop_charge_untimed(const struct iommutop_dev_ke
 	barrier_var(op);
 	if (op >= IOMMUTOP_OP_COUNT)
 		return;
-	stats = iommutop_stats_lookup_or_init(key, &created);
+	numbers = iommutop_key_numbers(key);
+	stats = iommutop_stats_lookup_or_init(&numbers, &created);
 	if (!stats)
 		return;
 	if (created)

@@ -41,4 +41,60 @@ __noinline int iommutop_abandon_from(int task_context, __u32 index)
 	return (int)(depth - index);
 }
 
+/* Up to how many rows the hashed build tries, from the count it read, to take one. */
+#define IOMMUTOP_ROW_TRIES 16
+
+/* Whether row is one of iommutop_stats' (sized for the machine by user space). */
+static __always_inline int iommutop_row_exists(__u32 row)
+{
+	return bpf_map_lookup_elem(&iommutop_stats, &row) != NULL;
+}
+
+__noinline int iommutop_take_row(__u64 key_id, __u32 key_kind)
+{
+	struct iommutop_dev_key key = {.id = key_id, .kind = key_kind};
+	struct iommutop_row_key *row_key;
+	__u32 zero = 0, row, *count, *kept;
+	long err;
+
+	count = bpf_map_lookup_elem(&iommutop_row_count, &zero);
+	/* Once every row is taken the count stays put: a key that finds no row counts as
+	 * device_map_full at each of its events, and must not push the count round to 0. */
+	if (!count || !iommutop_row_exists(*count))
+		return -1;
+#ifdef IOMMUTOP_TASK_STACKS_HASHED
+	{
+		__u32 first = *count, i;
+
+		for (i = 0; i < IOMMUTOP_ROW_TRIES; i++) {
+			row = first + i;
+			if (!iommutop_row_exists(row))
+				return -1;
+			if (!bpf_map_update_elem(&iommutop_row_claims, &row, &row, BPF_NOEXIST))
+				break;
+		}
+		if (i == IOMMUTOP_ROW_TRIES)
+			return -1;
+		*count = row + 1;
+	}
+#else
+	row = __sync_fetch_and_add(count, 1);
+	if (!iommutop_row_exists(row))
+		return -1; /* another CPU took the last row first */
+#endif
+	row_key = bpf_map_lookup_elem(&iommutop_row_keys, &row);
+	if (!row_key)
+		return -1;
+	row_key->id = key_id;
+	row_key->kind = key_kind;
+	row_key->taken = 1;
+	err = bpf_map_update_elem(&iommutop_rows, &key, &row, BPF_NOEXIST);
+	/* EEXIST: another CPU took a row for the key first; this one stays unused. */
+	if (err == -17) {
+		kept = bpf_map_lookup_elem(&iommutop_rows, &key);
+		return kept ? (int)*kept : -1;
+	}
+	return err ? -1 : (int)row;
+}
+
 char LICENSE[] SEC("license") = "GPL";

@@ -1,12 +1,12 @@
-//! How many keys the per-CPU statistics map is created with.
+//! How many keys the per-CPU statistics are created with.
 //!
 //! Each key (a device, a disk, a NIC, the deferred flush timer, unattributed work) holds every
-//! operation's counters and log-linear histogram on every CPU: about 16 KiB per key per CPU, and a
-//! preallocated per-CPU hash takes all of it at creation. The map is sized for the machine it runs
-//! on (the PCI functions with a driver, block devices and network interfaces, plus headroom for
-//! devices that appear later and for the processes whose unattributed work gets a row of its own)
-//! rather than for the largest machine. A key beyond it is not silently lost: the probes count it
-//! as `device_map_full`.
+//! operation's counters and log-linear histogram on every CPU: about 16 KiB per key per CPU, all
+//! of it taken when the per-CPU array of rows is created. The rows are sized for the machine they
+//! run on (the PCI functions with a driver, block devices and network interfaces, plus headroom
+//! for devices that appear later and for the processes whose unattributed work gets a row of its
+//! own) rather than for the largest machine. A key beyond them is not silently lost: the probes
+//! count it as `device_map_full`. `IOMMUTOP_STATS_ROWS=N` sets the number (tests set 1).
 
 use super::abi::{IOMMUTOP_MAX_DEVICES, IOMMUTOP_MAX_PROCESSES};
 use std::fs;
@@ -16,9 +16,22 @@ use std::path::Path;
 /// and a few for hot-plugged devices, the deferred timer and the shared unattributed row.
 const HEADROOM: usize = IOMMUTOP_MAX_PROCESSES as usize + 16;
 
-/// The number of keys for the statistics map on this machine.
-pub fn stats_capacity() -> u32 {
-    stats_capacity_under(Path::new("/sys")) as u32
+/// The number of rows for the statistics on this machine, or what `IOMMUTOP_STATS_ROWS` says;
+/// the error names the setting and the values it takes.
+pub fn stats_capacity() -> Result<u32, String> {
+    match std::env::var("IOMMUTOP_STATS_ROWS") {
+        Ok(value) => rows_setting(&value),
+        Err(_) => Ok(stats_capacity_under(Path::new("/sys")) as u32),
+    }
+}
+
+fn rows_setting(value: &str) -> Result<u32, String> {
+    match value.parse::<u32>() {
+        Ok(rows) if (1..=IOMMUTOP_MAX_DEVICES).contains(&rows) => Ok(rows),
+        _ => Err(format!(
+            "IOMMUTOP_STATS_ROWS={value}: give a number of rows from 1 to {IOMMUTOP_MAX_DEVICES}, or unset it"
+        )),
+    }
 }
 
 fn stats_capacity_under(sys: &Path) -> usize {
@@ -60,6 +73,23 @@ mod tests {
             touch_dir(&sys.path().join("class/net").join(name));
         }
         assert_eq!(stats_capacity_under(sys.path()), 15 + 3 + 2 + HEADROOM);
+    }
+
+    #[test]
+    fn rows_setting_takes_1_to_the_abi_maximum_and_names_itself_otherwise() {
+        assert_eq!(rows_setting("1"), Ok(1));
+        assert_eq!(
+            rows_setting(&IOMMUTOP_MAX_DEVICES.to_string()),
+            Ok(IOMMUTOP_MAX_DEVICES)
+        );
+        for bad in ["0", "257", "-1", "many", ""] {
+            let error = rows_setting(bad).expect_err(bad);
+            assert!(
+                error.starts_with(&format!("IOMMUTOP_STATS_ROWS={bad}: ")),
+                "{error}"
+            );
+            assert!(!error.contains('\n'), "one line: {error}");
+        }
     }
 
     #[test]

@@ -159,7 +159,9 @@ pub struct SampleError {
 pub struct Probes {
     /// `None` only while being dropped (detaching is timed, see [`Drop`]).
     ebpf: Option<Ebpf>,
-    stats: PerCpuHashMap<MapData, iommutop_dev_key, iommutop_dev_stats>,
+    /// Rows of per-CPU statistics; `rows` says which key each row is (ebpf/lib/maps.bpf.h).
+    stats: PerCpuArray<MapData, iommutop_dev_stats>,
+    rows: BpfHashMap<MapData, iommutop_dev_key, u32>,
     names: BpfHashMap<MapData, iommutop_dev_key, iommutop_dev_name>,
     owners: BpfHashMap<MapData, u32, iommutop_dev_key>,
     health: PerCpuArray<MapData, u64>,
@@ -242,6 +244,7 @@ impl Probes {
         let in_pcpu_hot = u32::from(preempt.is_some_and(|p| p.in_pcpu_hot));
         let task_stacks = TaskStacks::for_this_kernel();
         let task_slot_mask = task_slot_mask()?;
+        let stats_rows = stats_capacity().map_err(LoadError::BadSetting)?;
         log::info!("calls in flight per task: in {}", task_stacks.describe());
         log::debug!("relocating the BPF object and creating its maps");
         let mut ebpf = EbpfLoader::new()
@@ -256,7 +259,7 @@ impl Probes {
                 &task_slot_mask,
                 task_stacks == TaskStacks::TaskStorage,
             )
-            .map_max_entries("iommutop_stats", stats_capacity())
+            .map_max_entries("iommutop_stats", stats_rows)
             .override_global("iommutop_filter_tgid", &filter_tgid, true)
             .override_global("iommutop_filter_cgroup", &filter_cgroup, true)
             .override_global("iommutop_per_cpu_offsets", &per_cpu_offsets, true)
@@ -264,7 +267,8 @@ impl Probes {
             .override_global("iommutop_preempt_count_in_pcpu_hot", &in_pcpu_hot, true)
             .load(task_stacks.object())
             .map_err(|e| LoadError::Object(describe(&e)))?;
-        let stats = take_map(&mut ebpf, "iommutop_stats", PerCpuHashMap::try_from)?;
+        let stats = take_map(&mut ebpf, "iommutop_stats", PerCpuArray::try_from)?;
+        let rows = take_map(&mut ebpf, "iommutop_rows", BpfHashMap::try_from)?;
         let stacks = take_map(&mut ebpf, "iommutop_stacks", StackTraceMap::try_from)?;
         let stack_samples = take_map(&mut ebpf, "iommutop_stack_samples", PerCpuHashMap::try_from)?;
         let names = take_map(&mut ebpf, "iommutop_names", BpfHashMap::try_from)?;
@@ -299,6 +303,7 @@ impl Probes {
         Ok(Probes {
             ebpf: Some(ebpf),
             stats,
+            rows,
             names,
             owners,
             health,
@@ -392,11 +397,15 @@ impl Probes {
             names.insert((key.kind, key.id), name_from_kernel(&name.name));
         }
         let mut sources = Vec::new();
-        for entry in self.stats.iter() {
-            let (key, per_cpu) = entry.map_err(|e| sample_error("iommutop_stats", e))?;
+        for entry in self.rows.iter() {
+            let (key, row) = entry.map_err(|e| sample_error("iommutop_rows", e))?;
             let Some(kind) = source_kind(key.kind) else {
                 continue;
             };
+            let per_cpu = self
+                .stats
+                .get(&row, 0)
+                .map_err(|e| sample_error("iommutop_stats", e))?;
             sources.push(RawSource {
                 kind,
                 id: key.id,
@@ -601,6 +610,7 @@ pub fn verify_all_programs() -> Result<Vec<ProgramVerdict>, LoadError> {
     // read: these programs are judged, not attached).
     let (stack_interval, any_pid, any_cgroup, any_address) =
         (DEFAULT_STACK_INTERVAL_MS * 1_000_000, 1u32, 1u64, 1u64);
+    let stats_rows = stats_capacity().map_err(LoadError::BadSetting)?;
     let mut ebpf = EbpfLoader::new()
         .btf(Some(&btf))
         .allow_unsupported_maps()
@@ -609,7 +619,7 @@ pub fn verify_all_programs() -> Result<Vec<ProgramVerdict>, LoadError> {
         .override_global("iommutop_filter_cgroup", &any_cgroup, true)
         .override_global("iommutop_per_cpu_offsets", &any_address, true)
         .override_global("iommutop_preempt_count_at", &any_address, true)
-        .map_max_entries("iommutop_stats", stats_capacity())
+        .map_max_entries("iommutop_stats", stats_rows)
         .load(TaskStacks::for_this_kernel().object())
         .map_err(|e| LoadError::Object(describe(&e)))?;
     let mut verdicts = Vec::new();

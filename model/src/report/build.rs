@@ -192,7 +192,7 @@ fn health_warnings(health: &BTreeMap<String, u64>) -> Vec<String> {
         .filter(|(_, &count)| count > 0)
         .map(|(name, &count)| match name.as_str() {
             "device_map_full" => {
-                format!("{count} events of new devices were dropped: the device map was full")
+                format!("{count} events of devices that found every statistics row taken were dropped (device_map_full): IOMMUTOP_STATS_ROWS sets more rows, up to 256")
             }
             "nesting_overflow" => format!(
                 "{count} calls nested deeper than the tracker follows (8): their nested work was charged to the call below them"
