@@ -181,12 +181,18 @@ struct {
 	__type(value, struct iommutop_inflight);
 } iommutop_irq_inflight SEC(".maps") __weak;
 
-/* When each CPU last sampled a call path (the sampling rate is bounded per CPU). */
+/* When each CPU last sampled a call path (the sampling rate is bounded per CPU), and the last
+ * clock tick at which it asked. */
+struct iommutop_stack_clock {
+	__u64 sampled_ns;
+	__u64 asked_at_jiffies;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct iommutop_stack_clock);
 } iommutop_stack_clock SEC(".maps") __weak;
 
 /* arch/x86/include/asm/page_64_types.h: THREAD_SIZE without KASAN (Debian's kernels). */
@@ -579,19 +585,29 @@ const volatile __u64 iommutop_stack_interval_ns __weak = 0;
 /* An IOTLB invalidation of a whole domain: counted as "full", its size is not bytes. */
 #define IOMMUTOP_ENTER_FULL 2
 
-/* Whether this CPU may unwind a call path now (at most one per iommutop_stack_interval_ns). */
+/* Whether this CPU may unwind a call path now (at most one per iommutop_stack_interval_ns). A
+ * timestamp costs a DMA API entry about 55 instructions and the clock tick (jiffies, inlined by
+ * the JIT) three, so the clock is read only at the first call of each tick on this CPU: a CPU
+ * samples at most once a tick (an interval under one, 4 ms at Debian's HZ=250, is a tick). */
 static __always_inline int iommutop_stack_due(void)
 {
+	struct iommutop_stack_clock *clock;
+	__u64 now, tick;
 	__u32 zero = 0;
-	__u64 *last, now;
 
 	if (!iommutop_stack_interval_ns)
 		return 0;
-	now = bpf_ktime_get_ns();
-	last = bpf_map_lookup_elem(&iommutop_stack_clock, &zero);
-	if (!last || now - *last < iommutop_stack_interval_ns)
+	clock = bpf_map_lookup_elem(&iommutop_stack_clock, &zero);
+	if (!clock)
 		return 0;
-	*last = now;
+	tick = bpf_jiffies64();
+	if (tick == clock->asked_at_jiffies)
+		return 0;
+	clock->asked_at_jiffies = tick;
+	now = bpf_ktime_get_ns();
+	if (now - clock->sampled_ns < iommutop_stack_interval_ns)
+		return 0;
+	clock->sampled_ns = now;
 	return 1;
 }
 
