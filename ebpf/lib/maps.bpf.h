@@ -50,7 +50,9 @@ struct {
 	__type(value, struct iommutop_row_key);
 } iommutop_row_keys SEC(".maps") __weak;
 
-#define IOMMUTOP_ROW_HINT_BITS 8
+/* 1024 hints (4 KiB) for at most 256 rows: two busy keys share a hint, and take turns missing it,
+ * about once in a thousand pairs. */
+#define IOMMUTOP_ROW_HINT_BITS 10
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
