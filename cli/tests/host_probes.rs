@@ -263,10 +263,10 @@ fn a_kernel_without_btf_is_an_environment_error() {
     assert_eq!(programs_left_after_exit(), 0);
 }
 
-/// The probes' sizing settings, wrong, are one-line usage errors naming the variable, before
+/// The probes' settings (sizes, sampling), wrong, are one-line usage errors naming the variable, before
 /// anything attaches.
 #[test]
-fn bad_probe_sizing_settings_are_one_line_usage_errors() {
+fn bad_probe_settings_are_one_line_usage_errors() {
     let _bpf = require_root();
     let cases = [
         (
@@ -288,6 +288,11 @@ fn bad_probe_sizing_settings_are_one_line_usage_errors() {
             "IOMMUTOP_STATS_ROWS",
             "lots",
             "IOMMUTOP_STATS_ROWS=lots: give a number of rows",
+        ),
+        (
+            "IOMMUTOP_STACK_INTERVAL_MS",
+            "5ms",
+            "IOMMUTOP_STACK_INTERVAL_MS=5ms: give milliseconds",
         ),
     ];
     for (variable, value, message) in cases {

@@ -41,26 +41,41 @@ unsafe impl Pod for iommutop_stack_value {}
 /// `IOMMUTOP_STACK_INTERVAL_MS` says otherwise (0 turns sampling off).
 pub const DEFAULT_STACK_INTERVAL_MS: u64 = 20;
 
-fn stack_interval_ns() -> u64 {
-    std::env::var("IOMMUTOP_STACK_INTERVAL_MS")
+fn stack_interval_ns() -> Result<u64, LoadError> {
+    match std::env::var("IOMMUTOP_STACK_INTERVAL_MS") {
+        Ok(value) => stack_interval_setting(&value).map_err(LoadError::BadSetting),
+        Err(_) => Ok(DEFAULT_STACK_INTERVAL_MS * 1_000_000),
+    }
+}
+
+fn stack_interval_setting(value: &str) -> Result<u64, String> {
+    value
+        .parse::<u64>()
         .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_STACK_INTERVAL_MS)
-        .saturating_mul(1_000_000)
+        .and_then(|ms| ms.checked_mul(1_000_000))
+        .ok_or_else(|| {
+            format!(
+                "IOMMUTOP_STACK_INTERVAL_MS={value}: give milliseconds between call-path samples per CPU (0 turns them off), or unset it"
+            )
+        })
 }
 
 /// How many thread-id slots the probes keep calls in flight in before task storage
 /// (`IOMMUTOP_TASK_SLOTS`, a power of two up to `IOMMUTOP_TASK_SLOTS`; tests set 1, which sends
 /// every task but the slot's holder to its storage), as the mask of a thread id.
 fn task_slot_mask() -> Result<u32, LoadError> {
-    let Ok(value) = std::env::var("IOMMUTOP_TASK_SLOTS") else {
-        return Ok(IOMMUTOP_TASK_SLOTS - 1);
-    };
+    match std::env::var("IOMMUTOP_TASK_SLOTS") {
+        Ok(value) => task_slots_setting(&value).map_err(LoadError::BadSetting),
+        Err(_) => Ok(IOMMUTOP_TASK_SLOTS - 1),
+    }
+}
+
+fn task_slots_setting(value: &str) -> Result<u32, String> {
     match value.parse::<u32>() {
         Ok(slots) if slots.is_power_of_two() && slots <= IOMMUTOP_TASK_SLOTS => Ok(slots - 1),
-        _ => Err(LoadError::BadSetting(format!(
+        _ => Err(format!(
             "IOMMUTOP_TASK_SLOTS={value}: give a power of two from 1 to {IOMMUTOP_TASK_SLOTS}, or unset it"
-        ))),
+        )),
     }
 }
 
@@ -201,7 +216,7 @@ impl Probes {
     ) -> Result<Probes, LoadError> {
         log::debug!("reading the kernel's BTF");
         let btf = load_btf()?;
-        let stack_interval = stack_interval_ns();
+        let stack_interval = stack_interval_ns()?;
         // Statistics first: they add to the dispatch being calibrated, as to every probe's.
         let stats_enabled = if enable_stats {
             aya::sys::enable_stats(aya::sys::Stats::RunTime).ok()
@@ -1079,6 +1094,32 @@ mod tests {
         assert_eq!(owned_device_id("0000:00:04.0"), 0x40); // domain 0000, bus 00, device 04, function 0
         assert_eq!(owned_device_id("10de:81:1f.7"), 0x0001_0de8_11f7);
         assert!(owned_device_id("ffff:ff:ff.f") < 0xffff_8000_0000_0000);
+    }
+
+    #[test]
+    fn task_slots_take_powers_of_two_up_to_the_map_as_a_mask() {
+        assert_eq!(task_slots_setting("1"), Ok(0));
+        assert_eq!(task_slots_setting("64"), Ok(63));
+        assert_eq!(
+            task_slots_setting(&IOMMUTOP_TASK_SLOTS.to_string()),
+            Ok(IOMMUTOP_TASK_SLOTS - 1)
+        );
+        for bad in ["0", "3", "2048", "-1", "all", ""] {
+            let error = task_slots_setting(bad).expect_err(bad);
+            assert!(error.starts_with(&format!("IOMMUTOP_TASK_SLOTS={bad}: ")));
+            assert!(!error.contains('\n'), "one line: {error}");
+        }
+    }
+
+    #[test]
+    fn stack_interval_is_whole_milliseconds_in_ns() {
+        assert_eq!(stack_interval_setting("0"), Ok(0));
+        assert_eq!(stack_interval_setting("20"), Ok(20_000_000));
+        for bad in ["-1", "2.5", "20ms", "", "18446744073709551615"] {
+            let error = stack_interval_setting(bad).expect_err(bad);
+            assert!(error.starts_with(&format!("IOMMUTOP_STACK_INTERVAL_MS={bad}: ")));
+            assert!(!error.contains('\n'), "one line: {error}");
+        }
     }
 
     #[test]
