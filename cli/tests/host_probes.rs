@@ -290,6 +290,11 @@ fn bad_probe_settings_are_one_line_usage_errors() {
             "IOMMUTOP_STATS_ROWS=lots: give a number of rows",
         ),
         (
+            "IOMMUTOP_ROW_HINTS",
+            "0",
+            "IOMMUTOP_ROW_HINTS=0: give a number of hints",
+        ),
+        (
             "IOMMUTOP_STACK_INTERVAL_MS",
             "5ms",
             "IOMMUTOP_STACK_INTERVAL_MS=5ms: give milliseconds",

@@ -50,10 +50,6 @@ struct {
 	__type(value, struct iommutop_row_key);
 } iommutop_row_keys SEC(".maps") __weak;
 
-/* 1024 hints (4 KiB) for at most 256 rows: two busy keys share a hint, and take turns missing it,
- * about once in a thousand pairs. */
-#define IOMMUTOP_ROW_HINT_BITS 10
-
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1 << IOMMUTOP_ROW_HINT_BITS);
@@ -188,13 +184,15 @@ iommutop_stats_lookup_or_init(const struct iommutop_dev_key *key, int *created)
 	int taken;
 
 	*created = 0;
+	/* No hint only where user space made fewer (IOMMUTOP_ROW_HINTS: tests). */
 	hint = bpf_map_lookup_elem(&iommutop_row_hints, &hint_index);
-	if (!hint)
-		return NULL; /* never: the index is below the hints' size */
-	row = *hint;
-	row_key = bpf_map_lookup_elem(&iommutop_row_keys, &row);
-	if (row_key && row_key->taken && row_key->id == key->id && row_key->kind == key->kind)
-		return bpf_map_lookup_elem(&iommutop_stats, &row);
+	if (hint) {
+		row = *hint;
+		row_key = bpf_map_lookup_elem(&iommutop_row_keys, &row);
+		if (row_key && row_key->taken && row_key->id == key->id &&
+		    row_key->kind == key->kind)
+			return bpf_map_lookup_elem(&iommutop_stats, &row);
+	}
 	known = bpf_map_lookup_elem(&iommutop_rows, key);
 	if (known) {
 		row = *known;
@@ -207,7 +205,8 @@ iommutop_stats_lookup_or_init(const struct iommutop_dev_key *key, int *created)
 		row = (__u32)taken;
 		*created = 1;
 	}
-	*hint = row;
+	if (hint)
+		*hint = row;
 	return bpf_map_lookup_elem(&iommutop_stats, &row);
 }
 

@@ -3,7 +3,7 @@
 
 use super::abi::{
     iommutop_dev_key, iommutop_dev_name, iommutop_dev_stats, iommutop_key_kind, iommutop_stack_key,
-    iommutop_stack_value, IOMMUTOP_NAME_LEN, IOMMUTOP_TASK_SLOTS,
+    iommutop_stack_value, IOMMUTOP_NAME_LEN, IOMMUTOP_ROW_HINT_BITS, IOMMUTOP_TASK_SLOTS,
 };
 use super::capacity::stats_capacity;
 use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
@@ -75,6 +75,26 @@ fn task_slots_setting(value: &str) -> Result<u32, String> {
         Ok(slots) if slots.is_power_of_two() && slots <= IOMMUTOP_TASK_SLOTS => Ok(slots - 1),
         _ => Err(format!(
             "IOMMUTOP_TASK_SLOTS={value}: give a power of two from 1 to {IOMMUTOP_TASK_SLOTS}, or unset it"
+        )),
+    }
+}
+
+/// How many of the hints of which statistics row is a key's the probes keep
+/// (`IOMMUTOP_ROW_HINTS`, 1 to `1 << IOMMUTOP_ROW_HINT_BITS`): a key whose hint index is beyond
+/// them finds its row the slow way at every lookup, as tests make nearly every key do with 1.
+fn row_hints() -> Result<u32, LoadError> {
+    match std::env::var("IOMMUTOP_ROW_HINTS") {
+        Ok(value) => row_hints_setting(&value).map_err(LoadError::BadSetting),
+        Err(_) => Ok(1 << IOMMUTOP_ROW_HINT_BITS),
+    }
+}
+
+fn row_hints_setting(value: &str) -> Result<u32, String> {
+    let most = 1u32 << IOMMUTOP_ROW_HINT_BITS;
+    match value.parse::<u32>() {
+        Ok(hints) if (1..=most).contains(&hints) => Ok(hints),
+        _ => Err(format!(
+            "IOMMUTOP_ROW_HINTS={value}: give a number of hints from 1 to {most}, or unset it"
         )),
     }
 }
@@ -260,6 +280,7 @@ impl Probes {
         let task_stacks = TaskStacks::for_this_kernel();
         let task_slot_mask = task_slot_mask()?;
         let stats_rows = stats_capacity().map_err(LoadError::BadSetting)?;
+        let row_hints = row_hints()?;
         log::info!("calls in flight per task: in {}", task_stacks.describe());
         log::debug!("relocating the BPF object and creating its maps");
         let mut ebpf = EbpfLoader::new()
@@ -275,6 +296,7 @@ impl Probes {
                 task_stacks == TaskStacks::TaskStorage,
             )
             .map_max_entries("iommutop_stats", stats_rows)
+            .map_max_entries("iommutop_row_hints", row_hints)
             .override_global("iommutop_filter_tgid", &filter_tgid, true)
             .override_global("iommutop_filter_cgroup", &filter_cgroup, true)
             .override_global("iommutop_per_cpu_offsets", &per_cpu_offsets, true)
@@ -1107,6 +1129,18 @@ mod tests {
         for bad in ["0", "3", "2048", "-1", "all", ""] {
             let error = task_slots_setting(bad).expect_err(bad);
             assert!(error.starts_with(&format!("IOMMUTOP_TASK_SLOTS={bad}: ")));
+            assert!(!error.contains('\n'), "one line: {error}");
+        }
+    }
+
+    #[test]
+    fn row_hints_take_1_to_the_table_s_size() {
+        let most = 1u32 << IOMMUTOP_ROW_HINT_BITS;
+        assert_eq!(row_hints_setting("1"), Ok(1));
+        assert_eq!(row_hints_setting(&most.to_string()), Ok(most));
+        for bad in ["0", "1025", "-1", "lots", ""] {
+            let error = row_hints_setting(bad).expect_err(bad);
+            assert!(error.starts_with(&format!("IOMMUTOP_ROW_HINTS={bad}: ")));
             assert!(!error.contains('\n'), "one line: {error}");
         }
     }

@@ -38,6 +38,10 @@
  * same time are what sends the second to its task storage. */
 #define IOMMUTOP_TASK_SLOTS 1024
 
+/* Hints of which statistics row is a key's (ebpf/lib/maps.bpf.h): 2^IOMMUTOP_ROW_HINT_BITS of
+ * them, 4 KiB, for at most IOMMUTOP_MAX_DEVICES rows, so that two busy keys rarely share one. */
+#define IOMMUTOP_ROW_HINT_BITS 10
+
 /* What a counter measures. The order is ABI: append only. */
 enum iommutop_op {
 	IOMMUTOP_OP_DMA_MAP =
