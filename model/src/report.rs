@@ -8,7 +8,7 @@ mod build;
 mod read;
 pub mod repeats;
 
-pub use build::{ReportInputs, MAX_PROCESS_ROWS};
+pub use build::{ReportInputs, MAX_PROCESS_ROWS, MAX_STATS_ROWS};
 pub use read::{ReadReportError, ReportError};
 pub use repeats::Repeats;
 

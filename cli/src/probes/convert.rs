@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 const _: () = assert!(IOMMUTOP_HIST_SLOTS as usize == HIST_SLOTS);
 const _: () =
     assert!(super::abi::IOMMUTOP_MAX_PROCESSES == iommutop_model::report::MAX_PROCESS_ROWS);
+const _: () = assert!(super::abi::IOMMUTOP_MAX_DEVICES == iommutop_model::report::MAX_STATS_ROWS);
 const _: () = assert!(std::mem::size_of::<iommutop_dev_key>() == 16);
 const _: () =
     assert!(std::mem::size_of::<iommutop_op_stats>() == 8 * (6 + IOMMUTOP_HIST_SLOTS as usize));

@@ -186,13 +186,17 @@ fn probe_warnings(probes: &[ProbeEntry]) -> Vec<String> {
 /// row of their own (checked against the header where the bindings are generated).
 pub const MAX_PROCESS_ROWS: u32 = 64;
 
+/// `IOMMUTOP_MAX_DEVICES` in the same header: the most rows of statistics `IOMMUTOP_STATS_ROWS`
+/// may ask for (checked there too).
+pub const MAX_STATS_ROWS: u32 = 256;
+
 fn health_warnings(health: &BTreeMap<String, u64>) -> Vec<String> {
     health
         .iter()
         .filter(|(_, &count)| count > 0)
         .map(|(name, &count)| match name.as_str() {
             "device_map_full" => {
-                format!("{count} events of devices that found every statistics row taken were dropped (device_map_full): IOMMUTOP_STATS_ROWS sets more rows, up to 256")
+                format!("{count} events of devices that found every statistics row taken were dropped (device_map_full): IOMMUTOP_STATS_ROWS sets more rows, up to {MAX_STATS_ROWS}")
             }
             "nesting_overflow" => format!(
                 "{count} calls nested deeper than the tracker follows (8): their nested work was charged to the call below them"
