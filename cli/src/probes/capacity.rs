@@ -16,16 +16,14 @@ use std::path::Path;
 /// and a few for hot-plugged devices, the deferred timer and the shared unattributed row.
 const HEADROOM: usize = IOMMUTOP_MAX_PROCESSES as usize + 16;
 
-/// The number of rows for the statistics on this machine, or what `IOMMUTOP_STATS_ROWS` says;
-/// the error names the setting and the values it takes.
-pub fn stats_capacity() -> Result<u32, String> {
-    match std::env::var("IOMMUTOP_STATS_ROWS") {
-        Ok(value) => rows_setting(&value),
-        Err(_) => Ok(stats_capacity_under(Path::new("/sys")) as u32),
-    }
+/// The number of rows for the statistics on this machine.
+pub fn stats_capacity() -> u32 {
+    stats_capacity_under(Path::new("/sys")) as u32
 }
 
-fn rows_setting(value: &str) -> Result<u32, String> {
+/// `IOMMUTOP_STATS_ROWS`, which sets the number instead: the error names the setting and the
+/// values it takes.
+pub fn rows_setting(value: &str) -> Result<u32, String> {
     match value.parse::<u32>() {
         Ok(rows) if (1..=IOMMUTOP_MAX_DEVICES).contains(&rows) => Ok(rows),
         _ => Err(format!(

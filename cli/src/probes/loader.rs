@@ -5,7 +5,7 @@ use super::abi::{
     iommutop_dev_key, iommutop_dev_name, iommutop_dev_stats, iommutop_key_kind, iommutop_stack_key,
     iommutop_stack_value, IOMMUTOP_NAME_LEN, IOMMUTOP_ROW_HINT_BITS, IOMMUTOP_TASK_SLOTS,
 };
-use super::capacity::stats_capacity;
+use super::capacity::{rows_setting, stats_capacity};
 use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
 use super::dispatch;
 use super::kallsyms::{Kallsyms, KernelFunctions, PreemptCount};
@@ -41,11 +41,23 @@ unsafe impl Pod for iommutop_stack_value {}
 /// `IOMMUTOP_STACK_INTERVAL_MS` says otherwise (0 turns sampling off).
 pub const DEFAULT_STACK_INTERVAL_MS: u64 = 20;
 
+/// The environment variable `name` as `parse` reads it, `None` when it is unset; a value `parse`
+/// refuses is a usage error (its message names the variable and what it takes).
+fn setting<T>(
+    name: &str,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<Option<T>, LoadError> {
+    std::env::var(name)
+        .ok()
+        .map(|value| parse(&value).map_err(LoadError::BadSetting))
+        .transpose()
+}
+
 fn stack_interval_ns() -> Result<u64, LoadError> {
-    match std::env::var("IOMMUTOP_STACK_INTERVAL_MS") {
-        Ok(value) => stack_interval_setting(&value).map_err(LoadError::BadSetting),
-        Err(_) => Ok(DEFAULT_STACK_INTERVAL_MS * 1_000_000),
-    }
+    Ok(
+        setting("IOMMUTOP_STACK_INTERVAL_MS", stack_interval_setting)?
+            .unwrap_or(DEFAULT_STACK_INTERVAL_MS * 1_000_000),
+    )
 }
 
 fn stack_interval_setting(value: &str) -> Result<u64, String> {
@@ -64,10 +76,7 @@ fn stack_interval_setting(value: &str) -> Result<u64, String> {
 /// (`IOMMUTOP_TASK_SLOTS`, a power of two up to `IOMMUTOP_TASK_SLOTS`; tests set 1, which sends
 /// every task but the slot's holder to its storage), as the mask of a thread id.
 fn task_slot_mask() -> Result<u32, LoadError> {
-    match std::env::var("IOMMUTOP_TASK_SLOTS") {
-        Ok(value) => task_slots_setting(&value).map_err(LoadError::BadSetting),
-        Err(_) => Ok(IOMMUTOP_TASK_SLOTS - 1),
-    }
+    Ok(setting("IOMMUTOP_TASK_SLOTS", task_slots_setting)?.unwrap_or(IOMMUTOP_TASK_SLOTS - 1))
 }
 
 fn task_slots_setting(value: &str) -> Result<u32, String> {
@@ -83,10 +92,12 @@ fn task_slots_setting(value: &str) -> Result<u32, String> {
 /// (`IOMMUTOP_ROW_HINTS`, 1 to `1 << IOMMUTOP_ROW_HINT_BITS`): a key whose hint index is beyond
 /// them finds its row the slow way at every lookup, as tests make nearly every key do with 1.
 fn row_hints() -> Result<u32, LoadError> {
-    match std::env::var("IOMMUTOP_ROW_HINTS") {
-        Ok(value) => row_hints_setting(&value).map_err(LoadError::BadSetting),
-        Err(_) => Ok(1 << IOMMUTOP_ROW_HINT_BITS),
-    }
+    Ok(setting("IOMMUTOP_ROW_HINTS", row_hints_setting)?.unwrap_or(1 << IOMMUTOP_ROW_HINT_BITS))
+}
+
+/// The rows of statistics: what `IOMMUTOP_STATS_ROWS` says, else sized for this machine.
+fn stats_rows() -> Result<u32, LoadError> {
+    Ok(setting("IOMMUTOP_STATS_ROWS", rows_setting)?.unwrap_or_else(stats_capacity))
 }
 
 fn row_hints_setting(value: &str) -> Result<u32, String> {
@@ -279,7 +290,7 @@ impl Probes {
         let in_pcpu_hot = u32::from(preempt.is_some_and(|p| p.in_pcpu_hot));
         let task_stacks = TaskStacks::for_this_kernel();
         let task_slot_mask = task_slot_mask()?;
-        let stats_rows = stats_capacity().map_err(LoadError::BadSetting)?;
+        let stats_rows = stats_rows()?;
         let row_hints = row_hints()?;
         log::info!("calls in flight per task: in {}", task_stacks.describe());
         log::debug!("relocating the BPF object and creating its maps");
@@ -647,7 +658,7 @@ pub fn verify_all_programs() -> Result<Vec<ProgramVerdict>, LoadError> {
     // read: these programs are judged, not attached).
     let (stack_interval, any_pid, any_cgroup, any_address) =
         (DEFAULT_STACK_INTERVAL_MS * 1_000_000, 1u32, 1u64, 1u64);
-    let stats_rows = stats_capacity().map_err(LoadError::BadSetting)?;
+    let stats_rows = stats_rows()?;
     let mut ebpf = EbpfLoader::new()
         .btf(Some(&btf))
         .allow_unsupported_maps()
