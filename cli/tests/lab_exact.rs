@@ -489,3 +489,88 @@ fn amd_and_virtio_iommus_count_maps_and_invalidations_exactly() {
         }
     }
 }
+
+/// Issue 26's load cell: two CPUs, fio 4 KiB random reads at QD32 × 4 jobs on the NVMe and
+/// TCP_RR on both NICs at once. On main `e09d472` 5.10 (kprobes: a kprobe program is skipped when
+/// an interrupt lands in another) lost 21% of the NVMe's unmaps, and 7.3 (a stale frame of
+/// `dma_map_phys` taken for its wrapper's, every later map of the task its uncounted twin) 24% of
+/// its maps. Every count against the block layer's, fio's and the NICs' interface counters.
+fn load_cell_counts_exactly(kernel: &str) {
+    let out = boot(
+        &format!("load-{kernel}"),
+        &["--kernel", kernel, "--iommu", "intel", "--smp", "2"],
+        "load",
+    );
+    let report = read_report(&out, "load");
+    assert_nothing_untracked(&report);
+    let reads = block_reads(&out, "load");
+    assert_close(
+        &format!("{kernel}: the block layer's reads vs fio's"),
+        reads,
+        fio_reads(&out, "load", "total_ios"),
+        0.5,
+    );
+    let nvme = device(&report, NVME);
+    // iommu_map is not among them: a page-table map whose DMA call's entry program the kernel
+    // skipped is charged to `unattributed` (the issue on exact time). A call is lost only when the
+    // kernel skipped both its programs; the report names at most how many per op
+    // (`missed_calls.<op>`): a shortfall beyond 0.5% must be named there, with its size.
+    for op in ["dma_map", "dma_unmap", "completion"] {
+        let (counted, named) = (
+            count(nvme, op),
+            report["health"][format!("missed_calls.{op}")]
+                .as_u64()
+                .unwrap_or(0),
+        );
+        eprintln!("{kernel} under load: NVMe {op} {counted} of {reads} reads, {named} named as possibly missed");
+        assert!(
+            counted <= reads + reads / 200,
+            "{kernel} under load: NVMe {op} {counted} counts more than the block layer's {reads} reads"
+        );
+        assert!(
+            reads - counted.min(reads) <= (reads / 200).max(named),
+            "{kernel} under load: NVMe {op} {counted} vs the block layer's {reads} reads: short by more than 0.5% and by more than the {named} the report names"
+        );
+    }
+    for nic in NICS {
+        let row = device(&report, nic);
+        assert_close(
+            &format!("{kernel} under load: {nic} maps vs unmaps"),
+            count(row, "dma_map"),
+            count(row, "dma_unmap"),
+            0.5,
+        );
+        assert_close(
+            &format!(
+                "{kernel} under load: {nic} packets sent and received vs its interface counters"
+            ),
+            count(row, "tx_packets") + count(row, "completion"),
+            nic_packets(&out, "load", nic),
+            0.5,
+        );
+    }
+}
+
+#[test]
+fn load_cell_counts_exactly_on_5_10() {
+    if lab_skipped("load_cell_counts_exactly_on_5_10") {
+        return;
+    }
+    load_cell_counts_exactly("5.10");
+}
+
+#[test]
+fn load_cell_counts_exactly_on_6_12() {
+    if lab_skipped("load_cell_counts_exactly_on_6_12") {
+        return;
+    }
+    load_cell_counts_exactly("6.12");
+}
+
+#[test]
+fn load_cell_counts_exactly_on_7_3() {
+    if lab_skipped("load_cell_counts_exactly_on_7_3") {
+        return;
+    }
+    load_cell_counts_exactly("7.3");
+}

@@ -16,26 +16,61 @@
 /*
  * fentry/fexit programs are bound to one kernel function when loaded, so every hooked function
  * needs its own pair; kprobes are attached by name and one program serves functions of the same
- * shape. The return value is read with bpf_get_func_ret() because its position in an fexit
- * context depends on the function's arity, which differs between kernels (iommu_map gained a
- * gfp argument in 6.3).
+ * shape.
+ *
+ * An fexit program finds its function's return value after the arguments, at ctx[arity]. The
+ * arity differs between kernels (iommu_map gained a gfp argument in 6.3), so every fexit program
+ * has a knob, <program>__ret_at, that user space sets before load to the function's parameter
+ * count in the running kernel's BTF, or IOMMUTOP_RET_VOID for a function that returns nothing (no
+ * value to read: the verifier refuses the slot). The knob is a constant to the verifier, which
+ * walks only the load it selects; 0 (not known) reads the value with bpf_get_func_ret(), which
+ * kernels before 5.17 lack: there the knob is always set, and the helper's branch never walked.
  */
-static __always_inline __u64 iommutop_fexit_ret(void *ctx)
-{
-	__u64 ret = 0;
+#define IOMMUTOP_RET_VOID 0xffffffffU
+#define IOMMUTOP_RET_AT(prog) prog##__ret_at
+#define IOMMUTOP_DECLARE_RET_AT(prog) const volatile __u32 IOMMUTOP_RET_AT(prog) = 0
 
+/* One case of iommutop_fexit_ret: a load at a constant offset. The empty asm differs from case to
+ * case, so that clang cannot merge the loads into one at a computed offset (the verifier refuses
+ * a context pointer moved by a variable). */
+#define IOMMUTOP_RET_CASE(n)                                                                       \
+	case n:                                                                                    \
+		ret = args[n];                                                                     \
+		asm volatile("/* ret at " #n " */" : "+r"(ret));                                   \
+		return ret
+
+static __always_inline __u64 iommutop_fexit_ret(void *ctx, __u32 ret_at)
+{
+	__u64 *args = ctx, ret = 0;
+
+	switch (ret_at) {
+		IOMMUTOP_RET_CASE(1);
+		IOMMUTOP_RET_CASE(2);
+		IOMMUTOP_RET_CASE(3);
+		IOMMUTOP_RET_CASE(4);
+		IOMMUTOP_RET_CASE(5);
+		IOMMUTOP_RET_CASE(6);
+		IOMMUTOP_RET_CASE(7);
+		IOMMUTOP_RET_CASE(8);
+	case IOMMUTOP_RET_VOID:
+		return 0;
+	}
 	bpf_get_func_ret(ctx, &ret);
 	return ret;
 }
 
+/* The return value in an fexit program declared with IOMMUTOP_DECLARE_RET_AT(prog). */
+#define IOMMUTOP_FEXIT_RET(prog) iommutop_fexit_ret(ctx, IOMMUTOP_RET_AT(prog))
+
 /* An fexit program that closes the frame its fentry opened; `failed` may use `ret`. */
 #define IOMMUTOP_FEXIT(prog, op, failed)                                                           \
+	IOMMUTOP_DECLARE_RET_AT(prog);                                                             \
 	SEC("fexit")                                                                               \
 	int prog(void *ctx)                                                                        \
 	{                                                                                          \
-		__u64 ret = iommutop_fexit_ret(ctx);                                               \
+		__u64 ret = IOMMUTOP_FEXIT_RET(prog);                                              \
 		(void)ret;                                                                         \
-		iommutop_exit(ctx, op, (failed));                                                  \
+		iommutop_exit(ctx, IOMMUTOP_FENTRY_CALL(ctx), op, (failed));                       \
 		return 0;                                                                          \
 	}
 

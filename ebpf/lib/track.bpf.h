@@ -18,14 +18,20 @@
  * and its calls nest last-in first-out over whatever the CPU was doing. The two are told apart by
  * where the program's own context lies: on the current task's kernel stack, or not.
  *
- * Our programs can be skipped by the kernel (a trampoline program preempted on a fully preemptible
- * kernel, or interrupted, is not run again on that CPU until it finishes: the program's
- * recursion_misses). A frame whose exit was skipped is stale. In task context a call cannot be
- * nested in a call of the same operation (only a wrapper's twin is, and says so), so entering an
- * operation already on the task's stack drops the stale frame and everything above it; an exit
- * drops the frames above its own; a full stack, or one whose oldest frame is older than
- * IOMMUTOP_STALE_NS, is emptied. Every dropped frame is counted as
- * IOMMUTOP_HEALTH_ABANDONED_FRAMES, and its call is not.
+ * A frame knows its call by the call's identity, which the entry and the exit programs of one call
+ * both see: where the call sits on its context's stack (the trampoline's argument block for
+ * fentry/fexit, the stack pointer at the function's first instruction for kprobes), or, for a map
+ * of the IOVA API that spans several functions, its struct dma_iova_state. An exit closes only the
+ * frame of its own call. Stacks grow down and a call in flight lies above every call made inside
+ * it, so a frame at or below the position of a call now entering (on the same stack) belongs to a
+ * call that has returned: the kernel skipped its exit program (a trampoline program preempted or
+ * interrupted is not run again on that CPU until it finishes: the program's recursion_misses; a
+ * kprobe program while any other runs there). Such a frame, and everything above it, is dropped
+ * when the next call enters, and so is what lies above a frame an exit closes; a full stack is
+ * emptied. Every dropped frame is counted as IOMMUTOP_HEALTH_ABANDONED_FRAMES, and its call is
+ * counted, untimed. An exit that finds no frame of its call (its entry was skipped) counts the
+ * call untimed and leaves the stack alone. A frame whose start is 0 is still being written (or
+ * was given back): it is never closed nor dropped by an interrupt that lands meanwhile.
  *
  * Self time. A call's frame opens when its entry program ends and closes when its exit program
  * starts, so the call's own probes are outside the time it is charged. The programs of calls
@@ -59,8 +65,33 @@
 #define IOMMUTOP_FRAME_MASK (IOMMUTOP_MAX_NESTING - 1)
 _Static_assert((IOMMUTOP_MAX_NESTING & IOMMUTOP_FRAME_MASK) == 0, "nesting must be a power of two");
 
-/* No probed call lasts this long, preempted or not: a frame this old lost its exit. */
-#define IOMMUTOP_STALE_NS (1000ULL * 1000 * 1000)
+/* How far apart two calls on one stack can be: a kernel stack's size (x86-64's THREAD_SIZE and
+ * IRQ_STACK_SIZE without KASAN). A frame further from a call entering lies on another stack (an
+ * NMI's, say): where it lies says nothing of whether it returned. */
+#define IOMMUTOP_STACK_SPAN (16ULL * 1024)
+
+/* A call's identity: where it sits (at), and, where both its programs see its arguments, a tag
+ * made of one that changes from call to call (a DMA address, a physical address). Two calls made
+ * one after the other from the same place sit at the same position; if the kernel skipped the
+ * exit program of the first and the entry program of the second, the tag keeps the second's exit
+ * from closing the first's frame (one count for two calls, and the time between them). */
+struct iommutop_call {
+	__u64 at;
+	__u64 tag;
+};
+
+/* The identity of a call as the programs of each kind see it. A kretprobe runs after the function
+ * returned, its stack pointer one word above where the kprobe saw it (checked in the lab on 5.10
+ * and 7.3); it has no arguments, so kprobes give no tag. */
+#define IOMMUTOP_FENTRY_CALL(ctx) ((struct iommutop_call){.at = (__u64)(ctx)})
+#define IOMMUTOP_FENTRY_CALL_TAGGED(ctx, tag_value)                                                \
+	((struct iommutop_call){.at = (__u64)(ctx), .tag = (__u64)(tag_value)})
+#define IOMMUTOP_KPROBE_CALL(ctx)                                                                  \
+	((struct iommutop_call){.at = PT_REGS_SP((struct pt_regs *)(ctx))})
+#define IOMMUTOP_KRETPROBE_CALL(ctx)                                                               \
+	((struct iommutop_call){.at = PT_REGS_SP((struct pt_regs *)(ctx)) - 8})
+/* A call that spans several functions (IOMMUTOP_ENTER_SESSION), known by its session object. */
+#define IOMMUTOP_SESSION_CALL(session) ((struct iommutop_call){.at = (__u64)(session)})
 
 /* Thread ids are below 2^22 (PID_MAX_LIMIT): the stacks of idle CPUs are keyed above them. */
 #define IOMMUTOP_IDLE_CONTEXT 0x80000000U
@@ -69,6 +100,7 @@ _Static_assert((IOMMUTOP_MAX_NESTING & IOMMUTOP_FRAME_MASK) == 0, "nesting must 
 #define IOMMUTOP_FRAME_DUPLICATE 1 /* a twin called by its wrapper (IOMMUTOP_ENTER_TWIN) */
 #define IOMMUTOP_FRAME_FULL 2	   /* an IOTLB invalidation of a whole domain */
 #define IOMMUTOP_FRAME_FILTERED 4  /* left out by --pid/--cgroup, with all it nests */
+#define IOMMUTOP_FRAME_SESSION 8   /* known by a session object, not by where it sits */
 
 /* --pid: the tgid whose work is counted; --cgroup: the cgroup v2 id. 0: no filter. Set by user
  * space before load. Weak: every family sees the same knobs. */
@@ -90,6 +122,8 @@ struct pcpu_hot___iommutop {
 #define IOMMUTOP_NOT_IN_TASK (0x00f00000 | 0x000f0000 | 0x00000100)
 
 struct iommutop_frame {
+	__u64 call; /* the call's identity (see above): its position or session */
+	__u64 tag;
 	__u64 start_ns;
 	__u64 probe_ns; /* run time of probe programs nested in the call so far (self time) */
 	__u64 bytes;
@@ -584,6 +618,13 @@ const volatile __u64 iommutop_stack_interval_ns __weak = 0;
 #define IOMMUTOP_ENTER_TWIN 1
 /* An IOTLB invalidation of a whole domain: counted as "full", its size is not bytes. */
 #define IOMMUTOP_ENTER_FULL 2
+/* A call that spans several functions (a map of the IOVA API, dma_iova_try_alloc to
+ * dma_iova_sync): its identity is a session object both ends are passed, not a stack position. A
+ * new session drops an open one of the same context (its end was not seen). */
+#define IOMMUTOP_ENTER_SESSION 4
+/* The identity a session's end passes when it cannot see the session (a kretprobe has no
+ * arguments): the innermost open session of its operation. */
+#define IOMMUTOP_ANY_SESSION ((struct iommutop_call){.at = 0})
 
 /* Whether this CPU may unwind a call path now (at most one per iommutop_stack_interval_ns). A
  * timestamp costs a DMA API entry about 55 instructions and the clock tick (jiffies, inlined by
@@ -653,43 +694,77 @@ int iommutop_count_untimed(__u64 key_id, __u32 key_kind, __u32 op, __u64 bytes, 
  * are counted, untimed; the slot of the lowest is marked free (a start of 0). Returns how many. */
 int iommutop_abandon_from(int task_context, __u32 index);
 
-/* Before a call is pushed: drops what cannot still be in flight. A stack whose oldest frame is
- * older than any call lasts, or that is full; in task context, a frame of the same operation
- * (with what is above it), unless the call is a twin right on top of it. */
-static __always_inline void iommutop_drop_stale(struct iommutop_inflight *inflight, __u64 now,
-						__u32 op, __u32 flags, int task_context)
+/* Whether a frame's call has returned, seen from a call entering at position call on the same
+ * stack: the frame lies at or below it (see the top of this file). The comparisons are kept apart
+ * (a fentry's position is its context pointer, which the verifier lets a program compare with
+ * numbers, not compute with). */
+static __always_inline int iommutop_call_returned(const struct iommutop_frame *frame,
+						  struct iommutop_call call)
 {
-	__u64 start = inflight->frames[0].start_ns;
+	__u64 at = frame->call, span_end = at + IOMMUTOP_STACK_SPAN;
+
+	if (frame->start_ns == 0 || (frame->flags & IOMMUTOP_FRAME_SESSION))
+		return 0;
+	barrier_var(at);
+	barrier_var(span_end);
+	if (call.at < at)
+		return 0;
+	return call.at < span_end;
+}
+
+/* How far below its wrapper's position a twin sits at most: the wrapper's own stack frame and a
+ * trampoline's. */
+#define IOMMUTOP_TWIN_SPAN 1024ULL
+
+/* Whether a call entering at position call is made right by the call of frame, its wrapper: the
+ * frame lies just above it. A frame further up may be a call whose exit the kernel skipped, seen
+ * from a deeper path: its operation's next call is a call of its own, not a twin. */
+static __always_inline int iommutop_called_by(const struct iommutop_frame *frame,
+					      struct iommutop_call call)
+{
+	__u64 at = frame->call, reach = at - IOMMUTOP_TWIN_SPAN;
+
+	if (frame->start_ns == 0 || (frame->flags & IOMMUTOP_FRAME_SESSION))
+		return 0;
+	barrier_var(at);
+	barrier_var(reach);
+	if (call.at >= at)
+		return 0;
+	return call.at >= reach;
+}
+
+/* Before a call is pushed: drops the frames of calls that cannot still be in flight (the lowest
+ * that returned, and all above it; a session with everything above it when a new one opens), or
+ * every frame of a full stack. */
+static __always_inline void iommutop_drop_stale(struct iommutop_inflight *inflight,
+						struct iommutop_call call, __u32 flags,
+						int task_context)
+{
 	__u32 depth = inflight->depth, i;
+	struct iommutop_frame *frame;
 
 	if (depth == 0)
 		return;
-	if (depth > IOMMUTOP_MAX_NESTING)
-		depth = IOMMUTOP_MAX_NESTING;
-	/* A start of 0 is a frame still being filled (exits clear the start of the slot they
-	 * free), perhaps by the very call this interrupt landed in. */
-	if (depth == IOMMUTOP_MAX_NESTING ||
-	    (start != 0 && (__s64)(now - start) >= (__s64)IOMMUTOP_STALE_NS)) {
+	if (depth >= IOMMUTOP_MAX_NESTING) {
 		iommutop_abandon_from(task_context, 0);
 		return;
 	}
-	if (!task_context)
-		return;
 	for (i = 0; i < IOMMUTOP_MAX_NESTING; i++) {
 		if (i >= depth)
 			break;
-		if (inflight->frames[i & IOMMUTOP_FRAME_MASK].op != op)
-			continue;
-		if ((flags & IOMMUTOP_ENTER_TWIN) && i == depth - 1)
+		frame = &inflight->frames[i & IOMMUTOP_FRAME_MASK];
+		if (iommutop_call_returned(frame, call) ||
+		    ((flags & IOMMUTOP_ENTER_SESSION) && (frame->flags & IOMMUTOP_FRAME_SESSION) &&
+		     frame->start_ns != 0)) {
+			iommutop_abandon_from(task_context, i);
 			return;
-		iommutop_abandon_from(task_context, i);
-		return;
+		}
 	}
 }
 
 /* Entry of a timed call. own_key is the call's own device (DMA API), or NULL to inherit. ctx is
  * the program's context, used to sample the call path of the device's own calls. */
-static __always_inline void iommutop_enter(void *ctx, __u32 op,
+static __always_inline void iommutop_enter(void *ctx, struct iommutop_call call, __u32 op,
 					   const struct iommutop_dev_key *own_key, __u64 bytes,
 					   __u32 flags)
 {
@@ -713,7 +788,7 @@ static __always_inline void iommutop_enter(void *ctx, __u32 op,
 	 * call below is charged this program's run from here, short of the stack lookup above. */
 	if (had_calls && !now)
 		now = bpf_ktime_get_ns();
-	iommutop_drop_stale(inflight, now, op, flags, task_context);
+	iommutop_drop_stale(inflight, call, flags, task_context);
 	/* The inherited key and the filter's decision are read before the slot is taken: an
 	 * interrupt arriving in between runs to completion and leaves the stack as it found it. A
 	 * left-out frame's key is never used: no process row is made for it. */
@@ -738,15 +813,20 @@ static __always_inline void iommutop_enter(void *ctx, __u32 op,
 	if (!had_calls)
 		iommutop_stack_began(&ref);
 	frame = &inflight->frames[depth & IOMMUTOP_FRAME_MASK];
+	frame->call = call.at;
+	frame->tag = call.tag;
 	frame->key = key;
 	frame->op = op;
 	frame->bytes = bytes;
 	frame->flags = flags & IOMMUTOP_ENTER_FULL ? IOMMUTOP_FRAME_FULL : 0;
+	if (flags & IOMMUTOP_ENTER_SESSION)
+		frame->flags |= IOMMUTOP_FRAME_SESSION;
 	if (left_out)
 		frame->flags |= IOMMUTOP_FRAME_FILTERED;
 	if ((flags & IOMMUTOP_ENTER_TWIN) && depth > 0) {
 		below = &inflight->frames[(depth - 1) & IOMMUTOP_FRAME_MASK];
-		if (below->op == op && below->key.id == key.id && below->key.kind == key.kind)
+		if (below->op == op && below->key.id == key.id && below->key.kind == key.kind &&
+		    iommutop_called_by(below, call))
 			frame->flags |= IOMMUTOP_FRAME_DUPLICATE;
 	}
 	frame->stack_id = -1;
@@ -820,7 +900,8 @@ static __always_inline void iommutop_count_exit(__u32 op, int failed, __u64 byte
  * A call whose entry was not seen is counted, untimed, on own_key (the device a DMA API exit
  * knows from its arguments), else on the call it is nested in.
  */
-static __always_inline void iommutop_exit_as(void *ctx, __u32 op, int failed, __u64 bytes,
+static __always_inline void iommutop_exit_as(void *ctx, struct iommutop_call call, __u32 op,
+					     int failed, __u64 bytes,
 					     const struct iommutop_dev_key *own_key,
 					     enum iommutop_exit_mode mode)
 {
@@ -843,13 +924,22 @@ static __always_inline void iommutop_exit_as(void *ctx, __u32 op, int failed, __
 	for (i = 0; i < IOMMUTOP_MAX_NESTING; i++) {
 		if (i >= depth)
 			break;
-		if (inflight->frames[(depth - 1 - i) & IOMMUTOP_FRAME_MASK].op == op) {
+		frame = &inflight->frames[(depth - 1 - i) & IOMMUTOP_FRAME_MASK];
+		if (frame->op != op || frame->start_ns == 0)
+			continue;
+		if (call.at == 0 ? !!(frame->flags & IOMMUTOP_FRAME_SESSION)
+				 : frame->call == call.at) {
 			found = depth - i;
 			break;
 		}
 	}
 	if (!found)
 		goto unseen_entry;
+	/* The call at this position before ours, whose exit was skipped, as was our entry. */
+	if (inflight->frames[(found - 1) & IOMMUTOP_FRAME_MASK].tag != call.tag) {
+		iommutop_abandon_from(task_context, found - 1);
+		goto unseen_entry;
+	}
 	if (found < depth)
 		iommutop_abandon_from(task_context, found);
 	/* The call's frame is the top one now. The depth is read again rather than taken from the
@@ -891,20 +981,23 @@ unseen_entry:
 	}
 }
 
-static __always_inline void iommutop_exit_keyed(void *ctx, __u32 op, int failed, __u64 bytes,
+static __always_inline void iommutop_exit_keyed(void *ctx, struct iommutop_call call, __u32 op,
+						int failed, __u64 bytes,
 						const struct iommutop_dev_key *own_key)
 {
-	iommutop_exit_as(ctx, op, failed, bytes, own_key, IOMMUTOP_EXIT_COUNT);
+	iommutop_exit_as(ctx, call, op, failed, bytes, own_key, IOMMUTOP_EXIT_COUNT);
 }
 
-static __always_inline void iommutop_exit_sized(void *ctx, __u32 op, int failed, __u64 bytes)
+static __always_inline void iommutop_exit_sized(void *ctx, struct iommutop_call call, __u32 op,
+						int failed, __u64 bytes)
 {
-	iommutop_exit_keyed(ctx, op, failed, bytes, NULL);
+	iommutop_exit_keyed(ctx, call, op, failed, bytes, NULL);
 }
 
-static __always_inline void iommutop_exit(void *ctx, __u32 op, int failed)
+static __always_inline void iommutop_exit(void *ctx, struct iommutop_call call, __u32 op,
+					  int failed)
 {
-	iommutop_exit_keyed(ctx, op, failed, IOMMUTOP_KEEP_BYTES, NULL);
+	iommutop_exit_keyed(ctx, call, op, failed, IOMMUTOP_KEEP_BYTES, NULL);
 }
 
 #endif

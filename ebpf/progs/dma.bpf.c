@@ -37,19 +37,30 @@
  */
 #include "common.bpf.h"
 
-static __always_inline void dma_enter(void *ctx, __u32 op, struct device *dev, __u64 bytes)
+/* A DMA API call's identity: its position, tagged with the number argument `tag_arg` of the call
+ * that changes most from one call to the next (a physical or DMA address; for a page map, the
+ * offset; for lists, their length). A number, not a pointer: the verifier lets a program compare
+ * pointers, not compute with them. */
+#define DMA_CALL(ctx, tag_arg) IOMMUTOP_FENTRY_CALL_TAGGED(ctx, ((__u64 *)(ctx))[tag_arg])
+
+static __always_inline void dma_enter(void *ctx, struct iommutop_call call, __u32 op,
+				      struct device *dev, __u64 bytes)
 {
 	struct iommutop_dev_key key = iommutop_device_key(dev);
 
-	iommutop_enter(ctx, op, &key, bytes, 0);
+	iommutop_enter(ctx, call, op, &key, bytes, 0);
 }
 
-/* dma_map_phys/dma_unmap_phys: also called by dma_map_page_attrs/dma_unmap_page_attrs (6.18+). */
-static __always_inline void dma_enter_twin(void *ctx, __u32 op, struct device *dev, __u64 bytes)
+/* A call the same operation's wrapper may make (a scatter-gather map inside dma_map_sgtable, an
+ * allocation inside another allocator): counted once, with its wrapper. dma_map_phys and
+ * dma_unmap_phys are not such: 6.18's dma_map_page_attrs calls them, but where they exist it is
+ * not hooked (the table's `unless`). */
+static __always_inline void dma_enter_twin(void *ctx, struct iommutop_call call, __u32 op,
+					   struct device *dev, __u64 bytes)
 {
 	struct iommutop_dev_key key = iommutop_device_key(dev);
 
-	iommutop_enter(ctx, op, &key, bytes, IOMMUTOP_ENTER_TWIN);
+	iommutop_enter(ctx, call, op, &key, bytes, IOMMUTOP_ENTER_TWIN);
 }
 
 static __always_inline void dma_count(void *ctx, __u32 op, struct device *dev, __u64 bytes,
@@ -100,21 +111,24 @@ static __always_inline __u64 sgtable_bytes(struct sg_table *sgt)
 }
 
 /* Scatter-gather and allocation entries may nest in a twin on the same device: counted once. */
-static __always_inline void dma_enter_sg(void *ctx, __u32 op, struct device *dev, __u64 bytes)
+static __always_inline void dma_enter_sg(void *ctx, struct iommutop_call call, __u32 op,
+					 struct device *dev, __u64 bytes)
 {
-	dma_enter_twin(ctx, op, dev, bytes);
+	dma_enter_twin(ctx, call, op, dev, bytes);
 }
 
 /* An fexit of a DMA API call: the device it was made for, from the arguments, takes the call if
  * its entry was not seen. */
-#define DMA_FEXIT(prog, op, failed)                                                                \
+#define DMA_FEXIT(prog, op, failed, tag_arg)                                                       \
+	IOMMUTOP_DECLARE_RET_AT(prog);                                                             \
 	SEC("fexit")                                                                               \
 	int BPF_PROG(prog, struct device *dev)                                                     \
 	{                                                                                          \
-		__u64 ret = iommutop_fexit_ret(ctx);                                               \
+		__u64 ret = IOMMUTOP_FEXIT_RET(prog);                                              \
 		struct iommutop_dev_key key = iommutop_device_key(dev);                            \
 		(void)ret;                                                                         \
-		iommutop_exit_keyed(ctx, op, (failed), IOMMUTOP_KEEP_BYTES, &key);                 \
+		iommutop_exit_keyed(ctx, DMA_CALL(ctx, tag_arg), op, (failed),                     \
+				    IOMMUTOP_KEEP_BYTES, &key);                                    \
 		return 0;                                                                          \
 	}
 
@@ -123,127 +137,138 @@ SEC("fentry")
 int BPF_PROG(dma__map_page__fentry, struct device *dev, struct page *page, size_t offset,
 	     size_t size)
 {
-	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
+	dma_enter(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_MAP, dev, size);
 	return 0;
 }
-DMA_FEXIT(dma__map_page__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR)
+DMA_FEXIT(dma__map_page__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR, 2)
 
 SEC("fentry")
 int BPF_PROG(dma__map_phys__fentry, struct device *dev, phys_addr_t phys, size_t size)
 {
-	dma_enter_twin(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
+	dma_enter(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_MAP, dev, size);
 	return 0;
 }
-DMA_FEXIT(dma__map_phys__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR)
+DMA_FEXIT(dma__map_phys__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR, 1)
 
 SEC("fentry")
 int BPF_PROG(dma__unmap_page__fentry, struct device *dev, dma_addr_t addr, size_t size)
 {
-	dma_enter(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, size);
+	dma_enter(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_UNMAP, dev, size);
 	return 0;
 }
-DMA_FEXIT(dma__unmap_page__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
+DMA_FEXIT(dma__unmap_page__fexit, IOMMUTOP_OP_DMA_UNMAP, 0, 1)
 
 SEC("fentry")
 int BPF_PROG(dma__unmap_phys__fentry, struct device *dev, dma_addr_t addr, size_t size)
 {
-	dma_enter_twin(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, size);
+	dma_enter(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_UNMAP, dev, size);
 	return 0;
 }
-DMA_FEXIT(dma__unmap_phys__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
+DMA_FEXIT(dma__unmap_phys__fexit, IOMMUTOP_OP_DMA_UNMAP, 0, 1)
 
 SEC("fentry")
 int BPF_PROG(dma__map_sg__fentry, struct device *dev, struct scatterlist *sg, int nents)
 {
-	dma_enter_sg(ctx, IOMMUTOP_OP_DMA_MAP, dev, sg_bytes(sg, nents));
+	dma_enter_sg(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_MAP, dev, sg_bytes(sg, nents));
 	return 0;
 }
-DMA_FEXIT(dma__map_sg__fexit, IOMMUTOP_OP_DMA_MAP, (unsigned int)ret == 0)
+DMA_FEXIT(dma__map_sg__fexit, IOMMUTOP_OP_DMA_MAP, (unsigned int)ret == 0, 2)
 
 SEC("fentry")
 int BPF_PROG(dma__map_sgtable__fentry, struct device *dev, struct sg_table *sgt)
 {
-	dma_enter_sg(ctx, IOMMUTOP_OP_DMA_MAP, dev, sgtable_bytes(sgt));
+	dma_enter_sg(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_MAP, dev, sgtable_bytes(sgt));
 	return 0;
 }
-DMA_FEXIT(dma__map_sgtable__fexit, IOMMUTOP_OP_DMA_MAP, (int)ret != 0)
+DMA_FEXIT(dma__map_sgtable__fexit, IOMMUTOP_OP_DMA_MAP, (int)ret != 0, 2)
 
 SEC("fentry")
 int BPF_PROG(dma__unmap_sg__fentry, struct device *dev, struct scatterlist *sg, int nents)
 {
-	dma_enter_sg(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, sg_bytes(sg, nents));
+	dma_enter_sg(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_UNMAP, dev, sg_bytes(sg, nents));
 	return 0;
 }
-DMA_FEXIT(dma__unmap_sg__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
+DMA_FEXIT(dma__unmap_sg__fexit, IOMMUTOP_OP_DMA_UNMAP, 0, 2)
 
 SEC("fentry")
 int BPF_PROG(dma__map_resource__fentry, struct device *dev, phys_addr_t phys, size_t size)
 {
-	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
+	dma_enter(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_MAP, dev, size);
 	return 0;
 }
-DMA_FEXIT(dma__map_resource__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR)
+DMA_FEXIT(dma__map_resource__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR, 1)
 
 SEC("fentry")
 int BPF_PROG(dma__unmap_resource__fentry, struct device *dev, dma_addr_t addr, size_t size)
 {
-	dma_enter(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, size);
+	dma_enter(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_UNMAP, dev, size);
 	return 0;
 }
-DMA_FEXIT(dma__unmap_resource__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
+DMA_FEXIT(dma__unmap_resource__fexit, IOMMUTOP_OP_DMA_UNMAP, 0, 1)
 
 SEC("fentry")
 int BPF_PROG(dma__iova_try_alloc__fentry, struct device *dev, void *state, phys_addr_t phys,
 	     size_t size)
 {
-	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
+	struct iommutop_dev_key key = iommutop_device_key(dev);
+
+	/* The map is known by its state until dma_iova_sync returns. */
+	iommutop_enter(ctx, IOMMUTOP_SESSION_CALL(state), IOMMUTOP_OP_DMA_MAP, &key, size,
+		       IOMMUTOP_ENTER_SESSION);
 	return 0;
 }
 
-/* bool: only the low byte of the return register is defined. */
-static __always_inline void dma_iova_try_alloc_exit(void *ctx, struct device *dev, __u8 allocated)
+/* bool: only the low byte of the return register is defined. A kretprobe has no arguments: it
+ * passes IOMMUTOP_ANY_SESSION and no device, and the innermost open session is the one declined. */
+static __always_inline void dma_iova_try_alloc_exit(void *ctx, struct iommutop_call state,
+						    struct device *dev, __u8 allocated)
 {
 	struct iommutop_dev_key key = iommutop_device_key(dev);
 
 	if (!allocated)
-		iommutop_exit_as(ctx, IOMMUTOP_OP_DMA_MAP, 0, 0, &key, IOMMUTOP_EXIT_DISCARD);
+		iommutop_exit_as(ctx, state, IOMMUTOP_OP_DMA_MAP, 0, 0, dev ? &key : NULL,
+				 IOMMUTOP_EXIT_DISCARD);
 }
 
+IOMMUTOP_DECLARE_RET_AT(dma__iova_try_alloc__fexit);
 SEC("fexit")
-int BPF_PROG(dma__iova_try_alloc__fexit, struct device *dev)
+int BPF_PROG(dma__iova_try_alloc__fexit, struct device *dev, void *state)
 {
-	dma_iova_try_alloc_exit(ctx, dev, (__u8)iommutop_fexit_ret(ctx));
+	dma_iova_try_alloc_exit(ctx, IOMMUTOP_SESSION_CALL(state), dev,
+				(__u8)IOMMUTOP_FEXIT_RET(dma__iova_try_alloc__fexit));
 	return 0;
 }
 
 /* The map's bytes are what the sync makes visible (all that was linked). */
+IOMMUTOP_DECLARE_RET_AT(dma__iova_sync__fexit);
 SEC("fexit")
 int BPF_PROG(dma__iova_sync__fexit, struct device *dev, void *state, size_t offset, size_t size)
 {
 	struct iommutop_dev_key key = iommutop_device_key(dev);
+	int err = (int)IOMMUTOP_FEXIT_RET(dma__iova_sync__fexit);
 
-	iommutop_exit_as(ctx, IOMMUTOP_OP_DMA_MAP, (int)iommutop_fexit_ret(ctx) != 0, size, &key,
-			 IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED);
+	iommutop_exit_as(ctx, IOMMUTOP_SESSION_CALL(state), IOMMUTOP_OP_DMA_MAP, err != 0, size,
+			 &key, IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED);
 	return 0;
 }
 
 SEC("fentry")
 int BPF_PROG(dma__iova_destroy__fentry, struct device *dev, void *state, size_t mapped_len)
 {
-	dma_enter(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, mapped_len);
+	dma_enter(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_UNMAP, dev, mapped_len);
 	return 0;
 }
-DMA_FEXIT(dma__iova_destroy__fexit, IOMMUTOP_OP_DMA_UNMAP, 0)
+DMA_FEXIT(dma__iova_destroy__fexit, IOMMUTOP_OP_DMA_UNMAP, 0, 2)
 
 /* Coherent allocations: every allocator and every release starts (struct device *, size_t). */
 #define DMA_ALLOC_PAIR(prefix, op, failed)                                                         \
 	SEC("fentry")                                                                              \
 	int BPF_PROG(prefix##__fentry, struct device *dev, size_t size)                            \
 	{                                                                                          \
-		dma_enter_sg(ctx, op, dev, size);                                                  \
+		dma_enter_sg(ctx, DMA_CALL(ctx, 1), op, dev, size);                                \
 		return 0;                                                                          \
 	}                                                                                          \
-	DMA_FEXIT(prefix##__fexit, op, failed)
+	DMA_FEXIT(prefix##__fexit, op, failed, 1)
 
 DMA_ALLOC_PAIR(dma__alloc_attrs, IOMMUTOP_OP_DMA_ALLOC, ret == 0)
 DMA_ALLOC_PAIR(dma__alloc_pages, IOMMUTOP_OP_DMA_ALLOC, ret == 0)
@@ -257,84 +282,86 @@ SEC("kprobe")
 int BPF_KPROBE(dma__map_page__kprobe, struct device *dev, struct page *page, size_t offset,
 	       size_t size)
 {
-	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
+	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, dev, size);
 	return 0;
 }
 
 SEC("kprobe")
 int BPF_KPROBE(dma__map_phys__kprobe, struct device *dev, phys_addr_t phys, size_t size)
 {
-	dma_enter_twin(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
+	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, dev, size);
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(dma__map__kretprobe, dma_addr_t addr)
 {
-	iommutop_exit(ctx, IOMMUTOP_OP_DMA_MAP, addr == IOMMUTOP_DMA_MAPPING_ERROR);
+	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP,
+		      addr == IOMMUTOP_DMA_MAPPING_ERROR);
 	return 0;
 }
 
 SEC("kprobe")
 int BPF_KPROBE(dma__unmap__kprobe, struct device *dev, dma_addr_t addr, size_t size)
 {
-	dma_enter(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, size);
+	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_UNMAP, dev, size);
 	return 0;
 }
 
 SEC("kprobe")
 int BPF_KPROBE(dma__unmap_phys__kprobe, struct device *dev, dma_addr_t addr, size_t size)
 {
-	dma_enter_twin(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, size);
+	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_UNMAP, dev, size);
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(dma__unmap__kretprobe)
 {
-	iommutop_exit(ctx, IOMMUTOP_OP_DMA_UNMAP, 0);
+	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_DMA_UNMAP, 0);
 	return 0;
 }
 
 SEC("kprobe")
 int BPF_KPROBE(dma__map_sg__kprobe, struct device *dev, struct scatterlist *sg, int nents)
 {
-	dma_enter_sg(ctx, IOMMUTOP_OP_DMA_MAP, dev, sg_bytes(sg, nents));
+	dma_enter_sg(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, dev, sg_bytes(sg, nents));
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(dma__map_sg__kretprobe, unsigned int mapped)
 {
-	iommutop_exit(ctx, IOMMUTOP_OP_DMA_MAP, mapped == 0);
+	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, mapped == 0);
 	return 0;
 }
 
 SEC("kprobe")
 int BPF_KPROBE(dma__map_sgtable__kprobe, struct device *dev, struct sg_table *sgt)
 {
-	dma_enter_sg(ctx, IOMMUTOP_OP_DMA_MAP, dev, sgtable_bytes(sgt));
+	dma_enter_sg(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, dev, sgtable_bytes(sgt));
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(dma__map_sgtable__kretprobe, int err)
 {
-	iommutop_exit(ctx, IOMMUTOP_OP_DMA_MAP, err != 0);
+	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, err != 0);
 	return 0;
 }
 
 SEC("kprobe")
 int BPF_KPROBE(dma__unmap_sg__kprobe, struct device *dev, struct scatterlist *sg, int nents)
 {
-	dma_enter_sg(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, sg_bytes(sg, nents));
+	dma_enter_sg(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_UNMAP, dev,
+		     sg_bytes(sg, nents));
 	return 0;
 }
 
 SEC("kprobe")
 int BPF_KPROBE(dma__map_resource__kprobe, struct device *dev, phys_addr_t phys, size_t size)
 {
-	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
+	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, dev, size);
 	return 0;
 }
 
@@ -342,58 +369,60 @@ SEC("kprobe")
 int BPF_KPROBE(dma__iova_try_alloc__kprobe, struct device *dev, void *state, phys_addr_t phys,
 	       size_t size)
 {
-	dma_enter(ctx, IOMMUTOP_OP_DMA_MAP, dev, size);
+	struct iommutop_dev_key key = iommutop_device_key(dev);
+
+	iommutop_enter(ctx, IOMMUTOP_SESSION_CALL(state), IOMMUTOP_OP_DMA_MAP, &key, size,
+		       IOMMUTOP_ENTER_SESSION);
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(dma__iova_try_alloc__kretprobe, unsigned long allocated)
 {
-	if (!(__u8)allocated)
-		iommutop_exit_as(ctx, IOMMUTOP_OP_DMA_MAP, 0, 0, NULL, IOMMUTOP_EXIT_DISCARD);
+	dma_iova_try_alloc_exit(ctx, IOMMUTOP_ANY_SESSION, NULL, (__u8)allocated);
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(dma__iova_sync__kretprobe, int err)
 {
-	iommutop_exit_as(ctx, IOMMUTOP_OP_DMA_MAP, err != 0, IOMMUTOP_KEEP_BYTES, NULL,
-			 IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED);
+	iommutop_exit_as(ctx, IOMMUTOP_ANY_SESSION, IOMMUTOP_OP_DMA_MAP, err != 0,
+			 IOMMUTOP_KEEP_BYTES, NULL, IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED);
 	return 0;
 }
 
 SEC("kprobe")
 int BPF_KPROBE(dma__iova_destroy__kprobe, struct device *dev, void *state, size_t mapped_len)
 {
-	dma_enter(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, mapped_len);
+	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_UNMAP, dev, mapped_len);
 	return 0;
 }
 
 SEC("kprobe")
 int BPF_KPROBE(dma__alloc__kprobe, struct device *dev, size_t size)
 {
-	dma_enter_sg(ctx, IOMMUTOP_OP_DMA_ALLOC, dev, size);
+	dma_enter_sg(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_ALLOC, dev, size);
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(dma__alloc__kretprobe, void *allocated)
 {
-	iommutop_exit(ctx, IOMMUTOP_OP_DMA_ALLOC, allocated == NULL);
+	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_DMA_ALLOC, allocated == NULL);
 	return 0;
 }
 
 SEC("kprobe")
 int BPF_KPROBE(dma__free__kprobe, struct device *dev, size_t size)
 {
-	dma_enter_sg(ctx, IOMMUTOP_OP_DMA_FREE, dev, size);
+	dma_enter_sg(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_FREE, dev, size);
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(dma__free__kretprobe)
 {
-	iommutop_exit(ctx, IOMMUTOP_OP_DMA_FREE, 0);
+	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_DMA_FREE, 0);
 	return 0;
 }
 

@@ -19,9 +19,9 @@
  */
 #include "common.bpf.h"
 
-static __always_inline void iommu_enter(void *ctx, __u32 op, __u64 bytes)
+static __always_inline void iommu_enter(void *ctx, struct iommutop_call call, __u32 op, __u64 bytes)
 {
-	iommutop_enter(ctx, op, NULL, bytes, 0);
+	iommutop_enter(ctx, call, op, NULL, bytes, 0);
 }
 
 static __always_inline void iommu_count(void *ctx, __u32 op, __u64 bytes)
@@ -36,7 +36,7 @@ static __always_inline void iommu_count(void *ctx, __u32 op, __u64 bytes)
 SEC("fentry")
 int BPF_PROG(iommu__map__fentry, void *domain, unsigned long iova, phys_addr_t paddr, size_t size)
 {
-	iommu_enter(ctx, IOMMUTOP_OP_IOMMU_MAP, size);
+	iommu_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, size);
 	return 0;
 }
 IOMMUTOP_FEXIT(iommu__map__fexit, IOMMUTOP_OP_IOMMU_MAP, ret != 0)
@@ -45,7 +45,7 @@ SEC("fentry")
 int BPF_PROG(iommu__map_atomic__fentry, void *domain, unsigned long iova, phys_addr_t paddr,
 	     size_t size)
 {
-	iommu_enter(ctx, IOMMUTOP_OP_IOMMU_MAP, size);
+	iommu_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, size);
 	return 0;
 }
 IOMMUTOP_FEXIT(iommu__map_atomic__fexit, IOMMUTOP_OP_IOMMU_MAP, ret != 0)
@@ -54,7 +54,8 @@ SEC("fentry")
 int BPF_PROG(iommu__map_nosync__fentry, void *domain, unsigned long iova, phys_addr_t paddr,
 	     size_t size)
 {
-	iommutop_enter(ctx, IOMMUTOP_OP_IOMMU_MAP, NULL, size, IOMMUTOP_ENTER_TWIN);
+	iommutop_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, NULL, size,
+		       IOMMUTOP_ENTER_TWIN);
 	return 0;
 }
 IOMMUTOP_FEXIT(iommu__map_nosync__fexit, IOMMUTOP_OP_IOMMU_MAP, ret != 0)
@@ -62,7 +63,7 @@ IOMMUTOP_FEXIT(iommu__map_nosync__fexit, IOMMUTOP_OP_IOMMU_MAP, ret != 0)
 SEC("fentry")
 int BPF_PROG(iommu__unmap__fentry, void *domain, unsigned long iova, size_t size)
 {
-	iommu_enter(ctx, IOMMUTOP_OP_IOMMU_UNMAP, size);
+	iommu_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, size);
 	return 0;
 }
 IOMMUTOP_FEXIT(iommu__unmap__fexit, IOMMUTOP_OP_IOMMU_UNMAP, ret == 0)
@@ -70,15 +71,15 @@ IOMMUTOP_FEXIT(iommu__unmap__fexit, IOMMUTOP_OP_IOMMU_UNMAP, ret == 0)
 SEC("fentry")
 int BPF_PROG(iommu__unmap_fast__fentry, void *domain, unsigned long iova, size_t size)
 {
-	iommu_enter(ctx, IOMMUTOP_OP_IOMMU_UNMAP, size);
+	iommu_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, size);
 	return 0;
 }
 IOMMUTOP_FEXIT(iommu__unmap_fast__fexit, IOMMUTOP_OP_IOMMU_UNMAP, ret == 0)
 
 /* Returns the bytes mapped, or a negative errno. */
-static __always_inline void iommu_map_sg_exit(void *ctx, __s64 mapped)
+static __always_inline void iommu_map_sg_exit(void *ctx, struct iommutop_call call, __s64 mapped)
 {
-	iommutop_exit_sized(ctx, IOMMUTOP_OP_IOMMU_MAP, mapped <= 0,
+	iommutop_exit_sized(ctx, call, IOMMUTOP_OP_IOMMU_MAP, mapped <= 0,
 			    mapped > 0 ? (__u64)mapped : 0);
 }
 
@@ -87,13 +88,16 @@ static __always_inline void iommu_map_sg_exit(void *ctx, __s64 mapped)
 	SEC("fentry")                                                                              \
 	int BPF_PROG(prefix##__fentry)                                                             \
 	{                                                                                          \
-		iommutop_enter(ctx, IOMMUTOP_OP_IOMMU_MAP, NULL, 0, IOMMUTOP_ENTER_TWIN);          \
+		iommutop_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, NULL, 0,     \
+			       IOMMUTOP_ENTER_TWIN);                                               \
 		return 0;                                                                          \
 	}                                                                                          \
+	IOMMUTOP_DECLARE_RET_AT(prefix##__fexit);                                                  \
 	SEC("fexit")                                                                               \
 	int prefix##__fexit(void *ctx)                                                             \
 	{                                                                                          \
-		iommu_map_sg_exit(ctx, (__s64)iommutop_fexit_ret(ctx));                            \
+		iommu_map_sg_exit(ctx, IOMMUTOP_FENTRY_CALL(ctx),                                  \
+				  (__s64)IOMMUTOP_FEXIT_RET(prefix##__fexit));                     \
 		return 0;                                                                          \
 	}
 
@@ -103,21 +107,22 @@ IOMMU_MAP_SG_PAIR(iommu__map_sg_atomic)
 SEC("kprobe")
 int BPF_KPROBE(iommu__map_sg__kprobe)
 {
-	iommutop_enter(ctx, IOMMUTOP_OP_IOMMU_MAP, NULL, 0, IOMMUTOP_ENTER_TWIN);
+	iommutop_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, NULL, 0,
+		       IOMMUTOP_ENTER_TWIN);
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(iommu__map_sg__kretprobe, long mapped)
 {
-	iommu_map_sg_exit(ctx, mapped);
+	iommu_map_sg_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), mapped);
 	return 0;
 }
 
 SEC("kprobe")
 int BPF_KPROBE(iommu__map__kprobe, void *domain, unsigned long iova, phys_addr_t paddr, size_t size)
 {
-	iommu_enter(ctx, IOMMUTOP_OP_IOMMU_MAP, size);
+	iommu_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, size);
 	return 0;
 }
 
@@ -125,28 +130,29 @@ SEC("kprobe")
 int BPF_KPROBE(iommu__map_nosync__kprobe, void *domain, unsigned long iova, phys_addr_t paddr,
 	       size_t size)
 {
-	iommutop_enter(ctx, IOMMUTOP_OP_IOMMU_MAP, NULL, size, IOMMUTOP_ENTER_TWIN);
+	iommutop_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, NULL, size,
+		       IOMMUTOP_ENTER_TWIN);
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(iommu__map__kretprobe, int err)
 {
-	iommutop_exit(ctx, IOMMUTOP_OP_IOMMU_MAP, err != 0);
+	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, err != 0);
 	return 0;
 }
 
 SEC("kprobe")
 int BPF_KPROBE(iommu__unmap__kprobe, void *domain, unsigned long iova, size_t size)
 {
-	iommu_enter(ctx, IOMMUTOP_OP_IOMMU_UNMAP, size);
+	iommu_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, size);
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(iommu__unmap__kretprobe, size_t unmapped)
 {
-	iommutop_exit(ctx, IOMMUTOP_OP_IOMMU_UNMAP, unmapped == 0);
+	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, unmapped == 0);
 	return 0;
 }
 
@@ -160,16 +166,37 @@ int BPF_KRETPROBE(iommu__unmap__kretprobe, size_t unmapped)
  *                                    unsigned long last_pfn)   (returns pages to free, not errors)
  * VT-d pages are 4 KiB. The loader attaches them only on kernels that have intel_map_page. There,
  * iommu_map and iommu_unmap (VFIO) reach them through intel_iommu_map/unmap: twins, counted once.
- * kprobes only: those kernels have no bpf_get_func_ret for an fexit.
  */
 #define VTD_PAGE_SHIFT 12
+
+SEC("fentry")
+int BPF_PROG(iommu__intel_domain_mapping__fentry, void *domain, unsigned long iov_pfn, void *sg,
+	     unsigned long phys_pfn, unsigned long nr_pages)
+{
+	iommutop_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, NULL,
+		       nr_pages << VTD_PAGE_SHIFT, IOMMUTOP_ENTER_TWIN);
+	return 0;
+}
+IOMMUTOP_FEXIT(iommu__intel_domain_mapping__fexit, IOMMUTOP_OP_IOMMU_MAP, (int)ret != 0)
+
+SEC("fentry")
+int BPF_PROG(iommu__intel_domain_unmap__fentry, void *domain, unsigned long start_pfn,
+	     unsigned long last_pfn)
+{
+	__u64 pages = last_pfn >= start_pfn ? last_pfn - start_pfn + 1 : 0;
+
+	iommutop_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, NULL,
+		       pages << VTD_PAGE_SHIFT, IOMMUTOP_ENTER_TWIN);
+	return 0;
+}
+IOMMUTOP_FEXIT(iommu__intel_domain_unmap__fexit, IOMMUTOP_OP_IOMMU_UNMAP, 0)
 
 SEC("kprobe")
 int BPF_KPROBE(iommu__intel_domain_mapping__kprobe, void *domain, unsigned long iov_pfn, void *sg,
 	       unsigned long phys_pfn, unsigned long nr_pages)
 {
-	iommutop_enter(ctx, IOMMUTOP_OP_IOMMU_MAP, NULL, nr_pages << VTD_PAGE_SHIFT,
-		       IOMMUTOP_ENTER_TWIN);
+	iommutop_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, NULL,
+		       nr_pages << VTD_PAGE_SHIFT, IOMMUTOP_ENTER_TWIN);
 	return 0;
 }
 
@@ -179,15 +206,15 @@ int BPF_KPROBE(iommu__intel_domain_unmap__kprobe, void *domain, unsigned long st
 {
 	__u64 pages = last_pfn >= start_pfn ? last_pfn - start_pfn + 1 : 0;
 
-	iommutop_enter(ctx, IOMMUTOP_OP_IOMMU_UNMAP, NULL, pages << VTD_PAGE_SHIFT,
-		       IOMMUTOP_ENTER_TWIN);
+	iommutop_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, NULL,
+		       pages << VTD_PAGE_SHIFT, IOMMUTOP_ENTER_TWIN);
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(iommu__intel_domain_unmap__kretprobe)
 {
-	iommutop_exit(ctx, IOMMUTOP_OP_IOMMU_UNMAP, 0);
+	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, 0);
 	return 0;
 }
 

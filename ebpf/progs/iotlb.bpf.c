@@ -20,14 +20,14 @@
  */
 #include "common.bpf.h"
 
-static __always_inline void iotlb_enter(void *ctx, __u32 op, __u64 bytes)
+static __always_inline void iotlb_enter(void *ctx, struct iommutop_call call, __u32 op, __u64 bytes)
 {
-	iommutop_enter(ctx, op, NULL, bytes, 0);
+	iommutop_enter(ctx, call, op, NULL, bytes, 0);
 }
 
 /* An invalidation nested right inside another one of the same device (a vendor's iotlb_sync
  * calling its flush function, a full flush submitting queued commands) is counted once. */
-static __always_inline void flush_enter(void *ctx, __u64 bytes)
+static __always_inline void flush_enter(void *ctx, struct iommutop_call call, __u64 bytes)
 {
 	/* A range no IOMMU address width reaches (AMD passes 2^63 - 4 KiB): the whole domain. */
 	const __u64 full_range = 1ULL << 57;
@@ -37,12 +37,12 @@ static __always_inline void flush_enter(void *ctx, __u64 bytes)
 		flags |= IOMMUTOP_ENTER_FULL;
 		bytes = 0;
 	}
-	iommutop_enter(ctx, IOMMUTOP_OP_IOTLB_FLUSH, NULL, bytes, flags);
+	iommutop_enter(ctx, call, IOMMUTOP_OP_IOTLB_FLUSH, NULL, bytes, flags);
 }
 
-static __always_inline void full_flush_enter(void *ctx)
+static __always_inline void full_flush_enter(void *ctx, struct iommutop_call call)
 {
-	iommutop_enter(ctx, IOMMUTOP_OP_IOTLB_FLUSH, NULL, 0,
+	iommutop_enter(ctx, call, IOMMUTOP_OP_IOTLB_FLUSH, NULL, 0,
 		       IOMMUTOP_ENTER_TWIN | IOMMUTOP_ENTER_FULL);
 }
 
@@ -65,11 +65,11 @@ static __always_inline __u64 gather_bytes_btf(struct iommu_iotlb_gather *gather)
 	return range_bytes(gather->start, gather->end);
 }
 
-static __always_inline void deferred_enter(void *ctx)
+static __always_inline void deferred_enter(void *ctx, struct iommutop_call call)
 {
 	struct iommutop_dev_key key = {.id = 0, .kind = IOMMUTOP_KEY_DEFERRED};
 
-	iommutop_enter(ctx, IOMMUTOP_OP_FQ_FLUSH, &key, 0, 0);
+	iommutop_enter(ctx, call, IOMMUTOP_OP_FQ_FLUSH, &key, 0, 0);
 }
 
 /* fentry programs are bound to one function: one sync-after-map pair per vendor driver, all of
@@ -79,7 +79,7 @@ static __always_inline void deferred_enter(void *ctx)
 	SEC("fentry")                                                                              \
 	int BPF_PROG(prefix##__fentry, void *domain, unsigned long iova, size_t size)              \
 	{                                                                                          \
-		iotlb_enter(ctx, IOMMUTOP_OP_IOTLB_SYNC, size);                                    \
+		iotlb_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOTLB_SYNC, size);         \
 		return 0;                                                                          \
 	}                                                                                          \
 	IOMMUTOP_FEXIT(prefix##__fexit, IOMMUTOP_OP_IOTLB_SYNC, 0)
@@ -91,7 +91,7 @@ IOTLB_SYNC_MAP_PAIR(iotlb__virtio_sync_map)
 SEC("fentry")
 int BPF_PROG(iotlb__qi_submit__fentry)
 {
-	flush_enter(ctx, 0);
+	flush_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), 0);
 	return 0;
 }
 IOMMUTOP_FEXIT(iotlb__qi_submit__fexit, IOMMUTOP_OP_IOTLB_FLUSH, (int)ret != 0)
@@ -99,7 +99,7 @@ IOMMUTOP_FEXIT(iotlb__qi_submit__fexit, IOMMUTOP_OP_IOTLB_FLUSH, (int)ret != 0)
 SEC("fentry")
 int BPF_PROG(iotlb__flush_pages__fentry, void *domain, __u64 address, size_t size)
 {
-	flush_enter(ctx, size);
+	flush_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), size);
 	return 0;
 }
 IOMMUTOP_FEXIT(iotlb__flush_pages__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
@@ -110,7 +110,7 @@ IOMMUTOP_FEXIT(iotlb__flush_pages__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
 SEC("fentry")
 int BPF_PROG(iotlb__amd_iotlb_sync__fentry, void *domain, struct iommu_iotlb_gather *gather)
 {
-	flush_enter(ctx, gather_bytes_btf(gather));
+	flush_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), gather_bytes_btf(gather));
 	return 0;
 }
 IOMMUTOP_FEXIT(iotlb__amd_iotlb_sync__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
@@ -118,7 +118,7 @@ IOMMUTOP_FEXIT(iotlb__amd_iotlb_sync__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
 SEC("fentry")
 int BPF_PROG(iotlb__virtio_iotlb_sync__fentry, void *domain, struct iommu_iotlb_gather *gather)
 {
-	flush_enter(ctx, gather_bytes_btf(gather));
+	flush_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), gather_bytes_btf(gather));
 	return 0;
 }
 IOMMUTOP_FEXIT(iotlb__virtio_iotlb_sync__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
@@ -126,7 +126,7 @@ IOMMUTOP_FEXIT(iotlb__virtio_iotlb_sync__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
 SEC("kprobe")
 int BPF_KPROBE(iotlb__gather_sync__kprobe, void *domain, struct iommu_iotlb_gather *gather)
 {
-	flush_enter(ctx, gather_bytes(gather));
+	flush_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), gather_bytes(gather));
 	return 0;
 }
 
@@ -135,7 +135,7 @@ int BPF_KPROBE(iotlb__gather_sync__kprobe, void *domain, struct iommu_iotlb_gath
 	SEC("fentry")                                                                              \
 	int BPF_PROG(prefix##__fentry)                                                             \
 	{                                                                                          \
-		full_flush_enter(ctx);                                                             \
+		full_flush_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx));                                  \
 		return 0;                                                                          \
 	}                                                                                          \
 	IOMMUTOP_FEXIT(prefix##__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
@@ -147,14 +147,14 @@ IOTLB_FLUSH_ALL_PAIR(iotlb__virtio_flush_all)
 SEC("kprobe")
 int BPF_KPROBE(iotlb__flush_all__kprobe)
 {
-	full_flush_enter(ctx);
+	full_flush_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx));
 	return 0;
 }
 
 SEC("fentry")
 int BPF_PROG(iotlb__fq_timeout__fentry)
 {
-	deferred_enter(ctx);
+	deferred_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx));
 	return 0;
 }
 IOMMUTOP_FEXIT(iotlb__fq_timeout__fexit, IOMMUTOP_OP_FQ_FLUSH, 0)
@@ -162,56 +162,56 @@ IOMMUTOP_FEXIT(iotlb__fq_timeout__fexit, IOMMUTOP_OP_FQ_FLUSH, 0)
 SEC("kprobe")
 int BPF_KPROBE(iotlb__sync_map__kprobe, void *domain, unsigned long iova, size_t size)
 {
-	iotlb_enter(ctx, IOMMUTOP_OP_IOTLB_SYNC, size);
+	iotlb_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_IOTLB_SYNC, size);
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(iotlb__sync_map__kretprobe)
 {
-	iommutop_exit(ctx, IOMMUTOP_OP_IOTLB_SYNC, 0);
+	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_IOTLB_SYNC, 0);
 	return 0;
 }
 
 SEC("kprobe")
 int BPF_KPROBE(iotlb__qi_submit__kprobe)
 {
-	flush_enter(ctx, 0);
+	flush_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), 0);
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(iotlb__qi_submit__kretprobe, int err)
 {
-	iommutop_exit(ctx, IOMMUTOP_OP_IOTLB_FLUSH, err != 0);
+	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_IOTLB_FLUSH, err != 0);
 	return 0;
 }
 
 SEC("kprobe")
 int BPF_KPROBE(iotlb__flush_pages__kprobe, void *domain, __u64 address, size_t size)
 {
-	flush_enter(ctx, size);
+	flush_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), size);
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(iotlb__flush_pages__kretprobe)
 {
-	iommutop_exit(ctx, IOMMUTOP_OP_IOTLB_FLUSH, 0);
+	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_IOTLB_FLUSH, 0);
 	return 0;
 }
 
 SEC("kprobe")
 int BPF_KPROBE(iotlb__fq_timeout__kprobe)
 {
-	deferred_enter(ctx);
+	deferred_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx));
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(iotlb__fq_timeout__kretprobe)
 {
-	iommutop_exit(ctx, IOMMUTOP_OP_FQ_FLUSH, 0);
+	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_FQ_FLUSH, 0);
 	return 0;
 }
 

@@ -27,7 +27,8 @@ static __always_inline __u64 iova_bytes_btf(const struct iova_domain *iovad, uns
 SEC("fentry")
 int BPF_PROG(iova__alloc_fast__fentry, struct iova_domain *iovad, unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_ALLOC, NULL, iova_bytes_btf(iovad, size), 0);
+	iommutop_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOVA_ALLOC, NULL,
+		       iova_bytes_btf(iovad, size), 0);
 	return 0;
 }
 IOMMUTOP_FEXIT(iova__alloc_fast__fexit, IOMMUTOP_OP_IOVA_ALLOC, ret == 0)
@@ -36,7 +37,8 @@ SEC("fentry")
 int BPF_PROG(iova__free_fast__fentry, struct iova_domain *iovad, unsigned long pfn,
 	     unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_FREE, NULL, iova_bytes_btf(iovad, size), 0);
+	iommutop_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOVA_FREE, NULL,
+		       iova_bytes_btf(iovad, size), 0);
 	return 0;
 }
 IOMMUTOP_FEXIT(iova__free_fast__fexit, IOMMUTOP_OP_IOVA_FREE, 0)
@@ -44,7 +46,8 @@ IOMMUTOP_FEXIT(iova__free_fast__fexit, IOMMUTOP_OP_IOVA_FREE, 0)
 SEC("fentry")
 int BPF_PROG(iova__alloc_slow__fentry, struct iova_domain *iovad, unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_ALLOC_SLOW, NULL, iova_bytes_btf(iovad, size), 0);
+	iommutop_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOVA_ALLOC_SLOW, NULL,
+		       iova_bytes_btf(iovad, size), 0);
 	return 0;
 }
 IOMMUTOP_FEXIT(iova__alloc_slow__fexit, IOMMUTOP_OP_IOVA_ALLOC_SLOW, ret == 0)
@@ -52,14 +55,15 @@ IOMMUTOP_FEXIT(iova__alloc_slow__fexit, IOMMUTOP_OP_IOVA_ALLOC_SLOW, ret == 0)
 SEC("kprobe")
 int BPF_KPROBE(iova__alloc_fast__kprobe, struct iova_domain *iovad, unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_ALLOC, NULL, iova_bytes(iovad, size), 0);
+	iommutop_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_IOVA_ALLOC, NULL,
+		       iova_bytes(iovad, size), 0);
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(iova__alloc_fast__kretprobe, unsigned long pfn)
 {
-	iommutop_exit(ctx, IOMMUTOP_OP_IOVA_ALLOC, pfn == 0);
+	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_IOVA_ALLOC, pfn == 0);
 	return 0;
 }
 
@@ -67,28 +71,30 @@ SEC("kprobe")
 int BPF_KPROBE(iova__free_fast__kprobe, struct iova_domain *iovad, unsigned long pfn,
 	       unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_FREE, NULL, iova_bytes(iovad, size), 0);
+	iommutop_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_IOVA_FREE, NULL,
+		       iova_bytes(iovad, size), 0);
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(iova__free_fast__kretprobe)
 {
-	iommutop_exit(ctx, IOMMUTOP_OP_IOVA_FREE, 0);
+	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_IOVA_FREE, 0);
 	return 0;
 }
 
 SEC("kprobe")
 int BPF_KPROBE(iova__alloc_slow__kprobe, struct iova_domain *iovad, unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_OP_IOVA_ALLOC_SLOW, NULL, iova_bytes(iovad, size), 0);
+	iommutop_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_IOVA_ALLOC_SLOW, NULL,
+		       iova_bytes(iovad, size), 0);
 	return 0;
 }
 
 SEC("kretprobe")
 int BPF_KRETPROBE(iova__alloc_slow__kretprobe, void *iova)
 {
-	iommutop_exit(ctx, IOMMUTOP_OP_IOVA_ALLOC_SLOW, iova == NULL);
+	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_IOVA_ALLOC_SLOW, iova == NULL);
 	return 0;
 }
 

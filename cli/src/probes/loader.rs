@@ -5,6 +5,7 @@ use super::abi::{
     iommutop_dev_key, iommutop_dev_name, iommutop_dev_stats, iommutop_key_kind, iommutop_stack_key,
     iommutop_stack_value, IOMMUTOP_NAME_LEN, IOMMUTOP_ROW_HINT_BITS, IOMMUTOP_TASK_SLOTS,
 };
+use super::arity::function_arities;
 use super::capacity::{rows_setting, stats_capacity};
 use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
 use super::dispatch;
@@ -294,7 +295,12 @@ impl Probes {
         let row_hints = row_hints()?;
         log::info!("calls in flight per task: in {}", task_stacks.describe());
         log::debug!("relocating the BPF object and creating its maps");
-        let mut ebpf = EbpfLoader::new()
+        let return_slots = fexit_return_slots();
+        let mut loader = EbpfLoader::new();
+        for (knob, slot) in &return_slots {
+            loader.override_global(knob, slot, true);
+        }
+        let mut ebpf = loader
             .btf(Some(&btf))
             // aya creates task storage maps, but names their type unsupported.
             .allow_unsupported_maps()
@@ -470,7 +476,14 @@ impl Probes {
                 .map_err(|e| sample_error("iommutop_health", e))?;
             health.insert((*name).to_string(), per_cpu.iter().sum());
         }
-        health.insert(RECURSION_MISSES.to_string(), self.recursion_misses());
+        let misses = self.misses_by_program();
+        health.insert(
+            RECURSION_MISSES.to_string(),
+            misses.values().fold(0u64, |sum, n| sum.saturating_add(*n)),
+        );
+        for (op, calls) in possibly_missed_calls(&misses) {
+            health.insert(format!("{MISSED_CALLS_PREFIX}{op}"), calls);
+        }
         Ok(RawSample {
             monotonic_ns,
             sources,
@@ -531,20 +544,20 @@ impl Probes {
         Ok(samples)
     }
 
-    /// Runs of our programs that the kernel skipped because the same program was already running
-    /// on that CPU (an interrupt probed while its program ran): each is an entry or exit never
-    /// seen. The kernel counts them per program (5.12+) and shows them in the program's fdinfo.
-    fn recursion_misses(&self) -> u64 {
+    /// Runs of each of our programs that the kernel skipped because the same program was already
+    /// running on that CPU (preempted, or interrupted by what it probes): each is an entry, an
+    /// exit or an event never seen. The kernel counts them per program (5.12+; kprobes' from 6.7)
+    /// and shows them in the program's fdinfo.
+    fn misses_by_program(&self) -> BTreeMap<String, u64> {
         self.ebpf()
             .programs()
-            .filter_map(|(_, program)| program.fd().ok())
-            .filter_map(|fd| {
+            .filter_map(|(name, program)| {
                 use std::os::fd::{AsFd, AsRawFd};
-                let raw = fd.as_fd().as_raw_fd();
+                let raw = program.fd().ok()?.as_fd().as_raw_fd();
                 let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{raw}")).ok()?;
-                fdinfo_field(&info, "recursion_misses")
+                Some((name.to_string(), fdinfo_field(&info, "recursion_misses")?))
             })
-            .fold(0u64, u64::saturating_add)
+            .collect()
     }
 
     fn program_stats(&self) -> BTreeMap<String, (u64, u64)> {
@@ -576,6 +589,44 @@ impl Drop for Probes {
             timed("every program", "detached", || drop(ebpf));
         }
     }
+}
+
+/// The health counters of calls the probes may not have seen at all, per op:
+/// `missed_calls.<op>`.
+pub const MISSED_CALLS_PREFIX: &str = "missed_calls.";
+
+/// Per op, how many calls (or events) the probes may have missed entirely, from the runs the
+/// kernel skipped (`misses`, per program). A timed call is counted by whichever of its two
+/// programs ran, so it is lost only when both were skipped: at most the smaller of its entry's and
+/// its exit's misses, per hooked function (kprobe programs serve several functions: per point).
+/// A function hooked at its exit alone, and every count-only program, loses what it skipped.
+fn possibly_missed_calls(misses: &BTreeMap<String, u64>) -> BTreeMap<&'static str, u64> {
+    let of = |name: &str| misses.get(name).copied().unwrap_or(0);
+    let mut missed = BTreeMap::new();
+    for point in POINTS {
+        let mut calls = 0u64;
+        let (mut kprobe_entries, mut kprobe_exits) = (BTreeMap::new(), BTreeMap::new());
+        for hook in point.functions {
+            if let Some(programs) = hook.fentry {
+                calls += match programs.entry {
+                    Some(entry) => of(entry).min(of(programs.exit)),
+                    None => of(programs.exit),
+                };
+            }
+            if let Some(entry) = hook.kprobe.entry {
+                kprobe_entries.insert(entry, of(entry));
+            }
+            kprobe_exits.insert(hook.kprobe.exit, of(hook.kprobe.exit));
+        }
+        let (entries, exits): (u64, u64) =
+            (kprobe_entries.values().sum(), kprobe_exits.values().sum());
+        calls += entries.min(exits);
+        calls += point.tracepoints.iter().map(|t| of(t.program)).sum::<u64>();
+        if calls > 0 {
+            *missed.entry(point.op.name()).or_insert(0) += calls;
+        }
+    }
+    missed
 }
 
 /// A numeric `name:\tvalue` line of a /proc fdinfo file.
@@ -659,7 +710,12 @@ pub fn verify_all_programs() -> Result<Vec<ProgramVerdict>, LoadError> {
     let (stack_interval, any_pid, any_cgroup, any_address) =
         (DEFAULT_STACK_INTERVAL_MS * 1_000_000, 1u32, 1u64, 1u64);
     let stats_rows = stats_rows()?;
-    let mut ebpf = EbpfLoader::new()
+    let return_slots = fexit_return_slots();
+    let mut loader = EbpfLoader::new();
+    for (knob, slot) in &return_slots {
+        loader.override_global(knob, slot, true);
+    }
+    let mut ebpf = loader
         .btf(Some(&btf))
         .allow_unsupported_maps()
         .override_global("iommutop_stack_interval_ns", &stack_interval, true)
@@ -736,6 +792,45 @@ pub fn verify_all_programs() -> Result<Vec<ProgramVerdict>, LoadError> {
 /// else kprobe: a function in a module has no vmlinux BTF for fentry but takes a kprobe), and the
 /// tracepoints only when no function could be hooked (they see the same calls: both would count
 /// them twice). The point's tier is the costliest its hooks got.
+/// Where each fexit program finds its function's return value in this kernel: the knob
+/// `<program>__ret_at` (ebpf/lib/common.bpf.h) and the function's parameter count in the kernel's
+/// BTF. Empty when the BTF cannot be read as such: the programs then call bpf_get_func_ret (5.17+).
+fn fexit_return_slots() -> Vec<(String, u32)> {
+    /// IOMMUTOP_RET_VOID in ebpf/lib/common.bpf.h: the function returns nothing.
+    const RET_VOID: u32 = u32::MAX;
+    let hooks: Vec<(&str, &str)> = POINTS
+        .iter()
+        .flat_map(|point| point.functions)
+        .filter_map(|hook| hook.fentry.map(|programs| (hook.symbol, programs.exit)))
+        .collect();
+    let wanted = hooks.iter().map(|(symbol, _)| *symbol).collect();
+    let path = kernel_btf_path();
+    let arities = match std::fs::read(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|btf| function_arities(&btf, &wanted).map_err(|e| e.to_string()))
+    {
+        Ok(arities) => arities,
+        Err(e) => {
+            log::info!("{path}: {e}: fexit programs read return values with bpf_get_func_ret");
+            return Vec::new();
+        }
+    };
+    let slots: BTreeMap<String, u32> = hooks
+        .into_iter()
+        .filter_map(|(symbol, exit)| {
+            let arity = arities.get(symbol)?;
+            let slot = if arity.returns_value {
+                arity.params
+            } else {
+                RET_VOID
+            };
+            Some((format!("{exit}__ret_at"), slot))
+        })
+        .collect();
+    log::debug!("fexit return values at: {slots:?}");
+    slots.into_iter().collect()
+}
+
 fn attach_point(
     ebpf: &mut Ebpf,
     btf: &Btf,
@@ -1165,6 +1260,29 @@ mod tests {
             assert!(error.starts_with(&format!("IOMMUTOP_STACK_INTERVAL_MS={bad}: ")));
             assert!(!error.contains('\n'), "one line: {error}");
         }
+    }
+
+    #[test]
+    fn a_call_is_missed_only_when_both_its_programs_were_skipped() {
+        let misses = BTreeMap::from([
+            ("dma__map_phys__fentry".to_string(), 160),
+            ("dma__map_phys__fexit".to_string(), 166),
+            ("dma__unmap_phys__fentry".to_string(), 4),
+            ("dma__unmap_phys__fexit".to_string(), 0),
+            ("completion__block_rq__tp".to_string(), 7),
+        ]);
+        let missed = possibly_missed_calls(&misses);
+        assert_eq!(missed.get("dma_map"), Some(&160));
+        assert_eq!(
+            missed.get("dma_unmap"),
+            None,
+            "an exit seen counts the call"
+        );
+        assert_eq!(
+            missed.get("completion"),
+            Some(&7),
+            "a count-only run skipped is an event lost"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Probe points, their attach tiers, and the BPF loader.
 
 mod abi;
+mod arity;
 mod capacity;
 mod convert;
 mod dispatch;

@@ -126,18 +126,19 @@ const fn exit_function(
     }
 }
 
-/// A function of one kernel era's own code path, hooked by kprobe only where `era_marker`
-/// exists (see [`FunctionHook::only_with`]).
+/// A function of one kernel era's own code path, hooked only where `era_marker` exists (see
+/// [`FunctionHook::only_with`]).
 const fn era_function(
     symbol: &'static str,
     kernels: &'static str,
     era_marker: &'static str,
+    fentry: (&'static str, &'static str),
     kprobe: (&'static str, &'static str),
 ) -> FunctionHook {
     FunctionHook {
         symbol,
         kernels,
-        fentry: None,
+        fentry: Some(Programs::pair(fentry)),
         kprobe: Programs::pair(kprobe),
         only_with: Some(era_marker),
         unless: None,
@@ -306,6 +307,10 @@ pub const POINTS: &[Point] = &[
                 "<=5.10 (VT-d's own DMA ops)",
                 "intel_map_page",
                 (
+                    "iommu__intel_domain_mapping__fentry",
+                    "iommu__intel_domain_mapping__fexit",
+                ),
+                (
                     "iommu__intel_domain_mapping__kprobe",
                     "iommu__map__kretprobe",
                 ),
@@ -335,6 +340,10 @@ pub const POINTS: &[Point] = &[
                 "domain_unmap",
                 "<=5.10 (VT-d's own DMA ops)",
                 "intel_map_page",
+                (
+                    "iommu__intel_domain_unmap__fentry",
+                    "iommu__intel_domain_unmap__fexit",
+                ),
                 (
                     "iommu__intel_domain_unmap__kprobe",
                     "iommu__intel_domain_unmap__kretprobe",

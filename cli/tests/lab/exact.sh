@@ -7,6 +7,9 @@
 #                                      the same with one thread-id slot for every task
 #                                      (IOMMUTOP_TASK_SLOTS=1): all but its holder keep their calls
 #                                      in flight in task storage
+#   exact.sh IOMMUTOP OUT load         the load cell (issue 26): fio 4 KiB random reads at QD32 x 4
+#                                      jobs (libaio, direct) on the NVMe and TCP_RR between the
+#                                      NICs at once, one recording
 #   exact.sh IOMMUTOP OUT rr           TCP_RR alone
 #   exact.sh IOMMUTOP OUT multiseg     the fio-read-128k-qd128 profile; fio random reads of 4k-256k
 #   exact.sh IOMMUTOP OUT dd           2000 direct 4 KiB reads by dd; then the same with only the
@@ -58,6 +61,9 @@ case $mode in
 concurrent | concurrent-one-slot)
 	[ "$mode" = concurrent ] || export IOMMUTOP_TASK_SLOTS=1
 	record concurrent "netperf_rr concurrent 6 & fio_reads concurrent 6 --rw=randread --bs=4k --iodepth=16 --numjobs=2; wait"
+	;;
+load)
+	record load "netperf_rr load 6 & fio_reads load 6 --rw=randread --bs=4k --iodepth=32 --numjobs=4; wait"
 	;;
 rr)
 	record rr "netperf_rr rr 6"

@@ -124,6 +124,13 @@ fn health_line(report: &Report) -> Option<String> {
     let untracked = ["nesting_overflow", "task_map_full", "device_map_full"]
         .iter()
         .filter_map(|name| report.health.get(*name))
+        .chain(
+            report
+                .health
+                .iter()
+                .filter(|(name, _)| name.starts_with("missed_calls."))
+                .map(|(_, n)| n),
+        )
         .fold(0u64, |sum, &n| sum.saturating_add(n));
     if seen_at_one_end == 0 && untracked == 0 {
         return None;

@@ -217,6 +217,10 @@ fn health_warnings(health: &BTreeMap<String, u64>) -> Vec<String> {
                 "{count} IOMMU calls outside the DMA API by processes beyond the first {} went to the shared `unattributed` row, not to a row of their process",
                 MAX_PROCESS_ROWS
             ),
+            missed if missed.starts_with("missed_calls.") => format!(
+                "up to {count} {} calls may be missing from the counts: the kernel skipped both programs of a call (or a count-only program's run) that often",
+                &missed["missed_calls.".len()..]
+            ),
             "stack_lost" => format!(
                 "{count} sampled call paths could not be recorded (stack map full or unwinding failed)"
             ),
