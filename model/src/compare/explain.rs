@@ -379,16 +379,7 @@ fn count_findings(c: &Comparison) -> Vec<Finding> {
     let devices: Vec<&DeviceChange> = c
         .devices
         .iter()
-        .filter(|d| d.transition == Transition::Both)
-        .filter(|d| {
-            let (Some(a), Some(b)) = (&d.a, &d.b) else {
-                return false;
-            };
-            super::count_changed(a.dma_maps, b.dma_maps)
-                || super::count_changed(a.iommu_maps, b.iommu_maps)
-                || super::count_changed(a.iotlb_syncs, b.iotlb_syncs)
-                || super::count_changed(a.iotlb_flushes, b.iotlb_flushes)
-        })
+        .filter(|d| d.transition == Transition::Both && d.counts_changed)
         .collect();
     let devices = by_key(devices);
     if devices.is_empty() {

@@ -114,6 +114,8 @@ pub struct DeviceChange {
     pub share_of_gap: Option<f64>,
     /// Time in DMA map and unmap per unit, A vs B, judged against its interval noise.
     pub dma_time: Option<Significance>,
+    /// A count per unit differs by more than the runs' probes may have missed of it.
+    pub counts_changed: bool,
 }
 
 /// A workload number in A and B.
@@ -486,11 +488,17 @@ fn device_changes(
                     .and_then(|(ta, tb)| noise::judge_device((a, &da.key), (b, &db.key), ta, tb)),
                 _ => None,
             };
+            let counts_changed = per_unit
+                && counts_changed(
+                    wa.as_ref(),
+                    wb.as_ref(),
+                    &CountSlack::of(a, b, da.or(db).map(|d| d.completions), units),
+                );
             let changed = transition == Transition::OnlyA
                 || transition == Transition::OnlyB
                 || wa.as_ref().map(|w| &w.domain_type) != wb.as_ref().map(|w| &w.domain_type)
                 || dma_time.is_some_and(|s| s.beyond_noise)
-                || (per_unit && counts_changed(wa.as_ref(), wb.as_ref()));
+                || counts_changed;
             DeviceChange {
                 changed,
                 key: row.key.clone(),
@@ -502,6 +510,7 @@ fn device_changes(
                 gap_ns: in_b - in_a,
                 share_of_gap: None,
                 dma_time,
+                counts_changed,
             }
         })
         .collect();
@@ -539,15 +548,61 @@ pub fn count_changed(a: Option<f64>, b: Option<f64>) -> bool {
     }
 }
 
-/// Whether any count per unit (maps, page-table maps, syncs, invalidations) differs.
-fn counts_changed(a: Option<&DeviceWork>, b: Option<&DeviceWork>) -> bool {
+/// How much of each count per unit the two runs may have missed together: the calls their
+/// probes may not have seen at all (`missed_calls.<op>` in each report's health, the kernel
+/// having skipped both programs of a call), per unit of work. A difference no larger than this
+/// may be the probes', not the kernel's, and makes no finding.
+struct CountSlack {
+    dma_maps: f64,
+    iommu_maps: f64,
+    iotlb_syncs: f64,
+    iotlb_flushes: f64,
+}
+
+impl CountSlack {
+    fn of(
+        a: &Report,
+        b: &Report,
+        completions: Option<u64>,
+        units: &(WorkUnits, WorkUnits),
+    ) -> CountSlack {
+        let per_unit = |report: &Report, units: &WorkUnits, op: Op| -> f64 {
+            let missed = report
+                .health
+                .get(&format!("missed_calls.{}", op.name()))
+                .copied()
+                .unwrap_or(0) as f64;
+            let count = units
+                .count
+                .filter(|c| *c > 0.0)
+                .or_else(|| completions.filter(|c| *c > 0).map(|c| c as f64));
+            count.map_or(0.0, |c| missed / c)
+        };
+        let both = |op: Op| per_unit(a, &units.0, op) + per_unit(b, &units.1, op);
+        CountSlack {
+            dma_maps: both(Op::DmaMap),
+            iommu_maps: both(Op::IommuMap),
+            iotlb_syncs: both(Op::IotlbSync),
+            iotlb_flushes: both(Op::IotlbFlush),
+        }
+    }
+}
+
+/// Whether a count per unit differs between the runs by more than they may have missed of it.
+fn count_changed_beyond(a: Option<f64>, b: Option<f64>, slack: f64) -> bool {
+    count_changed(a, b) && a.zip(b).is_some_and(|(a, b)| (b - a).abs() > slack)
+}
+
+/// Whether any count per unit (maps, page-table maps, syncs, invalidations) differs by more than
+/// the runs' probes may have missed of it.
+fn counts_changed(a: Option<&DeviceWork>, b: Option<&DeviceWork>, slack: &CountSlack) -> bool {
     let (Some(a), Some(b)) = (a, b) else {
         return false;
     };
-    count_changed(a.dma_maps, b.dma_maps)
-        || count_changed(a.iommu_maps, b.iommu_maps)
-        || count_changed(a.iotlb_syncs, b.iotlb_syncs)
-        || count_changed(a.iotlb_flushes, b.iotlb_flushes)
+    count_changed_beyond(a.dma_maps, b.dma_maps, slack.dma_maps)
+        || count_changed_beyond(a.iommu_maps, b.iommu_maps, slack.iommu_maps)
+        || count_changed_beyond(a.iotlb_syncs, b.iotlb_syncs, slack.iotlb_syncs)
+        || count_changed_beyond(a.iotlb_flushes, b.iotlb_flushes, slack.iotlb_flushes)
 }
 
 /// A network device: its row folded in a netdev's completions, or its driver is a NIC's.
