@@ -136,28 +136,17 @@ static __always_inline void iommutop_health_inc(__u32 what)
 	iommutop_health_add(what, 1);
 }
 
-/* Where iommutop_key_numbers passes a key's id through. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} iommutop_scratch SEC(".maps") __weak;
-
 /* A key whose id the program may compute with. The verifier refuses arithmetic on a BTF-typed
- * pointer (an fentry or tp_btf argument: a struct device, a gendisk, a net_device), and what a
- * program reads back from a map is a number, as a frame's key already is. */
+ * pointer (an fentry or tp_btf argument: a struct device, a gendisk, a net_device); a helper that
+ * copies the id returns a number, as what a program reads back from a map is (a frame's key
+ * already is). A per-CPU scratch value did this before, and an interrupt landing between its
+ * write and its read put its own key there: the event went to another device's row. */
 static __always_inline struct iommutop_dev_key
 iommutop_key_numbers(const struct iommutop_dev_key *key)
 {
 	struct iommutop_dev_key numbers = {.kind = key->kind};
-	__u32 zero = 0;
-	__u64 *scratch = bpf_map_lookup_elem(&iommutop_scratch, &zero);
 
-	if (scratch) {
-		*scratch = key->id;
-		numbers.id = *(volatile __u64 *)scratch;
-	}
+	bpf_probe_read_kernel(&numbers.id, sizeof(numbers.id), &key->id);
 	return numbers;
 }
 

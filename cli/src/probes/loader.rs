@@ -897,7 +897,7 @@ fn attach_point(
             tier,
             hooks,
             refused,
-            caveats: kernel.caveats_of(point),
+            caveats: tier.map_or_else(Vec::new, |tier| kernel.caveats_of(point, tier)),
         };
     }
     if !kprobe_refused.is_empty() {
@@ -926,7 +926,7 @@ fn attach_point(
                 .map(|o| o.at(Tier::Tracepoint))
                 .collect(),
             refused,
-            caveats: kernel.caveats_of(point),
+            caveats: kernel.caveats_of(point, Tier::Tracepoint),
         };
     } else {
         refused.push(Refusal {
@@ -973,7 +973,7 @@ impl KernelSupport {
     }
 
     /// The point's known gaps on this kernel.
-    fn caveats_of(&self, point: &Point) -> Vec<&'static str> {
+    fn caveats_of(&self, point: &Point, tier: Tier) -> Vec<&'static str> {
         let Some(functions) = &self.functions else {
             return Vec::new();
         };
@@ -981,6 +981,7 @@ impl KernelSupport {
             .caveats
             .iter()
             .filter(|c| functions.contains(c.era_marker))
+            .filter(|c| c.on_tier.is_none_or(|only| only == tier))
             .map(|c| c.says)
             .collect()
     }

@@ -86,12 +86,23 @@ pub struct Point {
     pub caveats: &'static [EraCaveat],
 }
 
-/// A known gap of a point on the kernels that have `era_marker`.
+/// A known gap of a point on the kernels that have `era_marker`, on every tier or only on one.
 #[derive(Debug, Clone, Copy)]
 pub struct EraCaveat {
     pub era_marker: &'static str,
     pub says: &'static str,
+    /// Only where the point got this tier (what the count-only tier cannot see).
+    pub on_tier: Option<Tier>,
 }
+
+/// What the count-only tier of the DMA API points cannot see on kernels with the IOVA API.
+const IOVA_API_UNSEEN_BY_TRACEPOINTS: EraCaveat = EraCaveat {
+    era_marker: "dma_iova_try_alloc",
+    says: "on the tracepoint tier, maps and unmaps made through the IOVA API (the block layer's \
+           multi-segment requests, 6.17+) have no dma: event and are not counted, and \
+           scatter-gather maps count no bytes; fentry or kprobes see them",
+    on_tier: Some(Tier::Tracepoint),
+};
 
 const fn function(
     symbol: &'static str,
@@ -217,7 +228,7 @@ pub const POINTS: &[Point] = &[
             tracepoint("dma", "dma_map_phys", "6.18+", "dma__map__tp"),
             tracepoint("dma", "dma_map_sg", "6.12+", "dma__map_sg__tp"),
         ],
-        caveats: &[],
+        caveats: &[IOVA_API_UNSEEN_BY_TRACEPOINTS],
     },
     Point {
         name: "dma_unmap",
@@ -261,7 +272,7 @@ pub const POINTS: &[Point] = &[
             tracepoint("dma", "dma_unmap_phys", "6.18+", "dma__unmap__tp"),
             tracepoint("dma", "dma_unmap_sg", "6.12+", "dma__unmap_sg__tp"),
         ],
-        caveats: &[],
+        caveats: &[IOVA_API_UNSEEN_BY_TRACEPOINTS],
     },
     Point {
         name: "iommu_map",
@@ -395,6 +406,7 @@ pub const POINTS: &[Point] = &[
             says: "IOVAs freed by a lazy domain's flush queue are not seen on this kernel \
                    (free_iova_fast is inlined into iova.c's fq_ring_free, before 5.17); \
                    strict unmaps' frees are counted",
+            on_tier: None,
         }],
     },
     Point {
