@@ -62,7 +62,19 @@ static __always_inline __u64 iommutop_fexit_ret(void *ctx, __u32 ret_at)
 /* The return value in an fexit program declared with IOMMUTOP_DECLARE_RET_AT(prog). */
 #define IOMMUTOP_FEXIT_RET(prog) iommutop_fexit_ret(ctx, IOMMUTOP_RET_AT(prog))
 
-/* An fexit program that closes the frame its fentry opened; `failed` may use `ret`. */
+/* An fexit program that closes the frame its fentry opened; `failed` may use `ret`. The _OWNED
+ * one is for a call on an IOMMU-side object, its first argument (IOMMUTOP_OWNED_CALL). */
+#define IOMMUTOP_FEXIT_OWNED(prog, op, failed)                                                     \
+	IOMMUTOP_DECLARE_RET_AT(prog);                                                             \
+	SEC("fexit")                                                                               \
+	int prog(void *ctx)                                                                        \
+	{                                                                                          \
+		__u64 ret = IOMMUTOP_FEXIT_RET(prog);                                              \
+		(void)ret;                                                                         \
+		iommutop_exit(ctx, IOMMUTOP_OWNED_CALL(ctx), op, (failed));                        \
+		return 0;                                                                          \
+	}
+
 #define IOMMUTOP_FEXIT(prog, op, failed)                                                           \
 	IOMMUTOP_DECLARE_RET_AT(prog);                                                             \
 	SEC("fexit")                                                                               \

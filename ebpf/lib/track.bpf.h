@@ -78,6 +78,9 @@ _Static_assert((IOMMUTOP_MAX_NESTING & IOMMUTOP_FRAME_MASK) == 0, "nesting must 
 struct iommutop_call {
 	__u64 at;
 	__u64 tag;
+	/* The IOMMU-side object the call works on (its iommu_domain, IOVA domain or VT-d domain),
+	 * which names the device the call serves when no DMA API call of it was seen around it. */
+	__u64 owner;
 };
 
 /* The identity of a call as the programs of each kind see it. A kretprobe runs after the function
@@ -90,6 +93,12 @@ struct iommutop_call {
 	((struct iommutop_call){.at = PT_REGS_SP((struct pt_regs *)(ctx))})
 #define IOMMUTOP_KRETPROBE_CALL(ctx)                                                               \
 	((struct iommutop_call){.at = PT_REGS_SP((struct pt_regs *)(ctx)) - 8})
+/* A call on an IOMMU-side object, its first argument (see iommutop_key_of_owner). */
+#define IOMMUTOP_OWNED_CALL(ctx)                                                                   \
+	((struct iommutop_call){.at = (__u64)(ctx), .owner = ((__u64 *)(ctx))[0]})
+#define IOMMUTOP_OWNED_KPROBE_CALL(ctx)                                                            \
+	((struct iommutop_call){.at = PT_REGS_SP((struct pt_regs *)(ctx)),                         \
+				.owner = PT_REGS_PARM1((struct pt_regs *)(ctx))})
 /* A call that spans several functions (IOMMUTOP_ENTER_SESSION), known by its session object. */
 #define IOMMUTOP_SESSION_CALL(session) ((struct iommutop_call){.at = (__u64)(session)})
 
@@ -529,6 +538,60 @@ iommutop_current_key(const struct iommutop_inflight *inflight, int task_context)
 	return inflight->frames[(depth - 1) & IOMMUTOP_FRAME_MASK].key;
 }
 
+/* Which device each IOMMU-side object (iommu_domain, IOVA domain, VT-d domain) was last seen
+ * serving: written when a call on it runs inside a device's DMA API call, read when a call on it
+ * runs inside none (the kernel skipped that DMA call's entry program; an unmap in an interrupt
+ * whose DMA call was not probed). A domain shared by several devices (one IOMMU group) names the
+ * last one. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, IOMMUTOP_MAX_DEVICES);
+	__type(key, __u64);
+	__type(value, struct iommutop_dev_key);
+} iommutop_owner_devices SEC(".maps") __weak;
+
+/* The object and device this CPU last wrote there: the common case writes nothing. */
+struct iommutop_owner_seen {
+	__u64 owner;
+	struct iommutop_dev_key key;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct iommutop_owner_seen);
+} iommutop_owner_seen SEC(".maps") __weak;
+
+/* The key of an IOMMU-side call on `owner` (0: none) whose context would charge it to `key`:
+ * inside a device's DMA API call, that device, which is remembered for the object; inside none,
+ * the device last remembered for the object, else `key`. */
+static __always_inline struct iommutop_dev_key iommutop_key_of_owner(__u64 owner,
+								     struct iommutop_dev_key key)
+{
+	struct iommutop_owner_seen *seen;
+	struct iommutop_dev_key *known;
+	__u32 zero = 0;
+	__u64 number = 0;
+
+	if (!owner)
+		return key;
+	if (key.kind == IOMMUTOP_KEY_DEVICE) {
+		seen = bpf_map_lookup_elem(&iommutop_owner_seen, &zero);
+		if (!seen || (seen->owner == owner && seen->key.id == key.id))
+			return key;
+		/* A number for the map's key: owner may be a typed pointer (an fentry argument). */
+		bpf_probe_read_kernel(&number, sizeof(number), &owner);
+		bpf_map_update_elem(&iommutop_owner_devices, &number, &key, BPF_ANY);
+		seen->owner = number;
+		seen->key = key;
+		return key;
+	}
+	bpf_probe_read_kernel(&number, sizeof(number), &owner);
+	known = bpf_map_lookup_elem(&iommutop_owner_devices, &number);
+	return known ? *known : key;
+}
+
 /* For an event with no frame of its own (counts only): the key its context's work goes to, or 0
  * when the filter leaves it out. */
 static __always_inline int iommutop_context_key(const void *ctx, struct iommutop_dev_key *key)
@@ -796,7 +859,8 @@ static __always_inline void iommutop_enter(void *ctx, struct iommutop_call call,
 	if (own_key)
 		key = *own_key;
 	else if (!left_out)
-		key = iommutop_current_key(inflight, task_context);
+		key =
+		    iommutop_key_of_owner(call.owner, iommutop_current_key(inflight, task_context));
 	/* Take the slot before filling it: an interrupt that probes a call while this program is
 	 * still filling its frame must get the next slot, not this one. No atomic is needed (nor
 	 * available before 5.12): the stack is only ever shared with interrupts on the same CPU,
@@ -975,7 +1039,9 @@ unseen_entry:
 		iommutop_health_inc(IOMMUTOP_HEALTH_EXIT_WITHOUT_ENTRY);
 	{
 		struct iommutop_dev_key key =
-		    own_key ? *own_key : iommutop_current_key(inflight, task_context);
+		    own_key ? *own_key
+			    : iommutop_key_of_owner(call.owner,
+						    iommutop_current_key(inflight, task_context));
 
 		iommutop_charge_untimed(&key, op, bytes == IOMMUTOP_KEEP_BYTES ? 0 : bytes, 0);
 	}

@@ -36,45 +36,45 @@ static __always_inline void iommu_count(void *ctx, __u32 op, __u64 bytes)
 SEC("fentry")
 int BPF_PROG(iommu__map__fentry, void *domain, unsigned long iova, phys_addr_t paddr, size_t size)
 {
-	iommu_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, size);
+	iommu_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, size);
 	return 0;
 }
-IOMMUTOP_FEXIT(iommu__map__fexit, IOMMUTOP_OP_IOMMU_MAP, ret != 0)
+IOMMUTOP_FEXIT_OWNED(iommu__map__fexit, IOMMUTOP_OP_IOMMU_MAP, ret != 0)
 
 SEC("fentry")
 int BPF_PROG(iommu__map_atomic__fentry, void *domain, unsigned long iova, phys_addr_t paddr,
 	     size_t size)
 {
-	iommu_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, size);
+	iommu_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, size);
 	return 0;
 }
-IOMMUTOP_FEXIT(iommu__map_atomic__fexit, IOMMUTOP_OP_IOMMU_MAP, ret != 0)
+IOMMUTOP_FEXIT_OWNED(iommu__map_atomic__fexit, IOMMUTOP_OP_IOMMU_MAP, ret != 0)
 
 SEC("fentry")
 int BPF_PROG(iommu__map_nosync__fentry, void *domain, unsigned long iova, phys_addr_t paddr,
 	     size_t size)
 {
-	iommutop_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, NULL, size,
+	iommutop_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, NULL, size,
 		       IOMMUTOP_ENTER_TWIN);
 	return 0;
 }
-IOMMUTOP_FEXIT(iommu__map_nosync__fexit, IOMMUTOP_OP_IOMMU_MAP, ret != 0)
+IOMMUTOP_FEXIT_OWNED(iommu__map_nosync__fexit, IOMMUTOP_OP_IOMMU_MAP, ret != 0)
 
 SEC("fentry")
 int BPF_PROG(iommu__unmap__fentry, void *domain, unsigned long iova, size_t size)
 {
-	iommu_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, size);
+	iommu_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, size);
 	return 0;
 }
-IOMMUTOP_FEXIT(iommu__unmap__fexit, IOMMUTOP_OP_IOMMU_UNMAP, ret == 0)
+IOMMUTOP_FEXIT_OWNED(iommu__unmap__fexit, IOMMUTOP_OP_IOMMU_UNMAP, ret == 0)
 
 SEC("fentry")
 int BPF_PROG(iommu__unmap_fast__fentry, void *domain, unsigned long iova, size_t size)
 {
-	iommu_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, size);
+	iommu_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, size);
 	return 0;
 }
-IOMMUTOP_FEXIT(iommu__unmap_fast__fexit, IOMMUTOP_OP_IOMMU_UNMAP, ret == 0)
+IOMMUTOP_FEXIT_OWNED(iommu__unmap_fast__fexit, IOMMUTOP_OP_IOMMU_UNMAP, ret == 0)
 
 /* Returns the bytes mapped, or a negative errno. */
 static __always_inline void iommu_map_sg_exit(void *ctx, struct iommutop_call call, __s64 mapped)
@@ -88,7 +88,7 @@ static __always_inline void iommu_map_sg_exit(void *ctx, struct iommutop_call ca
 	SEC("fentry")                                                                              \
 	int BPF_PROG(prefix##__fentry)                                                             \
 	{                                                                                          \
-		iommutop_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, NULL, 0,     \
+		iommutop_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, NULL, 0,      \
 			       IOMMUTOP_ENTER_TWIN);                                               \
 		return 0;                                                                          \
 	}                                                                                          \
@@ -96,7 +96,7 @@ static __always_inline void iommu_map_sg_exit(void *ctx, struct iommutop_call ca
 	SEC("fexit")                                                                               \
 	int prefix##__fexit(void *ctx)                                                             \
 	{                                                                                          \
-		iommu_map_sg_exit(ctx, IOMMUTOP_FENTRY_CALL(ctx),                                  \
+		iommu_map_sg_exit(ctx, IOMMUTOP_OWNED_CALL(ctx),                                   \
 				  (__s64)IOMMUTOP_FEXIT_RET(prefix##__fexit));                     \
 		return 0;                                                                          \
 	}
@@ -107,7 +107,7 @@ IOMMU_MAP_SG_PAIR(iommu__map_sg_atomic)
 SEC("kprobe")
 int BPF_KPROBE(iommu__map_sg__kprobe)
 {
-	iommutop_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, NULL, 0,
+	iommutop_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, NULL, 0,
 		       IOMMUTOP_ENTER_TWIN);
 	return 0;
 }
@@ -122,7 +122,7 @@ int BPF_KRETPROBE(iommu__map_sg__kretprobe, long mapped)
 SEC("kprobe")
 int BPF_KPROBE(iommu__map__kprobe, void *domain, unsigned long iova, phys_addr_t paddr, size_t size)
 {
-	iommu_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, size);
+	iommu_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, size);
 	return 0;
 }
 
@@ -130,7 +130,7 @@ SEC("kprobe")
 int BPF_KPROBE(iommu__map_nosync__kprobe, void *domain, unsigned long iova, phys_addr_t paddr,
 	       size_t size)
 {
-	iommutop_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, NULL, size,
+	iommutop_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, NULL, size,
 		       IOMMUTOP_ENTER_TWIN);
 	return 0;
 }
@@ -145,7 +145,7 @@ int BPF_KRETPROBE(iommu__map__kretprobe, int err)
 SEC("kprobe")
 int BPF_KPROBE(iommu__unmap__kprobe, void *domain, unsigned long iova, size_t size)
 {
-	iommu_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, size);
+	iommu_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, size);
 	return 0;
 }
 
@@ -173,11 +173,11 @@ SEC("fentry")
 int BPF_PROG(iommu__intel_domain_mapping__fentry, void *domain, unsigned long iov_pfn, void *sg,
 	     unsigned long phys_pfn, unsigned long nr_pages)
 {
-	iommutop_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, NULL,
+	iommutop_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, NULL,
 		       nr_pages << VTD_PAGE_SHIFT, IOMMUTOP_ENTER_TWIN);
 	return 0;
 }
-IOMMUTOP_FEXIT(iommu__intel_domain_mapping__fexit, IOMMUTOP_OP_IOMMU_MAP, (int)ret != 0)
+IOMMUTOP_FEXIT_OWNED(iommu__intel_domain_mapping__fexit, IOMMUTOP_OP_IOMMU_MAP, (int)ret != 0)
 
 SEC("fentry")
 int BPF_PROG(iommu__intel_domain_unmap__fentry, void *domain, unsigned long start_pfn,
@@ -185,17 +185,17 @@ int BPF_PROG(iommu__intel_domain_unmap__fentry, void *domain, unsigned long star
 {
 	__u64 pages = last_pfn >= start_pfn ? last_pfn - start_pfn + 1 : 0;
 
-	iommutop_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, NULL,
+	iommutop_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, NULL,
 		       pages << VTD_PAGE_SHIFT, IOMMUTOP_ENTER_TWIN);
 	return 0;
 }
-IOMMUTOP_FEXIT(iommu__intel_domain_unmap__fexit, IOMMUTOP_OP_IOMMU_UNMAP, 0)
+IOMMUTOP_FEXIT_OWNED(iommu__intel_domain_unmap__fexit, IOMMUTOP_OP_IOMMU_UNMAP, 0)
 
 SEC("kprobe")
 int BPF_KPROBE(iommu__intel_domain_mapping__kprobe, void *domain, unsigned long iov_pfn, void *sg,
 	       unsigned long phys_pfn, unsigned long nr_pages)
 {
-	iommutop_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, NULL,
+	iommutop_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, NULL,
 		       nr_pages << VTD_PAGE_SHIFT, IOMMUTOP_ENTER_TWIN);
 	return 0;
 }
@@ -206,7 +206,7 @@ int BPF_KPROBE(iommu__intel_domain_unmap__kprobe, void *domain, unsigned long st
 {
 	__u64 pages = last_pfn >= start_pfn ? last_pfn - start_pfn + 1 : 0;
 
-	iommutop_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, NULL,
+	iommutop_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, NULL,
 		       pages << VTD_PAGE_SHIFT, IOMMUTOP_ENTER_TWIN);
 	return 0;
 }

@@ -79,10 +79,10 @@ static __always_inline void deferred_enter(void *ctx, struct iommutop_call call)
 	SEC("fentry")                                                                              \
 	int BPF_PROG(prefix##__fentry, void *domain, unsigned long iova, size_t size)              \
 	{                                                                                          \
-		iotlb_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOTLB_SYNC, size);         \
+		iotlb_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), IOMMUTOP_OP_IOTLB_SYNC, size);          \
 		return 0;                                                                          \
 	}                                                                                          \
-	IOMMUTOP_FEXIT(prefix##__fexit, IOMMUTOP_OP_IOTLB_SYNC, 0)
+	IOMMUTOP_FEXIT_OWNED(prefix##__fexit, IOMMUTOP_OP_IOTLB_SYNC, 0)
 
 IOTLB_SYNC_MAP_PAIR(iotlb__intel_sync_map)
 IOTLB_SYNC_MAP_PAIR(iotlb__amd_sync_map)
@@ -99,10 +99,10 @@ IOMMUTOP_FEXIT(iotlb__qi_submit__fexit, IOMMUTOP_OP_IOTLB_FLUSH, (int)ret != 0)
 SEC("fentry")
 int BPF_PROG(iotlb__flush_pages__fentry, void *domain, __u64 address, size_t size)
 {
-	flush_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), size);
+	flush_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), size);
 	return 0;
 }
-IOMMUTOP_FEXIT(iotlb__flush_pages__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
+IOMMUTOP_FEXIT_OWNED(iotlb__flush_pages__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
 
 /* amd_iommu_iotlb_sync / viommu_iotlb_sync (struct iommu_domain *, struct iommu_iotlb_gather *):
  * the unmap-side flush of the gathered range. AMD-Vi's calls amd_iommu_domain_flush_pages on
@@ -110,23 +110,23 @@ IOMMUTOP_FEXIT(iotlb__flush_pages__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
 SEC("fentry")
 int BPF_PROG(iotlb__amd_iotlb_sync__fentry, void *domain, struct iommu_iotlb_gather *gather)
 {
-	flush_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), gather_bytes_btf(gather));
+	flush_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), gather_bytes_btf(gather));
 	return 0;
 }
-IOMMUTOP_FEXIT(iotlb__amd_iotlb_sync__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
+IOMMUTOP_FEXIT_OWNED(iotlb__amd_iotlb_sync__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
 
 SEC("fentry")
 int BPF_PROG(iotlb__virtio_iotlb_sync__fentry, void *domain, struct iommu_iotlb_gather *gather)
 {
-	flush_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), gather_bytes_btf(gather));
+	flush_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), gather_bytes_btf(gather));
 	return 0;
 }
-IOMMUTOP_FEXIT(iotlb__virtio_iotlb_sync__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
+IOMMUTOP_FEXIT_OWNED(iotlb__virtio_iotlb_sync__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
 
 SEC("kprobe")
 int BPF_KPROBE(iotlb__gather_sync__kprobe, void *domain, struct iommu_iotlb_gather *gather)
 {
-	flush_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), gather_bytes(gather));
+	flush_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx), gather_bytes(gather));
 	return 0;
 }
 
@@ -135,10 +135,10 @@ int BPF_KPROBE(iotlb__gather_sync__kprobe, void *domain, struct iommu_iotlb_gath
 	SEC("fentry")                                                                              \
 	int BPF_PROG(prefix##__fentry)                                                             \
 	{                                                                                          \
-		full_flush_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx));                                  \
+		full_flush_enter(ctx, IOMMUTOP_OWNED_CALL(ctx));                                   \
 		return 0;                                                                          \
 	}                                                                                          \
-	IOMMUTOP_FEXIT(prefix##__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
+	IOMMUTOP_FEXIT_OWNED(prefix##__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
 
 IOTLB_FLUSH_ALL_PAIR(iotlb__intel_flush_all)
 IOTLB_FLUSH_ALL_PAIR(iotlb__amd_flush_all)
@@ -147,7 +147,7 @@ IOTLB_FLUSH_ALL_PAIR(iotlb__virtio_flush_all)
 SEC("kprobe")
 int BPF_KPROBE(iotlb__flush_all__kprobe)
 {
-	full_flush_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx));
+	full_flush_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx));
 	return 0;
 }
 
@@ -162,7 +162,7 @@ IOMMUTOP_FEXIT(iotlb__fq_timeout__fexit, IOMMUTOP_OP_FQ_FLUSH, 0)
 SEC("kprobe")
 int BPF_KPROBE(iotlb__sync_map__kprobe, void *domain, unsigned long iova, size_t size)
 {
-	iotlb_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_IOTLB_SYNC, size);
+	iotlb_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx), IOMMUTOP_OP_IOTLB_SYNC, size);
 	return 0;
 }
 
@@ -190,7 +190,7 @@ int BPF_KRETPROBE(iotlb__qi_submit__kretprobe, int err)
 SEC("kprobe")
 int BPF_KPROBE(iotlb__flush_pages__kprobe, void *domain, __u64 address, size_t size)
 {
-	flush_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), size);
+	flush_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx), size);
 	return 0;
 }
 

@@ -27,35 +27,35 @@ static __always_inline __u64 iova_bytes_btf(const struct iova_domain *iovad, uns
 SEC("fentry")
 int BPF_PROG(iova__alloc_fast__fentry, struct iova_domain *iovad, unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOVA_ALLOC, NULL,
+	iommutop_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), IOMMUTOP_OP_IOVA_ALLOC, NULL,
 		       iova_bytes_btf(iovad, size), 0);
 	return 0;
 }
-IOMMUTOP_FEXIT(iova__alloc_fast__fexit, IOMMUTOP_OP_IOVA_ALLOC, ret == 0)
+IOMMUTOP_FEXIT_OWNED(iova__alloc_fast__fexit, IOMMUTOP_OP_IOVA_ALLOC, ret == 0)
 
 SEC("fentry")
 int BPF_PROG(iova__free_fast__fentry, struct iova_domain *iovad, unsigned long pfn,
 	     unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOVA_FREE, NULL,
+	iommutop_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), IOMMUTOP_OP_IOVA_FREE, NULL,
 		       iova_bytes_btf(iovad, size), 0);
 	return 0;
 }
-IOMMUTOP_FEXIT(iova__free_fast__fexit, IOMMUTOP_OP_IOVA_FREE, 0)
+IOMMUTOP_FEXIT_OWNED(iova__free_fast__fexit, IOMMUTOP_OP_IOVA_FREE, 0)
 
 SEC("fentry")
 int BPF_PROG(iova__alloc_slow__fentry, struct iova_domain *iovad, unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), IOMMUTOP_OP_IOVA_ALLOC_SLOW, NULL,
+	iommutop_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), IOMMUTOP_OP_IOVA_ALLOC_SLOW, NULL,
 		       iova_bytes_btf(iovad, size), 0);
 	return 0;
 }
-IOMMUTOP_FEXIT(iova__alloc_slow__fexit, IOMMUTOP_OP_IOVA_ALLOC_SLOW, ret == 0)
+IOMMUTOP_FEXIT_OWNED(iova__alloc_slow__fexit, IOMMUTOP_OP_IOVA_ALLOC_SLOW, ret == 0)
 
 SEC("kprobe")
 int BPF_KPROBE(iova__alloc_fast__kprobe, struct iova_domain *iovad, unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_IOVA_ALLOC, NULL,
+	iommutop_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx), IOMMUTOP_OP_IOVA_ALLOC, NULL,
 		       iova_bytes(iovad, size), 0);
 	return 0;
 }
@@ -71,7 +71,7 @@ SEC("kprobe")
 int BPF_KPROBE(iova__free_fast__kprobe, struct iova_domain *iovad, unsigned long pfn,
 	       unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_IOVA_FREE, NULL,
+	iommutop_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx), IOMMUTOP_OP_IOVA_FREE, NULL,
 		       iova_bytes(iovad, size), 0);
 	return 0;
 }
@@ -86,7 +86,7 @@ int BPF_KRETPROBE(iova__free_fast__kretprobe)
 SEC("kprobe")
 int BPF_KPROBE(iova__alloc_slow__kprobe, struct iova_domain *iovad, unsigned long size)
 {
-	iommutop_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_IOVA_ALLOC_SLOW, NULL,
+	iommutop_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx), IOMMUTOP_OP_IOVA_ALLOC_SLOW, NULL,
 		       iova_bytes(iovad, size), 0);
 	return 0;
 }

@@ -202,7 +202,7 @@ fn health_warnings(health: &BTreeMap<String, u64>) -> Vec<String> {
                 "{count} calls nested deeper than the tracker follows (8): their nested work was charged to the call below them"
             ),
             "exit_without_entry" => format!(
-                "{count} calls were seen only at their return (entry program skipped, or attached mid-call): counted, not timed; their nested work went to `unattributed`"
+                "{count} calls were seen only at their return (entry program skipped, or attached mid-call): counted, not timed; their nested work went to the device its IOMMU domain was last seen serving, or to `unattributed`"
             ),
             "abandoned_frames" => format!(
                 "{count} calls were never seen to return (exit program skipped): counted when found stale, not timed"
