@@ -72,7 +72,14 @@ pub struct ReportArgs {
     /// Write a flame graph (SVG) of the sampled call paths to FILE.
     #[arg(long, value_name = "FILE.svg")]
     pub flamegraph: Option<PathBuf>,
+    #[arg(long, value_name = "FILE.html", help = HTML_HELP)]
+    pub html: Option<PathBuf>,
 }
+
+/// `--html` of the commands that have a report.
+const HTML_HELP: &str = "Write the report as one self-contained HTML page to FILE: per device \
+the latency distribution of each timed operation, rates over time, where the translation time \
+goes, the sampled call paths (no network needed to view it).";
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum ReportFormat {
@@ -169,6 +176,8 @@ pub struct DiagnoseArgs {
     /// Write a flame graph (SVG) of the sampled call paths to FILE.
     #[arg(long, value_name = "FILE.svg")]
     pub flamegraph: Option<PathBuf>,
+    #[arg(long, value_name = "FILE.html", help = HTML_HELP)]
+    pub html: Option<PathBuf>,
     /// Run the workload again with the device's IOMMU group in `identity` (or, if it is in
     /// identity, translated), restore the group and bindings, and report the measured
     /// difference in the workload's own numbers.
@@ -203,6 +212,10 @@ pub struct CompareArgs {
     /// with their numbers and one of the thresholds, for a pull-request comment.
     #[arg(long, value_enum, default_value = "text")]
     pub format: CompareFormat,
+    /// Write the comparison as one self-contained HTML page to FILE: the findings, then per
+    /// device A's and B's latency distributions on the same charts and their rates side by side.
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -219,6 +232,8 @@ pub struct RunArgs {
     /// Write the report as JSON to FILE, or `-` to stream one JSON object per interval to stdout.
     #[arg(long, value_name = "FILE|-")]
     pub json: Option<PathBuf>,
+    #[arg(long, value_name = "FILE.html", help = HTML_HELP)]
+    pub html: Option<PathBuf>,
     /// Run the workload this long (its `duration_s`; for dma-contention, each step's).
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
     pub duration: Option<f64>,

@@ -8,6 +8,7 @@ pub mod device_filter;
 pub mod diagnose;
 pub mod facts;
 pub mod hist;
+pub mod html;
 pub mod op_stats;
 mod ops_map;
 pub mod params;

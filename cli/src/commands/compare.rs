@@ -1,13 +1,16 @@
-//! `iommutop compare A.json B.json [--json FILE|-] [--fail-if EXPR]... [--format text|markdown]`:
-//! lines up two reports and explains the difference (see `iommutop_model::compare`), as text or
-//! as Markdown for a pull request; thresholds set exit code 4 for CI.
+//! `iommutop compare A.json B.json [--json FILE|-] [--fail-if EXPR]... [--format text|markdown]
+//! [--html F.html]`: lines up two reports and explains the difference (see
+//! `iommutop_model::compare`), as text, as Markdown for a pull request or as a page with A and B on
+//! the same charts; thresholds set exit code 4 for CI.
 
 use crate::cli::{CompareArgs, CompareFormat};
+use crate::commands::html;
 use crate::commands::workload::is_stdout;
 use crate::exit::{Code, Failure, Outcome};
 use anyhow::{anyhow, Context};
 use iommutop_model::compare::markdown::render_markdown;
 use iommutop_model::compare::{compare, Evaluation, Threshold};
+use iommutop_model::html::render_comparison;
 use iommutop_model::report::Report;
 use std::process::ExitCode;
 
@@ -55,6 +58,10 @@ pub fn run(args: &CompareArgs) -> Outcome<ExitCode> {
         } else {
             std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
         }
+    }
+    if let Some(path) = &args.html {
+        let page = render_comparison(&a, &b, &comparison, (&names.0, &names.1));
+        html::write(path, &page)?;
     }
     let crossed: Vec<String> = evaluations
         .iter()

@@ -4,6 +4,7 @@ pub mod call_paths;
 pub mod compare;
 pub mod diagnose;
 pub mod docs;
+pub mod html;
 pub mod probes;
 pub mod profiles;
 pub mod record;

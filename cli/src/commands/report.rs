@@ -1,12 +1,14 @@
-//! `iommutop report FILE [--format text|json] [--device DEV] [--folded F] [--flamegraph F.svg]`:
-//! a saved report shown again — its summary and verdict, the report itself (in the current
-//! schema), its sampled call paths — without the probes, root or the machine it came from.
+//! `iommutop report FILE [--format text|json] [--device DEV] [--folded F] [--flamegraph F.svg]
+//! [--html F.html]`: a saved report shown again — its summary and verdict, the report itself (in
+//! the current schema), its sampled call paths, a page with its charts — without the probes, root
+//! or the machine it came from.
 
 use crate::cli::{ReportArgs, ReportFormat};
-use crate::commands::call_paths;
+use crate::commands::{call_paths, html};
 use crate::exit::{Failure, Outcome};
 use crate::output::stdout_width;
 use iommutop_model::diagnose::verdict;
+use iommutop_model::html::render_report;
 use iommutop_model::report::Report;
 use iommutop_model::summary::render_summary_fitted;
 use std::io::Write;
@@ -33,5 +35,11 @@ pub fn run(args: &ReportArgs) -> Outcome<ExitCode> {
         _ => {}
     }
     call_paths::write(&report, args.folded.as_deref(), args.flamegraph.as_deref())?;
+    if let Some(path) = &args.html {
+        html::write(
+            path,
+            &render_report(&report, &args.file.display().to_string()),
+        )?;
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,5 +1,6 @@
-//! `iommutop run PROFILE [--json FILE|-] [--duration S] [--set KEY=VALUE]... [--interval S]`:
-//! a profile's workload under the probes, its own numbers and the probes' in one report.
+//! `iommutop run PROFILE [--json FILE|-] [--html F.html] [--duration S] [--set KEY=VALUE]...
+//! [--interval S]`: a profile's workload under the probes, its own numbers and the probes' in one
+//! report.
 //!
 //! The workload runs on a thread of its own; this thread owns the session, samples it every
 //! interval and whenever the workload ends a step ([`RunControl::checkpoint`]), and hands the
@@ -15,6 +16,7 @@ use crate::output::{JsonTarget, ReportSink};
 use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
+use iommutop_model::html::render_report;
 use iommutop_model::report::repeats::RepeatRun;
 use iommutop_model::report::{Repeats, Report};
 use iommutop_workloads::profile::PROBE_GROUPS;
@@ -233,6 +235,10 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
         }
     }
     sink.report(&report)?;
+    if let Some(path) = &args.html {
+        let source = format!("iommutop run {}", profile.name);
+        crate::commands::html::write(path, &render_report(&report, &source))?;
+    }
     if let Some(e) = error {
         return Err(workload_failure(e));
     }

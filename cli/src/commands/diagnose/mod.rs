@@ -11,12 +11,12 @@ mod ab;
 mod plan;
 
 use crate::cli::DiagnoseArgs;
-use crate::commands::call_paths;
 use crate::commands::record::{command_outcome, record_while, require_runnable};
 use crate::commands::run::{run_under_session, Finished};
 use crate::commands::workload::{
     checked_profile_workload, profile_workload, restore_leftovers, workload_failure,
 };
+use crate::commands::{call_paths, html};
 use crate::exit::{Failure, Outcome};
 use crate::output::{JsonTarget, ReportSink};
 use crate::probes::PointSelection;
@@ -26,6 +26,7 @@ use crate::sysinfo;
 use anyhow::{anyhow, Context};
 use iommutop_model::compare::compare;
 use iommutop_model::diagnose::{render_system, verdict};
+use iommutop_model::html::render_report;
 use iommutop_model::report::Report;
 use plan::Plan;
 use serde_json::{Map, Value};
@@ -222,9 +223,14 @@ fn measure(
     }
 }
 
-/// `--folded` and `--flamegraph`: the sampled call paths for flame-graph readers.
+/// `--folded` and `--flamegraph`: the sampled call paths for flame-graph readers; `--html`: the
+/// report as a page.
 fn write_call_paths(report: &Report, args: &DiagnoseArgs) -> Outcome {
-    call_paths::write(report, args.folded.as_deref(), args.flamegraph.as_deref())
+    call_paths::write(report, args.folded.as_deref(), args.flamegraph.as_deref())?;
+    match &args.html {
+        Some(path) => html::write(path, &render_report(report, "iommutop diagnose")),
+        None => Ok(()),
+    }
 }
 
 /// `run.json` → `run-identity.json`: where the other mode's report of `--ab` goes.

@@ -1,0 +1,281 @@
+use super::time_bar::{segments, REST};
+use super::*;
+use crate::compare::compare;
+use crate::report::fixtures::full_report;
+use crate::report::StackSample;
+use std::path::PathBuf;
+
+/// The real lab reports in `examples/`.
+fn examples() -> Vec<(String, Report)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut reports: Vec<(String, Report)> = std::fs::read_dir(&dir)
+        .expect("examples/")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).expect("readable");
+            let name = p.file_name().expect("name").to_string_lossy().into_owned();
+            (name, Report::from_json(&text).expect("a report"))
+        })
+        .collect();
+    reports.sort_by(|a, b| a.0.cmp(&b.0));
+    assert!(reports.len() >= 3, "expected the three load reports");
+    reports
+}
+
+/// The part of `page` from the section of row `key` to its end.
+fn section<'p>(page: &'p str, key: &str) -> &'p str {
+    let attribute = format!("data-device=\"{}\"", escape(key));
+    let start = page
+        .match_indices("<section class=\"device\"")
+        .map(|(i, _)| i)
+        .find(|&i| {
+            page[i..]
+                .split_once('>')
+                .is_some_and(|(tag, _)| tag.contains(&attribute))
+        })
+        .unwrap_or_else(|| panic!("no section for {key}"));
+    let end = start + page[start..].find("</section>").expect("closed");
+    &page[start..end]
+}
+
+#[test]
+fn escape_replaces_every_character_html_gives_a_meaning() {
+    assert_eq!(
+        escape(r#"<a href="x">Tom & 'Jerry'</a>"#),
+        "&lt;a href=&quot;x&quot;&gt;Tom &amp; &#39;Jerry&#39;&lt;/a&gt;"
+    );
+    assert_eq!(
+        escape("dma_map_page_attrs ← nvme_queue_rq"),
+        "dma_map_page_attrs ← nvme_queue_rq"
+    );
+}
+
+/// Device names, driver names and call-path frames come from the machine measured: none of them
+/// may open a tag in the page.
+#[test]
+fn strings_from_a_report_are_escaped_everywhere() {
+    let mut report = full_report();
+    let evil = "<script>alert('x')</script>";
+    let key = report.devices[0].key.clone();
+    report.devices[0].names.push(evil.into());
+    report.devices[0].driver = Some("\"><img src=x>".into());
+    report.warnings.push(evil.into());
+    report.run.command = vec!["sh".into(), "-c".into(), evil.into()];
+    report.stacks.push(StackSample {
+        device: key,
+        op: "dma_map".into(),
+        samples: 3,
+        total_ns: 3000,
+        frames: vec!["a<b>&c".into(), evil.into()],
+    });
+    let page = render_report(&report, "<r>.json");
+    assert!(!page.contains("<script"), "{page}");
+    assert!(!page.contains("<img"), "{page}");
+    assert!(page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"));
+    assert!(page.contains("a&lt;b&gt;&amp;c"));
+    assert!(page.contains("&lt;r&gt;.json"));
+}
+
+#[test]
+fn the_time_bar_of_every_row_sums_to_100_percent() {
+    let mut rows = full_report().devices;
+    for (_, report) in examples() {
+        rows.extend(report.devices);
+    }
+    let mut drawn = 0;
+    for d in &rows {
+        let bar = segments(&d.derived);
+        if d.derived.translation_ns.is_none() {
+            assert!(bar.is_empty(), "{}", d.key);
+            continue;
+        }
+        drawn += 1;
+        let sum: f64 = bar.iter().map(|s| s.share).sum();
+        assert!((sum - 1.0).abs() < 1e-9, "{}: {bar:?} sums to {sum}", d.key);
+        assert!(bar.iter().all(|s| s.share >= 0.0), "{}: {bar:?}", d.key);
+    }
+    assert!(drawn > 10, "only {drawn} rows had a bar");
+}
+
+#[test]
+fn a_nested_part_is_taken_out_of_its_parent_and_the_rest_is_its_own_segment() {
+    let mut derived = crate::derive::Derived {
+        translation_ns: Some(1000),
+        ..Default::default()
+    };
+    derived.of_which = [
+        (Op::DmaMap, 0.7),
+        (Op::DmaUnmap, 0.3),
+        (Op::IommuMap, 0.2),
+        (Op::IotlbSync, 0.05),
+        (Op::IovaAlloc, 0.1),
+    ]
+    .into_iter()
+    .collect();
+    let bar = segments(&derived);
+    let share = |op: Option<Op>| {
+        bar.iter()
+            .find(|s| s.op == op)
+            .map(|s| s.share)
+            .unwrap_or_else(|| panic!("{op:?} not in {bar:?}"))
+    };
+    assert!((share(Some(Op::IommuMap)) - 0.15).abs() < 1e-12);
+    assert!((share(Some(Op::IotlbSync)) - 0.05).abs() < 1e-12);
+    assert!((share(Some(Op::IovaAlloc)) - 0.1).abs() < 1e-12);
+    assert!((share(None) - 0.7).abs() < 1e-12);
+    assert_eq!(bar.last().map(|s| s.label), Some(REST));
+}
+
+/// Parts that add up to more than the whole (calls that did not nest as assumed) are scaled to
+/// it: the bar still ends at 100%, with no remainder.
+#[test]
+fn parts_beyond_the_whole_are_scaled_to_it() {
+    let mut derived = crate::derive::Derived {
+        translation_ns: Some(1000),
+        ..Default::default()
+    };
+    derived.of_which = [
+        (Op::IommuMap, 0.3),
+        (Op::IotlbSync, 0.6),
+        (Op::IommuUnmap, 0.5),
+        (Op::IovaFree, 0.4),
+    ]
+    .into_iter()
+    .collect();
+    let bar = segments(&derived);
+    let sum: f64 = bar.iter().map(|s| s.share).sum();
+    assert!((sum - 1.0).abs() < 1e-9, "{bar:?}");
+    assert!(bar.iter().all(|s| s.op.is_some()), "{bar:?}");
+}
+
+#[test]
+fn every_timed_operation_with_a_histogram_gets_one_chart() {
+    for (name, report) in examples() {
+        let page = render_report(&report, &name);
+        for d in report
+            .devices
+            .iter()
+            .filter(|d| d.ops.values().any(|s| s.count > 0))
+        {
+            let part = section(&page, &d.key);
+            for op in Op::ALL {
+                let has_hist = d
+                    .ops
+                    .get(&op)
+                    .and_then(|s| s.latency.as_ref())
+                    .is_some_and(|l| !l.hist.is_empty());
+                let charts = part
+                    .matches(&format!("<figure data-op=\"{}\"><svg", op.name()))
+                    .count();
+                assert_eq!(
+                    charts,
+                    usize::from(has_hist),
+                    "{name} {} {}",
+                    d.key,
+                    op.name()
+                );
+            }
+        }
+    }
+}
+
+/// The page must open where there is no network: nothing it references is fetched.
+#[test]
+fn the_page_fetches_nothing() {
+    let reports = examples();
+    let mut pages: Vec<String> = reports
+        .iter()
+        .map(|(name, report)| render_report(report, name))
+        .collect();
+    let (a, b) = (&reports[0].1, &reports[2].1);
+    pages.push(render_comparison(
+        a,
+        b,
+        &compare(a, b),
+        ("a.json", "b.json"),
+    ));
+    for page in &pages {
+        let lower = page.to_lowercase();
+        for needle in [
+            "src=\"http",
+            "href=\"http",
+            "src='http",
+            "href='http",
+            "url(",
+            "@import",
+            "<script",
+            "<link",
+            "<img",
+            "<iframe",
+            "<object",
+        ] {
+            assert!(!lower.contains(needle), "the page has `{needle}`");
+        }
+        // Links only to the page's own sections.
+        for (i, _) in lower.match_indices("href=\"") {
+            assert!(lower[i + 6..].starts_with('#'), "{}", &lower[i..i + 40]);
+        }
+    }
+}
+
+#[test]
+fn the_overview_has_each_rows_dma_map_count() {
+    for (name, report) in examples() {
+        let page = render_report(&report, &name);
+        for d in report
+            .devices
+            .iter()
+            .filter(|d| d.ops.values().any(|s| s.count > 0))
+        {
+            let row = format!("<tr data-device=\"{}\">", escape(&d.key));
+            let start = page
+                .find(&row)
+                .unwrap_or_else(|| panic!("{name}: no row {}", d.key));
+            let end = start + page[start..].find("</tr>").expect("closed");
+            let cell = format!(
+                "<td class=\"num\" data-field=\"dma_map\">{}</td>",
+                d.op(Op::DmaMap).count
+            );
+            assert!(page[start..end].contains(&cell), "{name} {}", d.key);
+            for n in &d.names {
+                assert!(
+                    page[start..end].contains(&escape(n)),
+                    "{name} {} {n}",
+                    d.key
+                );
+            }
+        }
+    }
+}
+
+/// `compare --html` draws A and B on the same chart for an operation timed in both.
+#[test]
+fn a_comparison_overlays_a_and_b_on_each_latency_chart() {
+    let reports = examples();
+    let (a, b) = (&reports[0].1, &reports[2].1);
+    let comparison = compare(a, b);
+    let page = render_comparison(a, b, &comparison, ("a.json", "b.json"));
+    assert!(page.contains("<h2>Findings</h2>"));
+    for finding in &comparison.findings {
+        assert!(
+            page.contains(&escape(&finding.headline)),
+            "{}",
+            finding.headline
+        );
+    }
+    let nvme = section(&page, "0000:00:04.0");
+    let start = nvme
+        .find("<figure data-op=\"dma_map\">")
+        .expect("dma_map chart");
+    let chart = &nvme[start..start + nvme[start..].find("</figure>").expect("closed")];
+    let (blue, orange) = ("#1F77B4", "#E66A00");
+    assert!(
+        chart.contains(blue) && chart.contains(orange),
+        "not both A and B"
+    );
+    assert!(chart.contains("A: ") && chart.contains("B: "), "{chart}");
+    // Rates side by side: one chart per quantity, a line for each side.
+    let rates = nvme.find("dma_map/s").expect("rates chart");
+    assert!(nvme[rates..].contains(blue) && nvme[rates..].contains(orange));
+}
