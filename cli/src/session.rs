@@ -205,6 +205,7 @@ impl Session {
             ));
         }
         warnings.extend(self.probes.self_time_caveat());
+        warnings.extend(self.probes.waiting_caveat());
         for status in self.probes.statuses() {
             for caveat in &status.caveats {
                 warnings.push(format!("{}: {caveat}", status.point));

@@ -156,6 +156,10 @@ iommutop_key_numbers(const struct iommutop_dev_key *key)
  * verifier checks this rare path once per program, not at every place that counts. */
 int iommutop_take_row(__u64 key_id, __u32 key_kind);
 
+/* What iommutop_take_row returns when the key's row could not be written now: the map's bucket
+ * busy on this CPU (an interrupt that landed while this CPU updated it). */
+#define IOMMUTOP_ROW_BUSY (-2)
+
 /* Which bucket of iommutop_row_hints a key's row is remembered in (Fibonacci hashing). */
 static __always_inline __u32 iommutop_row_hint_of(const struct iommutop_dev_key *key)
 {
@@ -187,6 +191,10 @@ iommutop_stats_lookup_or_init(const struct iommutop_dev_key *key, int *created)
 		row = *known;
 	} else {
 		taken = iommutop_take_row(key->id, key->kind);
+		if (taken == IOMMUTOP_ROW_BUSY) {
+			iommutop_health_inc(IOMMUTOP_HEALTH_ROW_BUSY);
+			return NULL;
+		}
 		if (taken < 0) {
 			iommutop_health_inc(IOMMUTOP_HEALTH_DEVICE_MAP_FULL);
 			return NULL;

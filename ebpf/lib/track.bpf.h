@@ -135,6 +135,7 @@ struct iommutop_frame {
 	__u64 tag;
 	__u64 start_ns;
 	__u64 probe_ns; /* run time of probe programs nested in the call so far (self time) */
+	__u64 offcpu_at_start; /* the stack's offcpu_ns when the call began */
 	__u64 bytes;
 	struct iommutop_dev_key key;
 	__u32 op;
@@ -146,6 +147,10 @@ struct iommutop_frame {
 struct iommutop_inflight {
 	__u32 depth;
 	__u32 pad;
+	/* Waiting (see iommutop_switched): how long the stack's task was switched out while it had
+	 * calls in flight, in all, and since when it is (0: it runs). */
+	__u64 offcpu_ns;
+	__u64 switched_out_at;
 	struct iommutop_frame frames[IOMMUTOP_MAX_NESTING];
 };
 
@@ -369,6 +374,52 @@ iommutop_task_stack(int create, struct iommutop_stack_ref *ref, struct task_stru
 		iommutop_health_inc(IOMMUTOP_HEALTH_TASK_MAP_FULL);
 	return stored;
 #endif
+}
+
+/* The calls in flight of a task that need not be the current one (NULL when it has none). */
+static __always_inline struct iommutop_inflight *iommutop_stack_of_task(struct task_struct *task)
+{
+	__u32 thread = task->pid;
+#ifdef IOMMUTOP_TASK_STACKS_HASHED
+	if (!thread)
+		return NULL; /* an idle task: its calls are keyed by CPU, and it never waits */
+	return bpf_map_lookup_elem(&iommutop_inflight, &thread);
+#elif defined(IOMMUTOP_TASK_STACKS_PER_CPU)
+	return NULL;
+#else
+	__u32 index = thread & iommutop_task_slot_mask;
+	struct iommutop_task_slot *slot = bpf_map_lookup_elem(&iommutop_task_slots, &index);
+
+	if (!slot || !thread)
+		return NULL;
+	if (slot->owner == thread)
+		return &slot->stack;
+	if (!slot->in_storage)
+		return NULL;
+	return bpf_task_storage_get(&iommutop_inflight, task, 0, 0);
+#endif
+}
+
+/*
+ * Waiting is not cost. A task switched out while it has calls in flight (preempted, asleep on a
+ * lock PREEMPT_RT turns into a mutex, waiting for an invalidation queue) is waiting: from the
+ * scheduler's switch, the stack keeps how long in all (offcpu_ns), and each frame what it was
+ * when its call began, so that an exit takes the difference out of its call's time and reports
+ * it apart (the op's offcpu_ns and waited). Interrupt context never switches out.
+ */
+static __always_inline void iommutop_switched(struct task_struct *prev, struct task_struct *next)
+{
+	struct iommutop_inflight *stack = iommutop_stack_of_task(prev);
+	__u64 now = bpf_ktime_get_ns();
+
+	if (stack && stack->depth)
+		stack->switched_out_at = now;
+	stack = iommutop_stack_of_task(next);
+	if (!stack || !stack->switched_out_at)
+		return;
+	if (stack->depth)
+		stack->offcpu_ns += now - stack->switched_out_at;
+	stack->switched_out_at = 0;
 }
 
 /* The stack of a context of the kind task_context says: the current task's (NULL while it has
@@ -901,6 +952,7 @@ static __always_inline void iommutop_enter(void *ctx, struct iommutop_call call,
 			iommutop_health_inc(IOMMUTOP_HEALTH_STACK_LOST);
 	}
 	frame->probe_ns = 0;
+	frame->offcpu_at_start = inflight->offcpu_ns;
 	/* The call starts when this program ends: its own run (a stack unwound included) is not the
 	 * call's time, but it is inside the time of the call below it. */
 	end = bpf_ktime_get_ns();
@@ -929,7 +981,7 @@ enum iommutop_exit_mode {
  * wrapper) or a call --pid/--cgroup left out. */
 static __always_inline void iommutop_count_exit(__u32 op, int failed, __u64 bytes,
 						const struct iommutop_frame *done, __u64 raw_ns,
-						__u64 self_ns, int discard)
+						__u64 self_ns, __u64 offcpu_ns, int discard)
 {
 	struct iommutop_dev_stats *stats;
 	struct iommutop_op_stats *op_stats;
@@ -951,6 +1003,10 @@ static __always_inline void iommutop_count_exit(__u32 op, int failed, __u64 byte
 	if (failed)
 		op_stats->failures += 1;
 	iommutop_record_latency(op_stats, raw_ns, self_ns);
+	if (offcpu_ns) {
+		op_stats->offcpu_ns += offcpu_ns;
+		op_stats->waited += 1;
+	}
 	if (done->flags & IOMMUTOP_FRAME_FULL)
 		stats->ops[IOMMUTOP_OP_IOTLB_FLUSH_FULL].count += 1;
 	if (done->stack_id >= 0)
@@ -974,7 +1030,7 @@ static __always_inline void iommutop_exit_as(void *ctx, struct iommutop_call cal
 	struct iommutop_inflight *inflight = iommutop_stack_here(ctx, 0, &ref);
 	int task_context = ref.task_context;
 	struct iommutop_frame *frame, done;
-	__u64 raw_ns, self_ns;
+	__u64 raw_ns, self_ns, offcpu_ns;
 	__u32 depth, i, index, found;
 
 	if (!inflight)
@@ -1019,10 +1075,13 @@ static __always_inline void iommutop_exit_as(void *ctx, struct iommutop_call cal
 	frame->start_ns = 0;
 	inflight->depth = index;
 	raw_ns = now - done.start_ns;
-	self_ns = raw_ns > done.probe_ns + iommutop_dispatch_ns
-		      ? raw_ns - done.probe_ns - iommutop_dispatch_ns
+	offcpu_ns = inflight->offcpu_ns - done.offcpu_at_start;
+	if (offcpu_ns > raw_ns)
+		offcpu_ns = raw_ns;
+	self_ns = raw_ns > done.probe_ns + iommutop_dispatch_ns + offcpu_ns
+		      ? raw_ns - done.probe_ns - iommutop_dispatch_ns - offcpu_ns
 		      : 0;
-	iommutop_count_exit(op, failed, bytes, &done, raw_ns, self_ns,
+	iommutop_count_exit(op, failed, bytes, &done, raw_ns, self_ns, offcpu_ns,
 			    mode == IOMMUTOP_EXIT_DISCARD);
 	/* Last: this program's run, and what ran nested in the call, are inside the time of the
 	 * call below it. */

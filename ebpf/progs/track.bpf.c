@@ -94,7 +94,21 @@ __noinline int iommutop_take_row(__u64 key_id, __u32 key_kind)
 		kept = bpf_map_lookup_elem(&iommutop_rows, &key);
 		return kept ? (int)*kept : -1;
 	}
+	/* EBUSY: the map's bucket lock is held on this CPU (by what this program interrupted); the
+	 * row taken stays unused, and the key's next event takes another. */
+	if (err == -16)
+		return IOMMUTOP_ROW_BUSY;
 	return err ? -1 : (int)row;
+}
+
+/* sched_switch (bool preempt, struct task_struct *prev, struct task_struct *next, ...): see
+ * iommutop_switched. */
+SEC("tp_btf")
+int BPF_PROG(track__sched_switch__tp, bool preempt, struct task_struct *prev,
+	     struct task_struct *next)
+{
+	iommutop_switched(prev, next);
+	return 0;
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -49,6 +49,17 @@ pub struct Latency {
     /// `total_ns` as measured, the probes' own cost nested in the calls included; `None` in
     /// reports written before self time.
     pub raw_total_ns: Option<u64>,
+    /// Waiting: of `raw_total_ns`, the time the calling tasks spent switched out (preempted,
+    /// asleep on a lock), which `total_ns` leaves out, and how many calls waited; `None` in
+    /// reports written before it was measured.
+    pub offcpu: Option<Waiting>,
+}
+
+/// Time the timed calls of an operation spent switched out, and how many of them did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Waiting {
+    pub offcpu_ns: u64,
+    pub waited: u64,
 }
 
 /// [`Latency`] as reports write it.
@@ -67,6 +78,10 @@ struct LatencyJson {
     hist_fine: Option<Histogram>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     raw_total_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    offcpu_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    waited: Option<u64>,
 }
 
 impl From<Latency> for LatencyJson {
@@ -83,6 +98,8 @@ impl From<Latency> for LatencyJson {
             hist: l.hist.log2_slots().to_vec(),
             hist_fine: Some(l.hist),
             raw_total_ns: l.raw_total_ns,
+            offcpu_ns: l.offcpu.map(|w| w.offcpu_ns),
+            waited: l.offcpu.map(|w| w.waited),
         }
     }
 }
@@ -102,6 +119,10 @@ impl From<LatencyJson> for Latency {
                 .hist_fine
                 .unwrap_or_else(|| Histogram::from_log2_slots(&j.hist)),
             raw_total_ns: j.raw_total_ns,
+            offcpu: j.offcpu_ns.map(|offcpu_ns| Waiting {
+                offcpu_ns,
+                waited: j.waited.unwrap_or(0),
+            }),
         }
     }
 }
@@ -115,6 +136,8 @@ pub struct OpDelta {
     pub timed: u64,
     pub total_ns: u64,
     pub raw_total_ns: u64,
+    pub offcpu_ns: u64,
+    pub waited: u64,
     pub hist: Histogram,
 }
 
@@ -128,6 +151,8 @@ impl OpDelta {
             timed: counters.timed,
             total_ns: counters.total_ns,
             raw_total_ns: counters.raw_total_ns,
+            offcpu_ns: counters.offcpu_ns,
+            waited: counters.waited,
             hist: Histogram::from_slots(&counters.hist),
         }
     }
@@ -141,6 +166,8 @@ impl OpDelta {
             timed: later.timed.checked_sub(earlier.timed)?,
             total_ns: later.total_ns.checked_sub(earlier.total_ns)?,
             raw_total_ns: later.raw_total_ns.checked_sub(earlier.raw_total_ns)?,
+            offcpu_ns: later.offcpu_ns.checked_sub(earlier.offcpu_ns)?,
+            waited: later.waited.checked_sub(earlier.waited)?,
             hist: Histogram::from_slots(&later.hist)
                 .checked_since(&Histogram::from_slots(&earlier.hist))?,
         })
@@ -154,6 +181,8 @@ impl OpDelta {
         self.timed = self.timed.saturating_add(other.timed);
         self.total_ns = self.total_ns.saturating_add(other.total_ns);
         self.raw_total_ns = self.raw_total_ns.saturating_add(other.raw_total_ns);
+        self.offcpu_ns = self.offcpu_ns.saturating_add(other.offcpu_ns);
+        self.waited = self.waited.saturating_add(other.waited);
         self.hist.merge(&other.hist);
     }
 
@@ -186,6 +215,10 @@ impl OpDelta {
             max_ns_bound: self.hist.max_bound()?,
             hist: self.hist,
             raw_total_ns: Some(self.raw_total_ns),
+            offcpu: Some(Waiting {
+                offcpu_ns: self.offcpu_ns,
+                waited: self.waited,
+            }),
         })
     }
 }

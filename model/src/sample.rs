@@ -105,6 +105,12 @@ pub struct OpCounters {
     /// The timed calls' time as measured between entry and exit.
     #[serde(default)]
     pub raw_total_ns: u64,
+    /// Of `raw_total_ns`, the time the calling tasks spent switched out (waiting, not in
+    /// `total_ns`), and how many timed calls waited at all.
+    #[serde(default)]
+    pub offcpu_ns: u64,
+    #[serde(default)]
+    pub waited: u64,
     /// Log-linear slots of the calls' own time in ns (`crate::hist`).
     pub hist: Vec<u64>,
 }

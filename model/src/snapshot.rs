@@ -387,6 +387,8 @@ mod tests {
             timed: timed_ns.len() as u64,
             total_ns: timed_ns.iter().sum(),
             raw_total_ns: timed_ns.iter().sum(),
+            offcpu_ns: 0,
+            waited: 0,
             hist,
         }
     }

@@ -93,19 +93,35 @@ fn run_line(report: &Report) -> String {
 
 /// Which times the table shows, and how much of the measured time was the probes' own.
 fn self_time_note(devices: &[Device]) -> Option<String> {
-    let (measured, own) = devices
+    let (measured, own, waiting) = devices
         .iter()
         .flat_map(|device| device.ops.values())
         .filter_map(|op| op.latency.as_ref())
-        .filter_map(|latency| Some((latency.raw_total_ns?, latency.total_ns)))
-        .fold((0u64, 0u64), |(raw, own), (r, o)| {
-            (raw.saturating_add(r), own.saturating_add(o))
+        .filter_map(|latency| {
+            let waiting = latency.offcpu.map_or(0, |w| w.offcpu_ns);
+            Some((latency.raw_total_ns?, latency.total_ns, waiting))
+        })
+        .fold((0u64, 0u64, 0u64), |(raw, own, wait), (r, o, w)| {
+            (
+                raw.saturating_add(r),
+                own.saturating_add(o),
+                wait.saturating_add(w),
+            )
         });
     (measured > 0).then(|| {
-        format!(
-            "times are self times: the probes nested in each call ran {} of the measured time, taken out (raw_total_ns in the JSON keeps it)\n",
-            percent(measured.saturating_sub(own) as f64 / measured as f64)
-        )
+        let probes = measured.saturating_sub(own).saturating_sub(waiting);
+        let mut note = format!(
+            "times are self times: the probes nested in each call ran {} of the measured time, taken out (raw_total_ns in the JSON keeps it)",
+            percent(probes as f64 / measured as f64)
+        );
+        if waiting > 0 {
+            note.push_str(&format!(
+                "; tasks waited switched out inside the calls for {} of it (preempted or asleep on a lock), taken out too (offcpu_ns)",
+                percent(waiting as f64 / measured as f64)
+            ));
+        }
+        note.push('\n');
+        note
     })
 }
 

@@ -13,7 +13,7 @@ const _: () =
 const _: () = assert!(super::abi::IOMMUTOP_MAX_DEVICES == iommutop_model::report::MAX_STATS_ROWS);
 const _: () = assert!(std::mem::size_of::<iommutop_dev_key>() == 16);
 const _: () =
-    assert!(std::mem::size_of::<iommutop_op_stats>() == 8 * (6 + IOMMUTOP_HIST_SLOTS as usize));
+    assert!(std::mem::size_of::<iommutop_op_stats>() == 8 * (8 + IOMMUTOP_HIST_SLOTS as usize));
 const _: () = assert!(
     std::mem::size_of::<iommutop_dev_stats>()
         == Op::ALL.len() * std::mem::size_of::<iommutop_op_stats>()
@@ -88,6 +88,8 @@ fn add(total: &mut OpCounters, cpu: &iommutop_op_stats) {
     total.timed = total.timed.saturating_add(cpu.timed);
     total.total_ns = total.total_ns.saturating_add(cpu.total_ns);
     total.raw_total_ns = total.raw_total_ns.saturating_add(cpu.raw_total_ns);
+    total.offcpu_ns = total.offcpu_ns.saturating_add(cpu.offcpu_ns);
+    total.waited = total.waited.saturating_add(cpu.waited);
     for (slot, n) in total.hist.iter_mut().zip(cpu.hist.iter()) {
         *slot = slot.saturating_add(*n);
     }

@@ -166,7 +166,7 @@ impl TaskStacks {
 }
 
 /// Names of `enum iommutop_health`, in order.
-const HEALTH_NAMES: [&str; 7] = [
+const HEALTH_NAMES: [&str; 8] = [
     "device_map_full",
     "nesting_overflow",
     "exit_without_entry",
@@ -174,6 +174,7 @@ const HEALTH_NAMES: [&str; 7] = [
     "abandoned_frames",
     "task_map_full",
     "process_map_full",
+    "row_busy",
 ];
 const _: () =
     assert!(HEALTH_NAMES.len() == super::abi::iommutop_health::IOMMUTOP_HEALTH_COUNT as usize);
@@ -220,6 +221,9 @@ pub struct Probes {
     dispatch: Result<dispatch::Dispatch, String>,
     /// Whether the programs can tell an interrupt from its task's work (the preempt count).
     tells_interrupts: bool,
+    /// Whether the time a task spends switched out inside a call is measured (the scheduler's
+    /// switch hooked), or why not.
+    waiting: Result<(), String>,
 }
 
 /// Where the kernel's BTF is read from; tests point it elsewhere to exercise the no-BTF path.
@@ -345,6 +349,17 @@ impl Probes {
                 None => log::info!("{}: unavailable", status.point),
             })
             .collect();
+        let timed = statuses
+            .iter()
+            .any(|status| matches!(status.tier, Some(Tier::Fentry | Tier::Kprobe)));
+        let waiting = if timed {
+            attach_waiting(&mut ebpf, &btf)
+        } else {
+            Ok(())
+        };
+        if let Err(why) = &waiting {
+            log::info!("time switched out inside calls not measured: {why}");
+        }
         if statuses.iter().all(|s| s.tier.is_none()) {
             let reasons = statuses
                 .iter()
@@ -367,6 +382,7 @@ impl Probes {
             stats_fd: stats_enabled,
             dispatch,
             tells_interrupts: preempt.is_some(),
+            waiting,
         })
     }
 
@@ -403,6 +419,13 @@ impl Probes {
     pub fn nested_dispatch_ns(&self) -> Option<u64> {
         let dispatch = self.dispatch.as_ref().ok()?;
         dispatch.nested_ns.as_ref().ok().copied()
+    }
+
+    /// What the probes' times hold that is not the calls' work, when waiting is not measured.
+    pub fn waiting_caveat(&self) -> Option<String> {
+        self.waiting.as_ref().err().map(|why| {
+            format!("times include any time a task spent switched out inside a call (preempted, or asleep on a lock): the scheduler's switch could not be hooked ({why})")
+        })
     }
 
     /// What the probes' self times could not take out, when the dispatch calibration failed.
@@ -771,6 +794,14 @@ pub fn verify_all_programs() -> Result<Vec<ProgramVerdict>, LoadError> {
             );
         }
     }
+    let waiting = program::<BtfTracePoint>(&mut ebpf, WAITING_PROGRAM)
+        .and_then(|p| p.load(WAITING_EVENT, &btf).map_err(|e| describe(&e)));
+    record(
+        WAITING_PROGRAM,
+        format!("sched:{WAITING_EVENT}"),
+        Tier::Tracepoint,
+        waiting,
+    );
     let orphans: Vec<String> = ebpf
         .programs()
         .map(|(name, _)| name.to_string())
@@ -1124,6 +1155,18 @@ fn attach_tracepoint(ebpf: &mut Ebpf, btf: &Btf, hook: &TracepointHook) -> HookO
         Ok(())
     })();
     HookOutcome::new_tracepoint(label, result)
+}
+
+/// The program that keeps how long tasks with calls in flight are switched out, and its event.
+const WAITING_PROGRAM: &str = "track__sched_switch__tp";
+const WAITING_EVENT: &str = "sched_switch";
+
+/// Hooks the scheduler's switch (sched_switch, a BTF tracepoint), which keeps how long a task
+/// with calls in flight is switched out, so that waiting is taken out of the calls' time.
+fn attach_waiting(ebpf: &mut Ebpf, btf: &Btf) -> Result<(), String> {
+    let program: &mut BtfTracePoint = program(ebpf, WAITING_PROGRAM)?;
+    program.load(WAITING_EVENT, btf).map_err(|e| describe(&e))?;
+    program.attach().map(|_| ()).map_err(|e| describe(&e))
 }
 
 /// kprobe programs may serve several functions: load them the first time only.

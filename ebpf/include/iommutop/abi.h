@@ -78,6 +78,9 @@ struct iommutop_op_stats {
 	__u64 total_ns; /* sum of measured latencies, the probes' own cost inside each call taken
 			   out */
 	__u64 raw_total_ns; /* the same as measured between entry and exit, that cost included */
+	__u64 offcpu_ns;    /* of raw_total_ns, time the calling task spent switched out (preempted,
+			       asleep on a lock): waiting, not in total_ns */
+	__u64 waited;	    /* timed calls that spent any time switched out */
 	__u64 hist[IOMMUTOP_HIST_SLOTS]; /* of the latencies in total_ns */
 };
 
@@ -129,7 +132,10 @@ enum iommutop_health {
 	IOMMUTOP_HEALTH_TASK_MAP_FULL = 5, /* a task's in-flight calls could not be tracked */
 	IOMMUTOP_HEALTH_PROCESS_MAP_FULL =
 	    6, /* unattributed work of a process beyond IOMMUTOP_MAX_PROCESSES: on the tgid-0 row */
-	IOMMUTOP_HEALTH_COUNT = 7,
+	IOMMUTOP_HEALTH_ROW_BUSY = 7, /* a new key's row could not be written at its first event
+					 (the map busy on this CPU: an interrupt landed in an
+					 update); the next event takes it */
+	IOMMUTOP_HEALTH_COUNT = 8,
 };
 
 /* Kernel call paths of sampled DMA API calls: one stack in IOMMUTOP_STACK_PERIOD calls per CPU
@@ -153,7 +159,7 @@ struct iommutop_stack_value {
 _Static_assert(sizeof(struct iommutop_stack_key) == 24, "stack_key size");
 _Static_assert(sizeof(struct iommutop_stack_value) == 16, "stack_value size");
 
-_Static_assert(sizeof(struct iommutop_op_stats) == 8 * (6 + IOMMUTOP_HIST_SLOTS), "op_stats size");
+_Static_assert(sizeof(struct iommutop_op_stats) == 8 * (8 + IOMMUTOP_HIST_SLOTS), "op_stats size");
 _Static_assert(sizeof(struct iommutop_dev_stats) ==
 		   IOMMUTOP_OP_COUNT * sizeof(struct iommutop_op_stats),
 	       "dev_stats size");

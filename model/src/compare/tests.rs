@@ -43,6 +43,8 @@ fn counters(count: u64, each_ns: Option<u64>) -> OpCounters {
         timed,
         total_ns,
         raw_total_ns: total_ns,
+        offcpu_ns: 0,
+        waited: 0,
         hist,
     }
 }

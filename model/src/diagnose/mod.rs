@@ -226,6 +226,34 @@ fn per(units: &WorkUnits) -> String {
     }
 }
 
+/// The share of a device's time in DMA map and unmap calls spent waiting (switched out), above
+/// which waiting is a finding of its own: on PREEMPT_RT a lock inside translation sleeps.
+const WAITING_FINDING: f64 = 0.05;
+
+/// Says when a device's DMA calls spent a notable part of their time switched out: waiting
+/// (preempted, asleep on a lock), which the times above leave out.
+fn waiting_line(d: &Device) -> Option<String> {
+    let (mut waited_ns, mut measured_ns, mut waited_calls) = (0u64, 0u64, 0u64);
+    for op in [Op::DmaMap, Op::DmaUnmap] {
+        let stats = d.op(op);
+        let Some(latency) = stats.latency.as_ref() else {
+            continue;
+        };
+        let waiting = latency.offcpu.unwrap_or_default();
+        waited_ns = waited_ns.saturating_add(waiting.offcpu_ns);
+        waited_calls = waited_calls.saturating_add(waiting.waited);
+        measured_ns = measured_ns.saturating_add(latency.raw_total_ns.unwrap_or(latency.total_ns));
+    }
+    let share = waited_ns as f64 / measured_ns.max(1) as f64;
+    (share >= WAITING_FINDING).then(|| {
+        format!(
+            "  waiting inside translation: {waited_calls} DMA map/unmap calls were switched out for {} in all, {:.0}% of their measured time (preempted, or asleep on a lock: PREEMPT_RT makes spinlocks sleep); left out of the cost above",
+            human_ns(waited_ns),
+            share * 100.0
+        )
+    })
+}
+
 fn device_verdict(
     report: &Report,
     d: &Device,
@@ -283,6 +311,9 @@ fn device_verdict(
                 "  translation time not measured (the DMA path was only counted, not timed)"
             );
         }
+    }
+    if let Some(line) = waiting_line(d) {
+        let _ = writeln!(out, "{line}");
     }
     if !work.translated {
         let _ = writeln!(
@@ -409,6 +440,39 @@ mod tests {
     use super::*;
     use crate::report::fixtures::full_report;
     use crate::report::StackSample;
+
+    /// Issue 27: waiting inside translation (PREEMPT_RT's sleeping locks) is named, apart from
+    /// the cost, when it is a notable share of a device's DMA time; a trace of it is not.
+    #[test]
+    fn waiting_inside_translation_is_named_when_it_is_a_notable_share() {
+        let mut report = full_report();
+        let device = report
+            .devices
+            .iter_mut()
+            .find(|d| d.op(Op::DmaMap).latency.is_some())
+            .expect("a device with timed DMA maps");
+        let set_waiting = |device: &mut Device, share: f64| {
+            for stats in device.ops.values_mut() {
+                if let Some(latency) = stats.latency.as_mut() {
+                    let raw = latency.raw_total_ns.unwrap_or(latency.total_ns);
+                    latency.offcpu = Some(crate::op_stats::Waiting {
+                        offcpu_ns: (raw as f64 * share) as u64,
+                        waited: 3,
+                    });
+                }
+            }
+        };
+        set_waiting(device, 0.5);
+        let line = waiting_line(device).expect("half the time waiting is named");
+        assert!(line.contains("waiting inside translation"), "{line}");
+        assert!(line.contains("50%"), "{line}");
+        set_waiting(device, 0.01);
+        assert_eq!(
+            waiting_line(device),
+            None,
+            "1% of the time is not a finding"
+        );
+    }
 
     #[test]
     fn names_the_device_its_cost_where_it_goes_and_what_to_try() {

@@ -221,6 +221,9 @@ fn health_warnings(health: &BTreeMap<String, u64>) -> Vec<String> {
                 "up to {count} {} calls may be missing from the counts: the kernel skipped both programs of a call (or a count-only program's run) that often",
                 &missed["missed_calls.".len()..]
             ),
+            "row_busy" => format!(
+                "{count} events of a device seen for the first time were dropped: its statistics row could not be written then (the map busy on that CPU: an interrupt landed in an update); later events were counted"
+            ),
             "stack_lost" => format!(
                 "{count} sampled call paths could not be recorded (stack map full or unwinding failed)"
             ),

@@ -22,6 +22,8 @@ pub fn counters(count: u64, bytes_each: u64, timed_ns: &[u64]) -> OpCounters {
         timed: timed_ns.len() as u64,
         total_ns: timed_ns.iter().sum(),
         raw_total_ns: timed_ns.iter().sum(),
+        offcpu_ns: 0,
+        waited: 0,
         hist,
     }
 }

@@ -200,6 +200,7 @@ mod tests {
                 max_ns_bound: ns * 2,
                 hist,
                 raw_total_ns: Some(ns * maps),
+                offcpu: None,
             }
         });
         let mut ops = BTreeMap::new();

@@ -93,6 +93,8 @@ fn delta_of(stats: &OpStats) -> OpDelta {
         timed: latency.map_or(0, |l| l.timed),
         total_ns: latency.map_or(0, |l| l.total_ns),
         raw_total_ns: latency.map_or(0, |l| l.raw_total_ns.unwrap_or(l.total_ns)),
+        offcpu_ns: latency.and_then(|l| l.offcpu).map_or(0, |w| w.offcpu_ns),
+        waited: latency.and_then(|l| l.offcpu).map_or(0, |w| w.waited),
         hist: latency.map_or_else(Histogram::default, |l| l.hist),
     }
 }
