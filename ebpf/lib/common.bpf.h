@@ -62,28 +62,22 @@ static __always_inline __u64 iommutop_fexit_ret(void *ctx, __u32 ret_at)
 /* The return value in an fexit program declared with IOMMUTOP_DECLARE_RET_AT(prog). */
 #define IOMMUTOP_FEXIT_RET(prog) iommutop_fexit_ret(ctx, IOMMUTOP_RET_AT(prog))
 
-/* An fexit program that closes the frame its fentry opened; `failed` may use `ret`. The _OWNED
- * one is for a call on an IOMMU-side object, its first argument (IOMMUTOP_OWNED_CALL). */
-#define IOMMUTOP_FEXIT_OWNED(prog, op, failed)                                                     \
+/* An fexit program that closes the frame its fentry opened, the call known by `call_of(ctx)`;
+ * `failed` may use `ret`. */
+#define IOMMUTOP_FEXIT_OF(prog, op, failed, call_of)                                               \
 	IOMMUTOP_DECLARE_RET_AT(prog);                                                             \
 	SEC("fexit")                                                                               \
 	int prog(void *ctx)                                                                        \
 	{                                                                                          \
 		__u64 ret = IOMMUTOP_FEXIT_RET(prog);                                              \
 		(void)ret;                                                                         \
-		iommutop_exit(ctx, IOMMUTOP_OWNED_CALL(ctx), op, (failed));                        \
+		iommutop_exit(ctx, call_of(ctx), op, (failed));                                    \
 		return 0;                                                                          \
 	}
 
-#define IOMMUTOP_FEXIT(prog, op, failed)                                                           \
-	IOMMUTOP_DECLARE_RET_AT(prog);                                                             \
-	SEC("fexit")                                                                               \
-	int prog(void *ctx)                                                                        \
-	{                                                                                          \
-		__u64 ret = IOMMUTOP_FEXIT_RET(prog);                                              \
-		(void)ret;                                                                         \
-		iommutop_exit(ctx, IOMMUTOP_FENTRY_CALL(ctx), op, (failed));                       \
-		return 0;                                                                          \
-	}
+#define IOMMUTOP_FEXIT(prog, op, failed) IOMMUTOP_FEXIT_OF(prog, op, failed, IOMMUTOP_FENTRY_CALL)
+/* For a call on an IOMMU-side object, its first argument (IOMMUTOP_OWNED_CALL). */
+#define IOMMUTOP_FEXIT_OWNED(prog, op, failed)                                                     \
+	IOMMUTOP_FEXIT_OF(prog, op, failed, IOMMUTOP_OWNED_CALL)
 
 #endif
