@@ -376,7 +376,11 @@ iommutop_task_stack(int create, struct iommutop_stack_ref *ref, struct task_stru
 #endif
 }
 
-/* The calls in flight of a task that need not be the current one (NULL when it has none). */
+/* The calls in flight of a task that need not be the current one (NULL when it has none), where
+ * the scheduler's switch can find them without locking: a task whose calls are in its task
+ * storage (another task of its slot's index held the slot) is not followed, its waiting stays in
+ * its calls' time (task storage is busy while a preempted task holds it, and the switch must not
+ * make it busier). */
 static __always_inline struct iommutop_inflight *iommutop_stack_of_task(struct task_struct *task)
 {
 	__u32 thread = task->pid;
@@ -392,11 +396,7 @@ static __always_inline struct iommutop_inflight *iommutop_stack_of_task(struct t
 
 	if (!slot || !thread)
 		return NULL;
-	if (slot->owner == thread)
-		return &slot->stack;
-	if (!slot->in_storage)
-		return NULL;
-	return bpf_task_storage_get(&iommutop_inflight, task, 0, 0);
+	return slot->owner == thread ? &slot->stack : NULL;
 #endif
 }
 
@@ -614,12 +614,14 @@ struct {
 	__type(value, struct iommutop_owner_seen);
 } iommutop_owner_seen SEC(".maps") __weak;
 
-/* The key of an IOMMU-side call on `owner` (0: none) whose context would charge it to `key`:
- * inside a device's DMA API call, that device, which is remembered for the object; inside none,
- * the device last remembered for the object, else `key`. */
-static __always_inline struct iommutop_dev_key iommutop_key_of_owner(__u64 owner,
-								     struct iommutop_dev_key key)
+/* The key of an IOMMU-side call on `owner` (0: none) that nested work would be charged to, the
+ * context's `inflight` calls and kind given: inside a call, that call's key (a device's, which is
+ * then remembered for the object; the flush-queue timer's); inside none, the device last
+ * remembered for the object, else the owner of the context's work. */
+static __always_inline struct iommutop_dev_key
+iommutop_key_of_owner(__u64 owner, const struct iommutop_inflight *inflight, int task_context)
 {
+	struct iommutop_dev_key key = iommutop_current_key(inflight, task_context);
 	struct iommutop_owner_seen *seen;
 	struct iommutop_dev_key *known;
 	__u32 zero = 0;
@@ -627,7 +629,9 @@ static __always_inline struct iommutop_dev_key iommutop_key_of_owner(__u64 owner
 
 	if (!owner)
 		return key;
-	if (key.kind == IOMMUTOP_KEY_DEVICE) {
+	if (inflight && inflight->depth > 0) {
+		if (key.kind != IOMMUTOP_KEY_DEVICE)
+			return key;
 		seen = bpf_map_lookup_elem(&iommutop_owner_seen, &zero);
 		if (!seen || (seen->owner == owner && seen->key.id == key.id))
 			return key;
@@ -638,6 +642,8 @@ static __always_inline struct iommutop_dev_key iommutop_key_of_owner(__u64 owner
 		seen->key = key;
 		return key;
 	}
+	if (key.kind == IOMMUTOP_KEY_DEVICE)
+		return key; /* the context's owner is a device already (a userspace driver's) */
 	bpf_probe_read_kernel(&number, sizeof(number), &owner);
 	known = bpf_map_lookup_elem(&iommutop_owner_devices, &number);
 	return known ? *known : key;
@@ -910,8 +916,7 @@ static __always_inline void iommutop_enter(void *ctx, struct iommutop_call call,
 	if (own_key)
 		key = *own_key;
 	else if (!left_out)
-		key =
-		    iommutop_key_of_owner(call.owner, iommutop_current_key(inflight, task_context));
+		key = iommutop_key_of_owner(call.owner, inflight, task_context);
 	/* Take the slot before filling it: an interrupt that probes a call while this program is
 	 * still filling its frame must get the next slot, not this one. No atomic is needed (nor
 	 * available before 5.12): the stack is only ever shared with interrupts on the same CPU,
@@ -1098,9 +1103,7 @@ unseen_entry:
 		iommutop_health_inc(IOMMUTOP_HEALTH_EXIT_WITHOUT_ENTRY);
 	{
 		struct iommutop_dev_key key =
-		    own_key ? *own_key
-			    : iommutop_key_of_owner(call.owner,
-						    iommutop_current_key(inflight, task_context));
+		    own_key ? *own_key : iommutop_key_of_owner(call.owner, inflight, task_context);
 
 		iommutop_charge_untimed(&key, op, bytes == IOMMUTOP_KEEP_BYTES ? 0 : bytes, 0);
 	}
