@@ -21,12 +21,12 @@
  * An fexit program finds its function's return value after the arguments, at ctx[arity]. The
  * arity differs between kernels (iommu_map gained a gfp argument in 6.3), so every fexit program
  * has a knob, <program>__ret_at, that user space sets before load to the function's parameter
- * count in the running kernel's BTF, or IOMMUTOP_RET_VOID for a function that returns nothing (no
- * value to read: the verifier refuses the slot). The knob is a constant to the verifier, which
- * walks only the load it selects; 0 (not known) reads the value with bpf_get_func_ret(), which
- * kernels before 5.17 lack: there the knob is always set, and the helper's branch never walked.
+ * count in the running kernel's BTF, or IOMMUTOP_RET_VOID (abi.h) for a function that returns
+ * nothing (no value to read: the verifier refuses the slot). The knob is a constant to the
+ * verifier, which walks only the load it selects; 0 (not known) reads the value with
+ * bpf_get_func_ret(), which kernels before 5.17 lack: there the knob is always set, and the
+ * helper's branch never walked.
  */
-#define IOMMUTOP_RET_VOID 0xffffffffU
 #define IOMMUTOP_RET_AT(prog) prog##__ret_at
 #define IOMMUTOP_DECLARE_RET_AT(prog) const volatile __u32 IOMMUTOP_RET_AT(prog) = 0
 

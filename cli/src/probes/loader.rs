@@ -569,8 +569,8 @@ impl Probes {
 
     /// Runs of each of our programs that the kernel skipped because the same program was already
     /// running on that CPU (preempted, or interrupted by what it probes): each is an entry, an
-    /// exit or an event never seen. The kernel counts them per program (5.12+; kprobes' from 6.7)
-    /// and shows them in the program's fdinfo.
+    /// exit or an event never seen. The kernel counts them per program (5.12+; a kprobe's skips only
+    /// on recent kernels) and shows them in the program's fdinfo.
     fn misses_by_program(&self) -> BTreeMap<String, u64> {
         self.ebpf()
             .programs()
@@ -819,16 +819,10 @@ pub fn verify_all_programs() -> Result<Vec<ProgramVerdict>, LoadError> {
     Ok(verdicts)
 }
 
-/// Attaches a point hook by hook: each kernel function on the cheapest tier that takes it (fentry,
-/// else kprobe: a function in a module has no vmlinux BTF for fentry but takes a kprobe), and the
-/// tracepoints only when no function could be hooked (they see the same calls: both would count
-/// them twice). The point's tier is the costliest its hooks got.
 /// Where each fexit program finds its function's return value in this kernel: the knob
 /// `<program>__ret_at` (ebpf/lib/common.bpf.h) and the function's parameter count in the kernel's
 /// BTF. Empty when the BTF cannot be read as such: the programs then call bpf_get_func_ret (5.17+).
 fn fexit_return_slots() -> Vec<(String, u32)> {
-    /// IOMMUTOP_RET_VOID in ebpf/lib/common.bpf.h: the function returns nothing.
-    const RET_VOID: u32 = u32::MAX;
     let hooks: Vec<(&str, &str)> = POINTS
         .iter()
         .flat_map(|point| point.functions)
@@ -853,7 +847,7 @@ fn fexit_return_slots() -> Vec<(String, u32)> {
             let slot = if arity.returns_value {
                 arity.params
             } else {
-                RET_VOID
+                super::abi::IOMMUTOP_RET_VOID
             };
             Some((format!("{exit}__ret_at"), slot))
         })
@@ -862,6 +856,10 @@ fn fexit_return_slots() -> Vec<(String, u32)> {
     slots.into_iter().collect()
 }
 
+/// Attaches a point hook by hook: each kernel function on the cheapest tier that takes it (fentry,
+/// else kprobe: a function in a module has no vmlinux BTF for fentry but takes a kprobe), and the
+/// tracepoints only when no function could be hooked (they see the same calls: both would count
+/// them twice). The point's tier is the costliest its hooks got.
 fn attach_point(
     ebpf: &mut Ebpf,
     btf: &Btf,

@@ -121,6 +121,10 @@ struct iommutop_dev_name {
 	char name[IOMMUTOP_NAME_LEN];
 };
 
+/* The `<program>__ret_at` of an fexit program whose function returns nothing
+ * (ebpf/lib/common.bpf.h). */
+#define IOMMUTOP_RET_VOID 0xffffffffU
+
 /* Map-level counters of the probes themselves, for honest reporting. */
 enum iommutop_health {
 	IOMMUTOP_HEALTH_DEVICE_MAP_FULL = 0,  /* a new device could not be tracked */
