@@ -544,17 +544,7 @@ impl Comparison {
         let sides = [("A", names.0, &self.a), ("B", names.1, &self.b)];
         let runs = [self.noise.runs_a, self.noise.runs_b];
         for ((tag, name, side), runs) in sides.into_iter().zip(runs) {
-            let mut parts = vec![format!(
-                "kernel {}",
-                side.kernel.as_deref().unwrap_or("unknown")
-            )];
-            parts.push(format!("IOMMU {}", side.iommu));
-            if !side.iommu_parameters.is_empty() {
-                parts.push(side.iommu_parameters.clone());
-            }
-            if let Some(workload) = &side.workload {
-                parts.push(format!("workload {workload}"));
-            }
+            let mut parts = side.description();
             if runs > 1 {
                 parts.push(format!("{runs} runs"));
             }

@@ -146,6 +146,23 @@ pub struct Side {
     pub units: WorkUnits,
 }
 
+impl Side {
+    /// What this run was, for a line that introduces it: kernel, IOMMU, its parameters, workload.
+    pub fn description(&self) -> Vec<String> {
+        let mut parts = vec![
+            format!("kernel {}", self.kernel.as_deref().unwrap_or("unknown")),
+            format!("IOMMU {}", self.iommu),
+        ];
+        if !self.iommu_parameters.is_empty() {
+            parts.push(self.iommu_parameters.clone());
+        }
+        if let Some(workload) = &self.workload {
+            parts.push(format!("workload {workload}"));
+        }
+        parts
+    }
+}
+
 /// Everything `compare` found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
@@ -239,21 +256,25 @@ fn common_unit(a: &WorkUnits, b: &WorkUnits) -> Option<String> {
     }
 }
 
+/// The host's IOMMU in a few words: vendor (units), default domain; "none" without one.
+pub fn iommu_description(host: &crate::report::Host) -> String {
+    if !host.iommu.present {
+        return "none".into();
+    }
+    format!(
+        "{} ({}), default domain {}",
+        host.iommu.vendor.map_or("unknown vendor", |v| v.name()),
+        host.iommu.units.join(", "),
+        host.iommu
+            .default_domain_type
+            .as_deref()
+            .unwrap_or("unknown")
+    )
+}
+
 fn side(report: &Report, units: WorkUnits) -> Side {
     let host = &report.host;
-    let iommu = if host.iommu.present {
-        format!(
-            "{} ({}), default domain {}",
-            host.iommu.vendor.map_or("unknown vendor", |v| v.name()),
-            host.iommu.units.join(", "),
-            host.iommu
-                .default_domain_type
-                .as_deref()
-                .unwrap_or("unknown")
-        )
-    } else {
-        "none".into()
-    };
+    let iommu = iommu_description(host);
     let parameters: Vec<String> = iommu_params(report)
         .into_iter()
         .map(|(k, v)| if v.is_empty() { k } else { format!("{k}={v}") })

@@ -57,17 +57,7 @@ pub fn render_comparison(
 
 /// `kernel 6.12…; IOMMU intel (dmar0), default domain DMA-FQ; workload fio; 20.0 s from …`.
 fn side_line(side: &Side) -> String {
-    let mut parts = vec![format!(
-        "kernel {}",
-        side.kernel.as_deref().unwrap_or("unknown")
-    )];
-    parts.push(format!("IOMMU {}", side.iommu));
-    if !side.iommu_parameters.is_empty() {
-        parts.push(side.iommu_parameters.clone());
-    }
-    if let Some(workload) = &side.workload {
-        parts.push(format!("workload {workload}"));
-    }
+    let mut parts = side.description();
     parts.push(format!("{:.1} s from {}", side.duration_s, side.started_at));
     parts.join("; ")
 }

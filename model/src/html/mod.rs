@@ -72,13 +72,8 @@ fn run_facts(report: &Report) -> String {
     let host = &report.host;
     let iommu = if host.iommu.present {
         format!(
-            "{} ({}), default domain {}, {}",
-            host.iommu.vendor.map_or("unknown vendor", |v| v.name()),
-            host.iommu.units.join(", "),
-            host.iommu
-                .default_domain_type
-                .as_deref()
-                .unwrap_or("unknown"),
+            "{}, {}",
+            crate::compare::iommu_description(host),
             host.iommu.dma_mode.map_or("mode unknown", |m| m.name()),
         )
     } else {
