@@ -637,3 +637,67 @@ fn preempt_rt_waiting_inside_translation_is_measured_apart() {
         "diagnose's verdict does not name the waiting: {text}"
     );
 }
+
+/// Issue 27, every time against measures that are not the probes': the load cell (fio 4 KiB
+/// random reads at QD32 x 4 and TCP_RR on both NICs) under perf's sampling profile of every CPU,
+/// on the lab's instruction clock (`--icount 0`). Under plain TCG a guest's clock follows the
+/// host's, so a call's time holds the emulator's stalls (a vCPU waiting for QEMU's big lock in
+/// an IOMMU register write): real to the guest, but a timer interrupt cannot sample them, and
+/// they differ from run to run. On the instruction clock a call takes the instructions it runs.
+/// Only the DMA API's points are attached (`exact.sh profile-dma`): with every point on, three
+/// quarters of a DMA map's instructions are other probes' (self time takes them out; its own
+/// accuracy is `bench/self-time`'s), and the comparison would test that subtraction rather
+/// than the timing. `scripts/lib/time_verdict.py` checks that no timed DMA call of the NVMe
+/// outlasts fio's longest I/O nor one of a NIC netperf's longest transaction, that each
+/// device's dma_map mean is at most 4x its median, and that each driver's dma_map time agrees
+/// with the profile's within 25% (its unmaps happen in hard interrupts, where a timer's sample
+/// cannot land: printed, not compared); the counts stay exact.
+fn times_agree_with_the_workloads_and_a_profile(kernel: &str, iommu: &str, smp: &str) {
+    let out = boot(
+        &format!("profile-{kernel}-{iommu}-smp{smp}"),
+        &[
+            "--kernel", kernel, "--iommu", iommu, "--smp", smp, "--icount", "0",
+        ],
+        "profile-dma",
+    );
+    let report = read_report(&out, "profile");
+    assert_nothing_untracked(&report);
+    let nvme = device(&report, NVME);
+    let reads = block_reads(&out, "profile");
+    for op in ["dma_map", "dma_unmap"] {
+        assert_close(
+            &format!("{kernel} {iommu} {smp} vCPUs: NVMe {op} vs the block layer's reads"),
+            count(nvme, op),
+            reads,
+            0.5,
+        );
+    }
+    let verdict = std::process::Command::new("python3")
+        .arg(project_root().join("scripts/lib/time_verdict.py"))
+        .arg(&out)
+        .arg("profile")
+        .output()
+        .expect("python3 runs scripts/lib/time_verdict.py");
+    let text = String::from_utf8_lossy(&verdict.stdout);
+    eprintln!("{text}{}", String::from_utf8_lossy(&verdict.stderr));
+    assert!(
+        verdict.status.success(),
+        "{kernel} {iommu} on {smp} vCPUs: the times disagree with the workloads or the profile: {text}"
+    );
+}
+
+#[test]
+fn times_agree_with_the_workloads_and_a_profile_on_1_vcpu() {
+    if lab_skipped("times_agree_with_the_workloads_and_a_profile_on_1_vcpu") {
+        return;
+    }
+    times_agree_with_the_workloads_and_a_profile("6.12", "intel", "1");
+}
+
+#[test]
+fn times_agree_with_the_workloads_and_a_profile_on_2_vcpus() {
+    if lab_skipped("times_agree_with_the_workloads_and_a_profile_on_2_vcpus") {
+        return;
+    }
+    times_agree_with_the_workloads_and_a_profile("6.12", "amd", "2");
+}

@@ -10,6 +10,9 @@
 #   exact.sh IOMMUTOP OUT load         the load cell (issue 26): fio 4 KiB random reads at QD32 x 4
 #                                      jobs (libaio, direct) on the NVMe and TCP_RR between the
 #                                      NICs at once, one recording
+#   exact.sh IOMMUTOP OUT profile      the load cell under perf's sampling profile of every CPU
+#                                      (issue 27), folded into OUT/profile.perf.folded
+#   exact.sh IOMMUTOP OUT profile-dma  the same with only the DMA API's points attached
 #   exact.sh IOMMUTOP OUT rr           TCP_RR alone
 #   exact.sh IOMMUTOP OUT multiseg     the fio-read-128k-qd128 profile; fio random reads of 4k-256k
 #   exact.sh IOMMUTOP OUT dd           2000 direct 4 KiB reads by dd; then the same with only the
@@ -64,6 +67,19 @@ concurrent | concurrent-one-slot)
 	;;
 load)
 	record load "netperf_rr load 6 & fio_reads load 6 --rw=randread --bs=4k --iodepth=32 --numjobs=4; wait"
+	;;
+profile | profile-dma)
+	# The load cell under a sampling profile (issue 27's second opinion on the times): perf
+	# samples every CPU's call path at a fixed rate while the workloads run, and its samples are
+	# folded here, where the guest's symbols are. profile-dma attaches only the DMA API's points,
+	# so that a call's time holds no other probe's work to take out.
+	[ "$mode" = profile ] || RECORD_ARGS="--points dma_map,dma_unmap"
+	record profile "perf record --quiet -e cpu-clock -F 1999 -a -g -o $out/profile.perf.data -- \
+sh -c '. $out/workloads.sh; netperf_rr profile 6 & fio_reads profile 6 --rw=randread --bs=4k \
+--iodepth=32 --numjobs=4; wait' >$out/profile.perf.out 2>&1"
+	perf script -i "$out/profile.perf.data" -F cpu,time,period,ip,sym 2>"$out/profile.perf.err" |
+		python3 "$(dirname "$0")/../../../scripts/lib/profile_fold.py" >"$out/profile.perf.folded"
+	rm -f "$out/profile.perf.data"
 	;;
 rr)
 	record rr "netperf_rr rr 6"
