@@ -3,7 +3,7 @@
 //!
 //! Each probe family (`ebpf/progs/*.bpf.c`) is compiled on its own with clang, then the objects are
 //! linked into one (`bpftool gen object`) so that they share the per-CPU attribution maps; twice,
-//! once per way of keeping a task's calls in flight (ebpf/lib/track.bpf.h).
+//! once per way of keeping a task's calls in flight (ebpf/lib/stacks.bpf.h).
 
 use std::env;
 use std::fs;

@@ -1,6 +1,6 @@
 //! `--pid PID` and `--cgroup PATH` on `record`, `run`, `top` and `serve`: resolved before anything
 //! attaches, so that a process or cgroup that is not there is a usage error (exit 2). The kernel
-//! side compares the task's thread group id or cgroup v2 id (see `ebpf/lib/track.bpf.h`).
+//! side compares the task's thread group id or cgroup v2 id (see `ebpf/lib/filter.bpf.h`).
 
 use crate::exit::{Failure, Outcome};
 use anyhow::anyhow;

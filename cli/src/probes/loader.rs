@@ -119,7 +119,7 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/io
 static HASHED_OBJECT: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/iommutop-hashed.bpf.o"));
 
-/// Where the probes keep a task's calls in flight (ebpf/lib/track.bpf.h).
+/// Where the probes keep a task's calls in flight (ebpf/lib/stacks.bpf.h).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TaskStacks {
     /// In a slot indexed by its thread id (a few loads), or, while another task holds that slot,

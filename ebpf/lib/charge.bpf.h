@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Whose work it is and where it is counted: the key of a device, of an IOMMU-side object's
+ * device, of a process or of nobody, and the statistics row each event adds to
+ * (docs/tracker.md).
+ */
+#ifndef IOMMUTOP_CHARGE_BPF_H
+#define IOMMUTOP_CHARGE_BPF_H
+
+#include "filter.bpf.h"
+#include "hist.bpf.h"
+#include "names.bpf.h"
+
+static __always_inline struct iommutop_dev_key iommutop_device_key(const struct device *dev)
+{
+	struct iommutop_dev_key key = {.id = (__u64)dev, .kind = IOMMUTOP_KEY_DEVICE};
+
+	return key;
+}
+
+/* Outside any DMA API call, in task context: the owner of the current process or of its parent
+ * (a userspace driver's worker), else the process's own "unattributed" row, keyed by its tgid
+ * (IOMMUTOP_MAX_PROCESSES of them). In interrupt context, and for processes beyond those, the
+ * tgid-0 "unattributed" row: no task there did the work. */
+static __always_inline struct iommutop_dev_key iommutop_owner_key(int task_context)
+{
+	struct iommutop_dev_key key = {.id = 0, .kind = IOMMUTOP_KEY_UNATTRIBUTED};
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct iommutop_dev_key *owner;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, process = tgid, one = 1;
+	long err;
+
+	if (!task_context || !tgid || iommutop_in_interrupt())
+		return key;
+	owner = bpf_map_lookup_elem(&iommutop_owners, &tgid);
+	if (!owner) {
+		tgid = BPF_CORE_READ(task, real_parent, tgid);
+		owner = bpf_map_lookup_elem(&iommutop_owners, &tgid);
+	}
+	if (owner)
+		return *owner;
+	if (!bpf_map_lookup_elem(&iommutop_processes, &process)) {
+		err = bpf_map_update_elem(&iommutop_processes, &process, &one, BPF_NOEXIST);
+		if (err && err != -17 /* EEXIST: another CPU added it first */) {
+			iommutop_health_inc(IOMMUTOP_HEALTH_PROCESS_MAP_FULL);
+			return key;
+		}
+	}
+	key.id = process;
+	return key;
+}
+
+/* The key nested work is charged to: the innermost frame's, or the owner's outside any. */
+static __always_inline struct iommutop_dev_key
+iommutop_current_key(const struct iommutop_inflight *inflight, int task_context)
+{
+	__u32 depth;
+
+	if (!inflight)
+		return iommutop_owner_key(task_context);
+	depth = inflight->depth;
+	if (depth == 0 || depth > IOMMUTOP_MAX_NESTING)
+		return iommutop_owner_key(task_context);
+	return inflight->frames[(depth - 1) & IOMMUTOP_FRAME_MASK].key;
+}
+
+/* Which device each IOMMU-side object (iommu_domain, IOVA domain, VT-d domain) was last seen
+ * serving: written when a call on it runs inside a device's DMA API call, read when a call on it
+ * runs inside none (the kernel skipped that DMA call's entry program; an unmap in an interrupt
+ * whose DMA call was not probed). A domain shared by several devices (one IOMMU group) names the
+ * last one. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, IOMMUTOP_MAX_DEVICES);
+	__type(key, __u64);
+	__type(value, struct iommutop_dev_key);
+} iommutop_owner_devices SEC(".maps") __weak;
+
+/* The object and device this CPU last wrote there: the common case writes nothing. */
+struct iommutop_owner_seen {
+	__u64 owner;
+	struct iommutop_dev_key key;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct iommutop_owner_seen);
+} iommutop_owner_seen SEC(".maps") __weak;
+
+/* The key of an IOMMU-side call on `owner` (0: none) that nested work would be charged to, the
+ * context's `inflight` calls and kind given: inside a call, that call's key (a device's, which is
+ * then remembered for the object; the flush-queue timer's); inside none, the device last
+ * remembered for the object, else the owner of the context's work. */
+static __always_inline struct iommutop_dev_key
+iommutop_key_of_owner(__u64 owner, const struct iommutop_inflight *inflight, int task_context)
+{
+	struct iommutop_dev_key key = iommutop_current_key(inflight, task_context);
+	struct iommutop_owner_seen *seen;
+	struct iommutop_dev_key *known;
+	__u32 zero = 0;
+	__u64 number = 0;
+
+	if (!owner)
+		return key;
+	if (inflight && inflight->depth > 0) {
+		if (key.kind != IOMMUTOP_KEY_DEVICE)
+			return key;
+		seen = bpf_map_lookup_elem(&iommutop_owner_seen, &zero);
+		if (!seen || (seen->owner == owner && seen->key.id == key.id))
+			return key;
+		/* A number for the map's key: owner may be a typed pointer (an fentry argument). */
+		bpf_probe_read_kernel(&number, sizeof(number), &owner);
+		bpf_map_update_elem(&iommutop_owner_devices, &number, &key, BPF_ANY);
+		seen->owner = number;
+		seen->key = key;
+		return key;
+	}
+	if (key.kind == IOMMUTOP_KEY_DEVICE)
+		return key; /* the context's owner is a device already (a userspace driver's) */
+	bpf_probe_read_kernel(&number, sizeof(number), &owner);
+	known = bpf_map_lookup_elem(&iommutop_owner_devices, &number);
+	return known ? *known : key;
+}
+
+/* For an event with no frame of its own (counts only): the key its context's work goes to, or 0
+ * when the filter leaves it out. */
+static __always_inline int iommutop_context_key(const void *ctx, struct iommutop_dev_key *key)
+{
+	int task_context;
+	struct iommutop_inflight *inflight = iommutop_inflight_of(ctx, 0, &task_context);
+
+	if (iommutop_left_out(inflight, task_context))
+		return 0;
+	*key = iommutop_current_key(inflight, task_context);
+	return 1;
+}
+
+static __always_inline struct iommutop_op_stats *
+iommutop_op_stats(const struct iommutop_dev_key *key, __u32 op, const void *named_object)
+{
+	struct iommutop_dev_key numbers = iommutop_key_numbers(key);
+	struct iommutop_dev_stats *stats;
+	int created;
+
+	if (op >= IOMMUTOP_OP_COUNT)
+		return NULL;
+	stats = iommutop_stats_lookup_or_init(&numbers, &created);
+	if (!stats)
+		return NULL;
+	if (created)
+		iommutop_record_name(key, named_object);
+	return &stats->ops[op];
+}
+
+static __always_inline void iommutop_record_stack(const struct iommutop_frame *frame, __u64 ns)
+{
+	struct iommutop_stack_key key = {
+	    .dev_id = frame->key.id,
+	    .kind = frame->key.kind,
+	    .op = frame->op,
+	    .stack_id = frame->stack_id,
+	};
+	struct iommutop_stack_value *value, fresh = {.samples = 1, .total_ns = ns};
+
+	value = bpf_map_lookup_elem(&iommutop_stack_samples, &key);
+	if (value) {
+		value->samples += 1;
+		value->total_ns += ns;
+	} else {
+		bpf_map_update_elem(&iommutop_stack_samples, &key, &fresh, BPF_NOEXIST);
+	}
+}
+
+/* The kernel object a frame's key points to, for naming it: only device keys carry one. */
+static __always_inline const void *iommutop_key_object(const struct iommutop_dev_key *key)
+{
+	return key->kind == IOMMUTOP_KEY_DEVICE ? (const void *)key->id : NULL;
+}
+
+/* Counts an event that has no measured duration (tracepoint tier, completions). */
+static __always_inline void iommutop_count(const struct iommutop_dev_key *key, __u32 op, __u64 n,
+					   __u64 bytes, int failed, const void *named_object)
+{
+	struct iommutop_op_stats *stats = iommutop_op_stats(key, op, named_object);
+
+	if (!stats)
+		return;
+	stats->count += n;
+	stats->bytes += bytes;
+	if (failed)
+		stats->failures += 1;
+}
+
+#endif

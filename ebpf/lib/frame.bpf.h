@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * A call's identity and its frame: what an entry program pushes on its context's stack of calls
+ * in flight, and what the exit program of the same call finds again (docs/tracker.md).
+ */
+#ifndef IOMMUTOP_FRAME_BPF_H
+#define IOMMUTOP_FRAME_BPF_H
+
+#include "maps.bpf.h"
+
+/* Frame indices are masked with this so that the verifier sees them bounded whatever clang does
+ * with the range checks before them. */
+#define IOMMUTOP_FRAME_MASK (IOMMUTOP_MAX_NESTING - 1)
+_Static_assert((IOMMUTOP_MAX_NESTING & IOMMUTOP_FRAME_MASK) == 0, "nesting must be a power of two");
+
+/* How far apart two calls on one stack can be: a kernel stack's size (x86-64's THREAD_SIZE and
+ * IRQ_STACK_SIZE without KASAN). A frame further from a call entering lies on another stack (an
+ * NMI's, say): where it lies says nothing of whether it returned. */
+#define IOMMUTOP_STACK_SPAN (16ULL * 1024)
+
+/* A call's identity: where it sits (at), and, where both its programs see its arguments, a tag
+ * made of one that changes from call to call (a DMA address, a physical address). Two calls made
+ * one after the other from the same place sit at the same position; if the kernel skipped the
+ * exit program of the first and the entry program of the second, the tag keeps the second's exit
+ * from closing the first's frame (one count for two calls, and the time between them). */
+struct iommutop_call {
+	__u64 at;
+	__u64 tag;
+	/* The IOMMU-side object the call works on (its iommu_domain, IOVA domain or VT-d domain),
+	 * which names the device the call serves when no DMA API call of it was seen around it. */
+	__u64 owner;
+};
+
+/* The identity of a call as the programs of each kind see it. A kretprobe runs after the function
+ * returned, its stack pointer one word above where the kprobe saw it (checked in the lab on 5.10
+ * and 7.3); it has no arguments, so kprobes give no tag. */
+#define IOMMUTOP_FENTRY_CALL(ctx) ((struct iommutop_call){.at = (__u64)(ctx)})
+#define IOMMUTOP_FENTRY_CALL_TAGGED(ctx, tag_value)                                                \
+	((struct iommutop_call){.at = (__u64)(ctx), .tag = (__u64)(tag_value)})
+#define IOMMUTOP_KPROBE_CALL(ctx)                                                                  \
+	((struct iommutop_call){.at = PT_REGS_SP((struct pt_regs *)(ctx))})
+#define IOMMUTOP_KRETPROBE_CALL(ctx)                                                               \
+	((struct iommutop_call){.at = PT_REGS_SP((struct pt_regs *)(ctx)) - 8})
+/* A call on an IOMMU-side object, its first argument (see iommutop_key_of_owner). */
+#define IOMMUTOP_OWNED_CALL(ctx)                                                                   \
+	((struct iommutop_call){.at = (__u64)(ctx), .owner = ((__u64 *)(ctx))[0]})
+#define IOMMUTOP_OWNED_KPROBE_CALL(ctx)                                                            \
+	((struct iommutop_call){.at = PT_REGS_SP((struct pt_regs *)(ctx)),                         \
+				.owner = PT_REGS_PARM1((struct pt_regs *)(ctx))})
+/* A call that spans several functions (IOMMUTOP_ENTER_SESSION), known by its session object. */
+#define IOMMUTOP_SESSION_CALL(session) ((struct iommutop_call){.at = (__u64)(session)})
+
+/* frame flags */
+#define IOMMUTOP_FRAME_DUPLICATE 1 /* a twin called by its wrapper (IOMMUTOP_ENTER_TWIN) */
+#define IOMMUTOP_FRAME_FULL 2	   /* an IOTLB invalidation of a whole domain */
+#define IOMMUTOP_FRAME_FILTERED 4  /* left out by --pid/--cgroup, with all it nests */
+#define IOMMUTOP_FRAME_SESSION 8   /* known by a session object, not by where it sits */
+
+struct iommutop_frame {
+	__u64 call; /* the call's identity (see above): its position or session */
+	__u64 tag;
+	__u64 start_ns;
+	__u64 probe_ns; /* run time of probe programs nested in the call so far (self time) */
+	__u64 offcpu_at_start; /* the stack's offcpu_ns when the call began */
+	__u64 bytes;
+	struct iommutop_dev_key key;
+	__u32 op;
+	__u32 flags;
+	__s32 stack_id; /* sampled call path, or negative */
+	__u32 pad;
+};
+
+struct iommutop_inflight {
+	__u32 depth;
+	__u32 pad;
+	/* Waiting (see iommutop_switched): how long the stack's task was switched out while it had
+	 * calls in flight, in all, and since when it is (0: it runs). */
+	__u64 offcpu_ns;
+	__u64 switched_out_at;
+	struct iommutop_frame frames[IOMMUTOP_MAX_NESTING];
+};
+
+#endif

@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Where each context keeps its calls in flight: a task's in the slot of its thread id or in its
+ * task storage (in a hash by thread id on 5.10), an interrupt's per CPU; and how long a task
+ * with calls in flight was switched out (docs/tracker.md).
+ */
+#ifndef IOMMUTOP_STACKS_BPF_H
+#define IOMMUTOP_STACKS_BPF_H
+
+#include "context.bpf.h"
+
+/* Thread ids are below 2^22 (PID_MAX_LIMIT): the stacks of idle CPUs are keyed above them. */
+#define IOMMUTOP_IDLE_CONTEXT 0x80000000U
+
+#ifdef IOMMUTOP_TASK_STACKS_HASHED
+/* Calls in flight per task (or per idle CPU); least recently used tasks are forgotten. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, IOMMUTOP_MAX_TASKS);
+	__type(key, __u32);
+	__type(value, struct iommutop_inflight);
+} iommutop_inflight SEC(".maps") __weak;
+
+/* A zeroed stack to create a task's from: too large for the BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct iommutop_inflight);
+} iommutop_zero SEC(".maps") __weak;
+#else
+/*
+ * Calls in flight per task: in the slot of its thread id (IOMMUTOP_TASK_SLOTS, indexed by the id
+ * masked), found with a few loads, which the first task of that index to enter a probed call
+ * claims and gives back when its last call returns. A task whose slot another task holds keeps
+ * its calls in its own storage instead (a lookup through the task, about a hundred instructions
+ * where the slot takes ten), until they have all returned; in_storage counts such tasks per
+ * index, so that the others look in their storage only when one may have put calls there.
+ */
+struct iommutop_task_slot {
+	__u32 owner; /* the thread whose calls these are; 0: free (the idle tasks never own one) */
+	__u32 in_storage; /* tasks of this index whose calls in flight are in their task storage */
+	struct iommutop_inflight stack;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, IOMMUTOP_TASK_SLOTS);
+	__type(key, __u32);
+	__type(value, struct iommutop_task_slot);
+} iommutop_task_slots SEC(".maps") __weak;
+
+/* Thread ids are masked with this to index the slots. Set by user space before load: tests set
+ * 0, which gives every task one slot, so that all but one at a time use their storage. */
+const volatile __u32 iommutop_task_slot_mask __weak = IOMMUTOP_TASK_SLOTS - 1;
+
+/* Calls in flight of tasks whose slot another task holds, in their own storage: created at their
+ * first such call, freed with the task. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct iommutop_inflight);
+} iommutop_inflight SEC(".maps") __weak;
+#endif
+
+/* Where a context's calls in flight are. */
+enum iommutop_stack_home {
+	IOMMUTOP_STACK_OF_CPU,	/* interrupt context: the CPU's */
+	IOMMUTOP_STACK_OF_SLOT, /* task context: the slot of the task's thread id */
+	IOMMUTOP_STACK_OF_TASK, /* task context: the task's storage, or its hashed entry (5.10) */
+};
+
+struct iommutop_stack_ref {
+	int task_context;
+	enum iommutop_stack_home home;
+#ifndef IOMMUTOP_TASK_STACKS_HASHED
+	struct iommutop_task_slot *slot; /* the task's slot, where home is a task's */
+#endif
+};
+
+/* Calls in flight in interrupt context, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct iommutop_inflight);
+} iommutop_irq_inflight SEC(".maps") __weak;
+
+/* The current task's stack (NULL while it has none), created when create is set; ref says where.
+ * task is the current task (the slots' build; the hashed one finds it by its thread id). */
+static __always_inline struct iommutop_inflight *
+iommutop_task_stack(int create, struct iommutop_stack_ref *ref, struct task_struct *task)
+{
+#ifdef IOMMUTOP_TASK_STACKS_HASHED
+	/* Keyed by thread id; idle tasks (thread id 0) by their CPU. */
+	__u32 task_id = (__u32)bpf_get_current_pid_tgid(), zero_index = 0;
+	struct iommutop_inflight *inflight;
+	void *zero;
+	long err;
+
+	ref->home = IOMMUTOP_STACK_OF_TASK;
+	if (!task_id)
+		task_id = IOMMUTOP_IDLE_CONTEXT | bpf_get_smp_processor_id();
+	inflight = bpf_map_lookup_elem(&iommutop_inflight, &task_id);
+	if (inflight || !create)
+		return inflight;
+	zero = bpf_map_lookup_elem(&iommutop_zero, &zero_index);
+	if (!zero)
+		return NULL;
+	err = bpf_map_update_elem(&iommutop_inflight, &task_id, zero, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST: an interrupt created it first */) {
+		iommutop_health_inc(IOMMUTOP_HEALTH_TASK_MAP_FULL);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&iommutop_inflight, &task_id);
+#elif defined(IOMMUTOP_TASK_STACKS_PER_CPU)
+	/* Only for bench/probe-cost --against-per-cpu, which prices per-task stacks against the
+	 * tracker before them: every context on the CPU's stack, wrong wherever a task is preempted
+	 * or migrates inside a call. */
+	__u32 zero_index = 0;
+
+	ref->home = IOMMUTOP_STACK_OF_CPU;
+	return bpf_map_lookup_elem(&iommutop_irq_inflight, &zero_index);
+#else
+	__u32 thread = task->pid, index = thread & iommutop_task_slot_mask;
+	struct iommutop_task_slot *slot = bpf_map_lookup_elem(&iommutop_task_slots, &index);
+	struct iommutop_inflight *stored;
+
+	if (!slot)
+		return NULL; /* never: the index is masked */
+	ref->slot = slot;
+	ref->home = IOMMUTOP_STACK_OF_SLOT;
+	if (thread && slot->owner == thread)
+		return &slot->stack;
+	ref->home = IOMMUTOP_STACK_OF_TASK;
+	/* Calls already in the task's storage stay there until they have all returned. */
+	if (slot->in_storage) {
+		stored = bpf_task_storage_get(&iommutop_inflight, task, 0, 0);
+		if (stored && stored->depth)
+			return stored;
+	}
+	if (!create)
+		return NULL;
+	if (thread && !slot->owner && !__sync_val_compare_and_swap(&slot->owner, 0, thread)) {
+		ref->home = IOMMUTOP_STACK_OF_SLOT;
+		return &slot->stack;
+	}
+	/* NULL on creation: no memory, or the storage busy on this CPU (a program interrupted
+	 * inside it). */
+	stored = bpf_task_storage_get(&iommutop_inflight, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!stored)
+		iommutop_health_inc(IOMMUTOP_HEALTH_TASK_MAP_FULL);
+	return stored;
+#endif
+}
+
+/* The calls in flight of a task that need not be the current one (NULL when it has none), where
+ * the scheduler's switch can find them without locking: a task whose calls are in its task
+ * storage (another task of its slot's index held the slot) is not followed, its waiting stays in
+ * its calls' time (task storage is busy while a preempted task holds it, and the switch must not
+ * make it busier). */
+static __always_inline struct iommutop_inflight *iommutop_stack_of_task(struct task_struct *task)
+{
+	__u32 thread = task->pid;
+#ifdef IOMMUTOP_TASK_STACKS_HASHED
+	if (!thread)
+		return NULL; /* an idle task: its calls are keyed by CPU, and it never waits */
+	return bpf_map_lookup_elem(&iommutop_inflight, &thread);
+#elif defined(IOMMUTOP_TASK_STACKS_PER_CPU)
+	return NULL;
+#else
+	__u32 index = thread & iommutop_task_slot_mask;
+	struct iommutop_task_slot *slot = bpf_map_lookup_elem(&iommutop_task_slots, &index);
+
+	if (!slot || !thread)
+		return NULL;
+	return slot->owner == thread ? &slot->stack : NULL;
+#endif
+}
+
+/*
+ * Waiting is not cost. A task switched out while it has calls in flight (preempted, asleep on a
+ * lock PREEMPT_RT turns into a mutex, waiting for an invalidation queue) is waiting: from the
+ * scheduler's switch, the stack keeps how long in all (offcpu_ns), and each frame what it was
+ * when its call began, so that an exit takes the difference out of its call's time and reports
+ * it apart (the op's offcpu_ns and waited). Interrupt context never switches out.
+ */
+static __always_inline void iommutop_switched(struct task_struct *prev, struct task_struct *next)
+{
+	struct iommutop_inflight *stack = iommutop_stack_of_task(prev);
+	__u64 now = bpf_ktime_get_ns();
+
+	if (stack && stack->depth)
+		stack->switched_out_at = now;
+	stack = iommutop_stack_of_task(next);
+	if (!stack || !stack->switched_out_at)
+		return;
+	if (stack->depth)
+		stack->offcpu_ns += now - stack->switched_out_at;
+	stack->switched_out_at = 0;
+}
+
+/* The stack of a context of the kind task_context says: the current task's (NULL while it has
+ * none), or this CPU's for interrupts. */
+static __always_inline struct iommutop_inflight *iommutop_stack_of(int task_context)
+{
+	struct iommutop_stack_ref ref = {.task_context = task_context};
+	__u32 zero_index = 0;
+
+	if (!task_context)
+		return bpf_map_lookup_elem(&iommutop_irq_inflight, &zero_index);
+#ifdef IOMMUTOP_TASK_STACKS_HASHED
+	return iommutop_task_stack(0, &ref, NULL);
+#else
+	return iommutop_task_stack(0, &ref, bpf_get_current_task_btf());
+#endif
+}
+
+/* The stack of the context the program runs in, a task's created when create is set; NULL when
+ * it has none. ref says which kind of context it is and where the stack lives. */
+static __always_inline struct iommutop_inflight *iommutop_stack_here(const void *ctx, int create,
+								     struct iommutop_stack_ref *ref)
+{
+	__u32 zero_index = 0;
+#ifdef IOMMUTOP_TASK_STACKS_HASHED
+	struct task_struct *task = NULL;
+
+	ref->task_context = iommutop_in_task_context(ctx);
+#else
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	ref->task_context = iommutop_ctx_on_stack(ctx, (unsigned long)task->stack);
+	ref->slot = NULL;
+#endif
+	ref->home = IOMMUTOP_STACK_OF_CPU;
+	if (!ref->task_context)
+		return bpf_map_lookup_elem(&iommutop_irq_inflight, &zero_index);
+	return iommutop_task_stack(create, ref, task);
+}
+
+/* iommutop_stack_here, for programs that only read the stack: *task_context says which kind of
+ * context it is. */
+static __always_inline struct iommutop_inflight *iommutop_inflight_of(const void *ctx, int create,
+								      int *task_context)
+{
+	struct iommutop_stack_ref ref;
+	struct iommutop_inflight *inflight = iommutop_stack_here(ctx, create, &ref);
+
+	*task_context = ref.task_context;
+	return inflight;
+}
+
+/* A call was pushed on a stack that was empty before this program: a task's storage now holds
+ * calls, which the other tasks of its slot's index must know to look for. */
+static __always_inline void iommutop_stack_began(const struct iommutop_stack_ref *ref)
+{
+#ifndef IOMMUTOP_TASK_STACKS_HASHED
+	if (ref->home == IOMMUTOP_STACK_OF_TASK && ref->slot)
+		__sync_fetch_and_add(&ref->slot->in_storage, 1);
+#endif
+}
+
+/* The last call of a stack returned: a slot goes back to the index's other tasks, a storage no
+ * longer needs looking for. The program touches the stack no more after this. */
+static __always_inline void iommutop_stack_emptied(const struct iommutop_stack_ref *ref)
+{
+#ifndef IOMMUTOP_TASK_STACKS_HASHED
+	if (!ref->slot)
+		return;
+	if (ref->home == IOMMUTOP_STACK_OF_SLOT)
+		__sync_lock_test_and_set(&ref->slot->owner, 0);
+	else if (ref->home == IOMMUTOP_STACK_OF_TASK)
+		__sync_fetch_and_sub(&ref->slot->in_storage, 1);
+#endif
+}
+
+#endif
