@@ -58,11 +58,18 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// A report written by `record`, `run`, `diagnose` or `top` with --json.
+    /// A report written by `record`, `run`, `diagnose` or `top` with --json, the NDJSON stream
+    /// `record --json -` writes, or `-` to read either from standard input.
+    #[arg(value_name = "FILE|-")]
     pub file: PathBuf,
-    /// text: the summary table and the verdict; json: the report in the current schema.
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: ReportFormat,
+    #[arg(long, value_enum, default_value = "text", help = FORMAT_HELP)]
+    pub format: OutputFormat,
+    #[arg(long, value_name = "FILE|-", help = JSON_HELP)]
+    pub json: Option<PathBuf>,
+    /// Also print each timed operation's latency distribution per device, as log2 histograms of
+    /// nanoseconds (as bcc's biolatency draws them).
+    #[arg(long)]
+    pub hist: bool,
     /// The device the verdict is about (PCI address, NIC or disk name); default: every device.
     #[arg(long, value_name = "DEV")]
     pub device: Option<String>,
@@ -76,16 +83,39 @@ pub struct ReportArgs {
     pub html: Option<PathBuf>,
 }
 
+/// `--format` of every command that prints a result: what goes to standard output.
+const FORMAT_HELP: &str = "What to print: text for a terminal, json (what --json writes), \
+markdown for an issue or a pull request, or html (the page --html writes); a command refuses a \
+format it has no form for.";
+
+/// `--json` of every command that prints a result.
+const JSON_HELP: &str = "Also write the result as JSON to FILE, or to standard output with `-` \
+(the text then goes to standard error).";
+
+/// What a command prints to standard output (`--format`), the same choices on every command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Json,
+    Markdown,
+    Html,
+}
+
+impl OutputFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            OutputFormat::Text => "text",
+            OutputFormat::Json => "json",
+            OutputFormat::Markdown => "markdown",
+            OutputFormat::Html => "html",
+        }
+    }
+}
+
 /// `--html` of the commands that have a report.
 const HTML_HELP: &str = "Write the report as one self-contained HTML page to FILE: per device \
 the latency distribution of each timed operation, rates over time, where the translation time \
 goes, the sampled call paths (no network needed to view it).";
-
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum ReportFormat {
-    Text,
-    Json,
-}
 
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
@@ -96,9 +126,12 @@ pub struct CompletionsArgs {
 
 #[derive(Debug, Args)]
 pub struct ProbesArgs {
-    /// Print JSON instead of a table.
+    /// Print JSON instead of a table (as `--format json`).
     #[arg(long)]
     pub json: bool,
+    /// What to print: text (a table) or json; markdown and html are refused.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: OutputFormat,
     /// Load every embedded BPF program against every target this kernel has (without
     /// attaching), so the verifier judges all of them; exits 1 if any is rejected.
     #[arg(long)]
@@ -199,29 +232,22 @@ pub struct CompareArgs {
     pub a: PathBuf,
     /// The report compared with it.
     pub b: PathBuf,
-    /// Also write the comparison as JSON to FILE, or to standard output with `-` (the text then
-    /// goes to stderr).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE|-", help = JSON_HELP)]
     pub json: Option<PathBuf>,
     /// Exit with code 4 when this holds, e.g. `workload.transactions_per_s < -2%` or
     /// `device[nvme0n1].translation_ns_per_io > 800` (repeatable). `beyond-noise` after a
     /// relative workload threshold holds it only for a change beyond the runs' noise.
     #[arg(long = "fail-if", value_name = "EXPR")]
     pub fail_if: Vec<String>,
-    /// text: the findings and their evidence; markdown: the reports, a table of the findings
-    /// with their numbers and one of the thresholds, for a pull-request comment.
+    /// What to print: text (the findings and their evidence), json (what --json writes),
+    /// markdown (the reports, a table of the findings with their numbers and one of the
+    /// thresholds, for a pull-request comment) or html (the page --html writes).
     #[arg(long, value_enum, default_value = "text")]
-    pub format: CompareFormat,
+    pub format: OutputFormat,
     /// Write the comparison as one self-contained HTML page to FILE: the findings, then per
     /// device A's and B's latency distributions on the same charts and their rates side by side.
     #[arg(long, value_name = "FILE.html")]
     pub html: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum CompareFormat {
-    Text,
-    Markdown,
 }
 
 #[derive(Debug, Args)]
@@ -288,9 +314,12 @@ pub struct WorkloadArgs {
 
 #[derive(Debug, Args)]
 pub struct ProfilesArgs {
-    /// Print JSON instead of a table.
+    /// Print JSON instead of a table (as `--format json`).
     #[arg(long)]
     pub json: bool,
+    /// What to print: text (a table) or json; markdown and html are refused.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: OutputFormat,
 }
 
 #[derive(Debug, Args)]
@@ -320,7 +349,8 @@ pub struct TopArgs {
     #[arg(short, long)]
     pub batch: bool,
     /// With --batch: stop after COUNT intervals (default: at Ctrl-C).
-    #[arg(short = 'n', long, value_name = "COUNT", requires = "batch")]
+    #[arg(short = 'n', long, value_name = "COUNT", requires = "batch",
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub iterations: Option<u64>,
     /// Start sorted by this column: its name (device, driver, names, domain, maps-per-s,
     /// mb-per-s, map-p50, map-p99, unmap-p50, unmap-p99, iova-p50, syncs-per-s, flushes-per-s,

@@ -1,5 +1,6 @@
 //! Where a report goes: a JSON file (written atomically), NDJSON on stdout, or a table.
 
+use crate::cli::OutputFormat;
 use crate::exit::{Failure, Outcome};
 use crate::session::Session;
 use anyhow::{anyhow, Context};
@@ -192,15 +193,86 @@ impl IntervalText {
     }
 }
 
-/// The terminal's width when stdout is one: tables are fitted to it. `None` for files and pipes.
+/// The width text is fitted to: `COLUMNS` when it is set to a number (as shells export it, and as
+/// tests and scripts ask for a width), else the terminal's when stdout is one. `None` for files
+/// and pipes: their lines are as long as their content.
 pub fn stdout_width() -> Option<u16> {
     use std::io::IsTerminal;
+    if let Some(columns) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<u16>().ok())
+        .filter(|c| *c > 0)
+    {
+        return Some(columns);
+    }
     if !std::io::stdout().is_terminal() {
         return None;
     }
     ratatui::crossterm::terminal::size()
         .ok()
         .map(|(columns, _)| columns)
+}
+
+/// Prints `text` to stdout; a reader that stops early (`| head`) is not an error.
+pub fn print_text(text: &str) -> Outcome {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow!("writing to stdout: {e}").into())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Where a command's result goes, the same on every command: `form` (what `--format` chose) to
+/// standard output, and the JSON to `--json`'s FILE; with `--json -` the JSON alone goes to
+/// standard output and `form` to standard error (once, when `form` is that JSON).
+pub fn emit(form: &str, json: Option<(&Path, &str)>) -> Outcome {
+    match json {
+        Some((path, json)) if path == Path::new("-") => {
+            if form != json {
+                eprint!("{form}");
+            }
+            print_text(json)
+        }
+        Some((path, json)) => {
+            std::fs::write(path, json).map_err(|e| {
+                Failure::usage(anyhow!(
+                    "cannot write {}: {e} (choose a writable path for --json)",
+                    path.display()
+                ))
+            })?;
+            print_text(form)
+        }
+        None => print_text(form),
+    }
+}
+
+/// For a command that prints a table or JSON (`probes`, `profiles`): whether JSON was asked, by
+/// `--format json` or the older `--json`; markdown and html are refused (exit 2).
+pub fn json_or_text(command: &str, format: OutputFormat, json: bool) -> Outcome<bool> {
+    match format {
+        OutputFormat::Text => Ok(json),
+        OutputFormat::Json => Ok(true),
+        format => Err(unsupported_format(
+            command,
+            format,
+            &[OutputFormat::Text, OutputFormat::Json],
+        )),
+    }
+}
+
+/// The refusal of a `--format` a command has no form for (exit 2).
+pub fn unsupported_format(command: &str, format: OutputFormat, forms: &[OutputFormat]) -> Failure {
+    let forms: Vec<&str> = forms.iter().map(|f| f.name()).collect();
+    Failure::usage(anyhow!(
+        "`iommutop {command}` has no {} form: --format {}",
+        format.name(),
+        forms.join(" or ")
+    ))
 }
 
 #[cfg(test)]

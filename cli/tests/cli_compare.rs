@@ -346,9 +346,16 @@ fn markdown_is_a_table_of_the_findings_for_a_pull_request() {
     let bad = compare(
         &lab_report("pt-6.12"),
         &lab_report("intel-6.12"),
-        &["--format", "html"],
+        &["--format", "pdf"],
     );
     assert_eq!(bad.status.code(), Some(2));
+    // html is one of the formats every command that prints a result takes: the page, to stdout.
+    let page = compare(
+        &lab_report("pt-6.12"),
+        &lab_report("intel-6.12"),
+        &["--format", "html"],
+    );
+    assert!(String::from_utf8_lossy(&page.stdout).starts_with("<!DOCTYPE html>"));
 }
 
 /// A lab report as `run --runs N` would have written it: one entry per rate in `rates`, each

@@ -67,3 +67,41 @@ fn checked_in_manual_pages_are_current() {
         "docs/man holds pages of removed commands"
     );
 }
+
+/// The pages lacked EXAMPLES, EXIT STATUS and ENVIRONMENT; ENVIRONMENT names every `IOMMUTOP_*`
+/// setting the code reads (found in the sources here, not copied from the page).
+#[test]
+fn the_manual_says_exit_status_environment_and_examples() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let page = std::fs::read_to_string(root.join("docs/man/iommutop.1")).expect("iommutop.1");
+    for section in [".SH \"EXIT STATUS\"", ".SH ENVIRONMENT", ".SH EXAMPLES"] {
+        assert!(page.contains(section), "iommutop.1 has no {section}");
+    }
+    let record = std::fs::read_to_string(root.join("docs/man/iommutop-record.1")).expect("page");
+    assert!(record.contains(".SH \"EXIT STATUS\""));
+    let mut settings = std::collections::BTreeSet::new();
+    let mut dirs = vec![root.join("cli/src"), root.join("workloads/runner/src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("source");
+                for piece in text.split("\"IOMMUTOP_").skip(1) {
+                    let name: String = piece
+                        .chars()
+                        .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                        .collect();
+                    if piece[name.len()..].starts_with('"') && name != "GIT_COMMIT" {
+                        settings.insert(format!("IOMMUTOP_{name}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(settings.len() >= 5, "{settings:?}");
+    for setting in &settings {
+        assert!(page.contains(setting), "iommutop.1 does not name {setting}");
+    }
+}

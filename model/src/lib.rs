@@ -18,6 +18,7 @@ pub mod shell;
 pub mod snapshot;
 pub mod summary;
 pub mod task_filter;
+pub mod text;
 pub mod time;
 pub mod units;
 pub mod workload;

@@ -79,6 +79,14 @@ impl Device {
     pub fn op(&self, op: Op) -> OpStats {
         self.ops.get(&op).cloned().unwrap_or_default()
     }
+
+    /// Whether `name` names this row, as `--device` takes it: its key, its PCI address, or one of
+    /// its NIC or disk names.
+    pub fn answers_to(&self, name: &str) -> bool {
+        self.key == name
+            || self.pci_address.as_deref() == Some(name)
+            || self.names.iter().any(|n| n == name)
+    }
 }
 
 /// Run count and run time of one BPF program over an interval (the kernel's BPF statistics).

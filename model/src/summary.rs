@@ -3,6 +3,7 @@
 use crate::report::{ProbeEntry, Report};
 use crate::sample::Op;
 use crate::snapshot::Device;
+use crate::text::{widest_line, wrap, Align, Table};
 use crate::units::{human_count, human_ns, percent};
 
 const NONE: &str = "-";
@@ -16,12 +17,15 @@ pub fn render_summary(report: &Report) -> String {
 /// where they must; as [`render_summary`] without a width.
 pub fn render_summary_fitted(report: &Report, width: Option<u16>) -> String {
     let mut out = String::new();
-    out.push_str(&host_line(report));
-    out.push_str(&run_line(report));
+    out.push_str(&wrap(&host_line(report), width));
+    out.push_str(&wrap(&run_line(report), width));
     out.push('\n');
     out.push_str(&device_table(&report.devices, width));
     if let Some(note) = self_time_note(&report.devices) {
-        out.push_str(&note);
+        out.push_str(&wrap(&note, width));
+    }
+    if let Some(line) = probe_cost_line(report) {
+        out.push_str(&wrap(&line, width));
     }
     if !report.probes.is_empty() {
         out.push('\n');
@@ -30,10 +34,35 @@ pub fn render_summary_fitted(report: &Report, width: Option<u16>) -> String {
     if !report.warnings.is_empty() {
         out.push_str("\nwarnings:\n");
         for warning in &report.warnings {
-            out.push_str(&format!("  - {warning}\n"));
+            out.push_str(&wrap(&format!("  - {warning}\n"), width));
         }
     }
     out
+}
+
+/// What the probes themselves cost, from the kernel's BPF run-time statistics: their programs'
+/// runs, the time they took in all and per run, and that time as a share of one CPU over the run.
+pub fn probe_cost_line(report: &Report) -> Option<String> {
+    let programs = &report.self_overhead.programs;
+    let runs: u64 = programs.iter().map(|p| p.run_count).sum();
+    let ns: u64 = programs.iter().map(|p| p.run_time_ns).sum();
+    if runs == 0 {
+        return None;
+    }
+    let mut line = format!(
+        "probe cost: {} runs of iommutop's BPF programs took {} in all ({} per run)",
+        human_count(runs),
+        human_ns(ns),
+        human_ns(ns / runs)
+    );
+    if report.run.duration_s > 0.0 {
+        line.push_str(&format!(
+            ", {} of one CPU over the run",
+            percent(ns as f64 / (report.run.duration_s * 1e9))
+        ));
+    }
+    line.push('\n');
+    Some(line)
 }
 
 fn host_line(report: &Report) -> String {
@@ -125,74 +154,142 @@ fn self_time_note(devices: &[Device]) -> Option<String> {
     })
 }
 
+/// A column of the device table: its title (the live view's, where it shows the same figure),
+/// alignment, whether it is left out on a terminal too narrow for all of them, and its cell.
+type DeviceColumn = (&'static str, Align, bool, fn(&Device) -> String);
+
+/// The device table's columns; times carry their unit in each cell (`3.33us`), as in the live view.
+const DEVICE_COLUMNS: [DeviceColumn; 14] = [
+    ("DEVICE", Align::Left, false, |d| d.key.clone()),
+    ("DRIVER", Align::Left, true, |d| or_none(d.driver.clone())),
+    ("NAMES", Align::Left, false, |d| {
+        or_none((!d.names.is_empty()).then(|| d.names.join(",")))
+    }),
+    ("DOMAIN", Align::Left, true, |d| {
+        or_none(d.domain_type.clone())
+    }),
+    ("MAPS", Align::Right, false, |d| {
+        human_count(d.op(Op::DmaMap).count)
+    }),
+    ("MB", Align::Right, true, |d| {
+        format!("{:.1}", d.op(Op::DmaMap).bytes as f64 / 1e6)
+    }),
+    ("MAP50", Align::Right, false, |d| {
+        or_none(
+            d.op(Op::DmaMap)
+                .latency
+                .as_ref()
+                .map(|l| human_ns(l.p50_ns)),
+        )
+    }),
+    ("MAP99", Align::Right, false, |d| {
+        or_none(
+            d.op(Op::DmaMap)
+                .latency
+                .as_ref()
+                .map(|l| human_ns(l.p99_ns)),
+        )
+    }),
+    ("IOVAS", Align::Right, true, |d| {
+        human_count(d.op(Op::IovaAlloc).count)
+    }),
+    ("SYNCS", Align::Right, true, |d| {
+        human_count(d.op(Op::IotlbSync).count)
+    }),
+    ("FLUSHES", Align::Right, true, |d| {
+        human_count(d.op(Op::IotlbFlush).count)
+    }),
+    ("IOS", Align::Right, false, |d| human_count(d.completions)),
+    ("NS/IO", Align::Right, false, |d| {
+        or_none(
+            d.derived
+                .translation_ns_per_io
+                .filter(|ns| ns.is_finite() && *ns >= 0.0)
+                .map(|ns| human_ns(ns.round() as u64)),
+        )
+    }),
+    ("CPU%", Align::Right, false, |d| {
+        or_none(d.derived.cpu_share.map(percent))
+    }),
+];
+
+/// The device table. On a terminal too narrow for every column, the columns marked optional are
+/// left out (last first) until it fits, and a line says which.
 fn device_table(devices: &[Device], width: Option<u16>) -> String {
     if devices.is_empty() {
         return "no DMA or IOMMU activity was seen\n".to_string();
     }
-    let mut table = Table::new(&[
-        ("DEVICE", Align::Left),
-        ("DRIVER", Align::Left),
-        ("NAMES", Align::Left),
-        ("DOMAIN", Align::Left),
-        ("MAPS", Align::Right),
-        ("MB", Align::Right),
-        ("MAP P50", Align::Right),
-        ("MAP P99", Align::Right),
-        ("IOVA", Align::Right),
-        ("SYNCS", Align::Right),
-        ("FLUSHES", Align::Right),
-        ("IOS", Align::Right),
-        ("NS/IO", Align::Right),
-        ("CPU", Align::Right),
-    ]);
-    for device in devices {
-        let map = device.op(Op::DmaMap);
-        let latency = map.latency.as_ref();
-        table.row(vec![
-            device.key.clone(),
-            or_none(device.driver.clone()),
-            or_none((!device.names.is_empty()).then(|| device.names.join(","))),
-            or_none(device.domain_type.clone()),
-            human_count(map.count),
-            format!("{:.1}", map.bytes as f64 / 1e6),
-            or_none(latency.map(|l| human_ns(l.p50_ns))),
-            or_none(latency.map(|l| human_ns(l.p99_ns))),
-            human_count(device.op(Op::IovaAlloc).count),
-            human_count(device.op(Op::IotlbSync).count),
-            human_count(device.op(Op::IotlbFlush).count),
-            human_count(device.completions),
-            or_none(
-                device
-                    .derived
-                    .translation_ns_per_io
-                    .map(|ns| format!("{ns:.0}")),
-            ),
-            or_none(device.derived.cpu_share.map(percent)),
-        ]);
+    let render = |columns: &[&DeviceColumn]| {
+        let headers: Vec<(&str, Align)> = columns.iter().map(|c| (c.0, c.1)).collect();
+        let mut table = Table::new(&headers);
+        for device in devices {
+            table.row(columns.iter().map(|c| (c.3)(device)).collect());
+        }
+        table.render(width)
+    };
+    let mut columns: Vec<&DeviceColumn> = DEVICE_COLUMNS.iter().collect();
+    let mut left_out = Vec::new();
+    let mut text = render(&columns);
+    while let Some(width) = width {
+        if widest_line(&text) <= usize::from(width) {
+            break;
+        }
+        let Some(index) = columns.iter().rposition(|c| c.2) else {
+            break;
+        };
+        left_out.insert(0, columns.remove(index).0);
+        text = render(&columns);
     }
-    table.render(width)
+    if !left_out.is_empty() {
+        text.push_str(&wrap(
+            &format!(
+                "(left out to fit the terminal: {}; `--format json` has every figure)\n",
+                left_out.join(", ")
+            ),
+            width,
+        ));
+    }
+    text
 }
 
+/// The probe table. Fitted to a width, the notes (why a tier was refused) follow the table, one
+/// wrapped line per probe, where a column of them would leave the symbols a word a line.
 fn probe_table(probes: &[ProbeEntry], width: Option<u16>) -> String {
-    let mut table = Table::new(&[
+    let notes_apart = width.is_some();
+    let mut headers = vec![
         ("PROBE", Align::Left),
         ("TIER", Align::Left),
         ("STATUS", Align::Left),
-        ("SYMBOL", Align::Left),
         ("LATENCY", Align::Left),
-        ("NOTES", Align::Wrap),
-    ]);
+        ("SYMBOLS", Align::Wrap),
+    ];
+    if !notes_apart {
+        headers.push(("NOTES", Align::Wrap));
+    }
+    let mut table = Table::new(&headers);
     for probe in probes {
-        table.row(vec![
+        let mut row = vec![
             probe.point.clone(),
             or_none(probe.tier.map(|t| t.name().to_string())),
             probe.status.name().to_string(),
-            or_none(probe.symbol.clone()),
             if probe.latency { "yes" } else { "no" }.to_string(),
-            or_none(probe_notes(probe)),
-        ]);
+            or_none(probe.symbol.clone()),
+        ];
+        if !notes_apart {
+            row.push(or_none(probe_notes(probe)));
+        }
+        table.row(row);
     }
-    table.render(width)
+    let mut out = table.render(width);
+    let notes: Vec<String> = probes
+        .iter()
+        .filter_map(|p| Some(format!("  {}: {}", p.point, probe_notes(p)?)))
+        .collect();
+    if notes_apart && !notes.is_empty() {
+        out.push_str("probe notes:\n");
+        out.push_str(&wrap(&(notes.join("\n") + "\n"), width));
+    }
+    out
 }
 
 /// The reason, then the refused tiers: `no BTF; refused fentry (EPERM), kprobe (not built in)`.
@@ -213,69 +310,63 @@ fn or_none(value: Option<String>) -> String {
     value.unwrap_or_else(|| NONE.to_string())
 }
 
-#[derive(Clone, Copy)]
-enum Align {
-    Left,
-    Right,
-    /// Left, and the one kind of column whose cells wrap to fit a width (free text).
-    Wrap,
-}
+/// Width of the bars of [`render_histograms`], in characters.
+const HIST_BAR: usize = 30;
 
-/// The narrowest a wrapping column is made: narrower, its text would be a word a line.
-const WRAP_MIN_WIDTH: u16 = 32;
-
-/// Columns separated by two spaces, each as wide as its widest cell, no borders, no trailing
-/// spaces (comfy-table). Given a width, the free-text columns wrap so that the table fits it where
-/// it can; names and numbers never wrap.
-struct Table {
-    table: comfy_table::Table,
-}
-
-impl Table {
-    fn new(headers: &[(&'static str, Align)]) -> Table {
-        let mut table = comfy_table::Table::new();
-        table
-            .load_preset(comfy_table::presets::NOTHING)
-            .set_header(headers.iter().map(|(h, _)| *h));
-        for (index, (_, align)) in headers.iter().enumerate() {
-            if let Some(column) = table.column_mut(index) {
-                // Two spaces between columns: one on each side, none before the first.
-                column.set_padding((u16::from(index > 0), 1));
-                column.set_cell_alignment(match align {
-                    Align::Left | Align::Wrap => comfy_table::CellAlignment::Left,
-                    Align::Right => comfy_table::CellAlignment::Right,
-                });
-                column.set_constraint(match align {
-                    Align::Wrap => comfy_table::ColumnConstraint::LowerBoundary(
-                        comfy_table::Width::Fixed(WRAP_MIN_WIDTH),
-                    ),
-                    Align::Left | Align::Right => comfy_table::ColumnConstraint::ContentWidth,
-                });
+/// Each timed operation's latency distribution, per device, as log2 histograms in the style of
+/// bcc's biolatency: one line per power of two of nanoseconds, from the first slot with calls to
+/// the last, with a bar scaled to the fullest slot. `only` keeps the rows that answer to it.
+pub fn render_histograms(report: &Report, only: Option<&str>) -> String {
+    let mut out = String::new();
+    for device in report
+        .devices
+        .iter()
+        .filter(|d| only.is_none_or(|name| d.answers_to(name)))
+    {
+        for (op, stats) in &device.ops {
+            let Some(latency) = &stats.latency else {
+                continue;
+            };
+            let slots = latency.hist.log2_slots();
+            let (Some(first), Some(last)) = (
+                slots.iter().position(|&c| c > 0),
+                slots.iter().rposition(|&c| c > 0),
+            ) else {
+                continue;
+            };
+            let names = if device.names.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", device.names.join(", "))
+            };
+            out.push_str(&format!(
+                "\n{}{names} {}: {} timed calls\n",
+                device.key,
+                op.name(),
+                latency.timed
+            ));
+            out.push_str(&format!(
+                "{:>21}{:<4}: {:<8} distribution\n",
+                "nsecs", "", "count"
+            ));
+            let fullest = slots.iter().copied().max().unwrap_or(1).max(1);
+            for (slot, &count) in slots.iter().enumerate().take(last + 1).skip(first) {
+                let low = crate::hist::log2_slot_lower_bound(slot);
+                let high = crate::hist::log2_slot_upper_bound(slot)
+                    .map_or_else(|| "...".to_string(), |h| (h - 1).to_string());
+                // Rounded up, so that a slot with any call shows at least one mark.
+                let marks = (count as usize * HIST_BAR).div_ceil(fullest as usize);
+                out.push_str(&format!(
+                    "{low:>10} -> {high:<10} : {count:<8} |{:<HIST_BAR$}|\n",
+                    "*".repeat(marks)
+                ));
             }
         }
-        Table { table }
     }
-
-    fn row(&mut self, cells: Vec<String>) {
-        self.table.add_row(cells);
+    if out.is_empty() {
+        out.push_str("\nno timed calls: no latency histograms in this report\n");
     }
-
-    /// The table, fitted to `width` columns when one is given.
-    fn render(self, width: Option<u16>) -> String {
-        let mut table = self.table;
-        match width {
-            Some(width) => table
-                .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
-                .set_width(width),
-            None => table.set_content_arrangement(comfy_table::ContentArrangement::Disabled),
-        };
-        let mut out = String::new();
-        for line in table.lines() {
-            out.push_str(line.trim_end());
-            out.push('\n');
-        }
-        out
-    }
+    out
 }
 
 #[cfg(test)]
@@ -307,6 +398,39 @@ mod tests {
             fitted.contains("0000:00:02.0  nvme    nvme0n1  DMA-FQ  4000  16.4"),
             "{fitted}"
         );
+    }
+
+    /// `report` printed lines of 320 characters on an 80-column terminal.
+    #[test]
+    fn at_80_columns_every_line_fits_and_the_left_out_columns_are_named() {
+        let fitted = render_summary_fitted(&full_report(), Some(80));
+        assert!(crate::text::widest_line(&fitted) <= 80, "{fitted}");
+        assert!(fitted.contains("left out to fit the terminal:"), "{fitted}");
+        assert!(fitted.contains("NS/IO"), "{fitted}");
+    }
+
+    #[test]
+    fn histograms_hold_every_timed_call_of_the_log2_view() {
+        let report = full_report();
+        let text = render_histograms(&report, None);
+        let device = &report.devices[0];
+        let latency = device.op(Op::DmaMap).latency.expect("timed");
+        let expected: u64 = latency.hist.log2_slots().iter().sum();
+        let counted: u64 = text
+            .lines()
+            .skip_while(|l| !l.contains("dma_map:"))
+            .skip(2)
+            .take_while(|l| l.contains(" -> "))
+            .map(|l| {
+                l.split(':')
+                    .nth(1)
+                    .and_then(|c| c.split_whitespace().next())
+                    .map_or(0, |c| c.parse::<u64>().expect("a count"))
+            })
+            .sum();
+        assert!(expected > 0);
+        assert_eq!(counted, expected, "{text}");
+        assert!(crate::text::widest_line(&text) <= 80, "{text}");
     }
 
     #[test]
@@ -349,15 +473,16 @@ mod tests {
 iommutop 0.1.0, kernel 6.12.95+deb12-amd64, IOMMU intel (dmar0), default domain DMA-FQ (lazy), lab
 run 2.0 s, interval 1.0 s, profile nvme-4k-read, workload fio, exit status 0
 
-DEVICE        DRIVER  NAMES    DOMAIN  MAPS    MB  MAP P50  MAP P99  IOVA  SYNCS  FLUSHES   IOS  NS/IO    CPU
-0000:00:02.0  nvme    nvme0n1  DMA-FQ  4000  16.4   1.92us   1.92us  4000   4000        0  4000   3000  0.60%
-deferred      -       -        -          0   0.0        -        -     0      0        0     0      -      -
+DEVICE        DRIVER  NAMES    DOMAIN  MAPS    MB   MAP50   MAP99  IOVAS  SYNCS  FLUSHES   IOS   NS/IO   CPU%
+0000:00:02.0  nvme    nvme0n1  DMA-FQ  4000  16.4  1.92us  1.92us   4000   4000        0  4000  3.00us  0.60%
+deferred      -       -        -          0   0.0       -       -      0      0        0     0       -      -
 times are self times: the probes nested in each call ran 13.16% of the measured time, taken out (raw_total_ns in the JSON keeps it)
+probe cost: 16000 runs of iommutop's BPF programs took 2.80ms in all (175ns per run), 0.14% of one CPU over the run
 
-PROBE        TIER        STATUS       SYMBOL              LATENCY  NOTES
-dma_map      fentry      attached     dma_map_page_attrs  yes      -
-iommu_map    tracepoint  attached     iommu:map           no       refused fentry (no BTF for iommu_map), kprobe (kprobes are not built into this kernel)
-iotlb_flush  -           unavailable  -                   no       no vendor IOTLB function in kallsyms
+PROBE        TIER        STATUS       LATENCY  SYMBOLS             NOTES
+dma_map      fentry      attached     yes      dma_map_page_attrs  -
+iommu_map    tracepoint  attached     no       iommu:map           refused fentry (no BTF for iommu_map), kprobe (kprobes are not built into this kernel)
+iotlb_flush  -           unavailable  no       -                   no vendor IOTLB function in kallsyms
 
 warnings:
   - kprobes unavailable: CONFIG_KPROBES is off
@@ -406,8 +531,8 @@ run 0.0 s, interval 1.0 s, command `dd if=/dev/nvme0n1`, exit status 1
 
 no DMA or IOMMU activity was seen
 
-PROBE            TIER        STATUS    SYMBOL                 LATENCY  NOTES
-completion.nvme  tracepoint  attached  nvme:nvme_complete_rq  no       nvme_pci_complete_rq is never hit; refused fentry (EPERM)
+PROBE            TIER        STATUS    LATENCY  SYMBOLS                NOTES
+completion.nvme  tracepoint  attached  no       nvme:nvme_complete_rq  nvme_pci_complete_rq is never hit; refused fentry (EPERM)
 ";
         assert_eq!(render_summary(&report), expected);
     }

@@ -3,15 +3,16 @@
 //! `iommutop_model::compare`), as text, as Markdown for a pull request or as a page with A and B on
 //! the same charts; thresholds set exit code 4 for CI.
 
-use crate::cli::{CompareArgs, CompareFormat};
+use crate::cli::{CompareArgs, OutputFormat};
 use crate::commands::html;
-use crate::commands::workload::is_stdout;
 use crate::exit::{Code, Failure, Outcome};
-use anyhow::{anyhow, Context};
+use crate::output::{emit, stdout_width};
+use anyhow::anyhow;
 use iommutop_model::compare::markdown::render_markdown;
 use iommutop_model::compare::{compare, Evaluation, Threshold};
 use iommutop_model::html::render_comparison;
 use iommutop_model::report::Report;
+use iommutop_model::text::wrap;
 use std::process::ExitCode;
 
 pub fn run(args: &CompareArgs) -> Outcome<ExitCode> {
@@ -32,36 +33,26 @@ pub fn run(args: &CompareArgs) -> Outcome<ExitCode> {
                 .map_err(|e| Failure::usage(anyhow!("--fail-if {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let text = match args.format {
-        CompareFormat::Text => {
-            comparison.render((&names.0, &names.1)) + &threshold_lines(&evaluations)
-        }
-        CompareFormat::Markdown => render_markdown(&comparison, (&names.0, &names.1), &evaluations),
+    let value = serde_json::json!({
+        "a": names.0,
+        "b": names.1,
+        "comparison": comparison,
+        "thresholds": evaluations,
+    });
+    let json = serde_json::to_string_pretty(&value)? + "\n";
+    let html_page = || render_comparison(&a, &b, &comparison, (&names.0, &names.1));
+    let form = match args.format {
+        OutputFormat::Text => wrap(
+            &(comparison.render((&names.0, &names.1)) + &threshold_lines(&evaluations)),
+            stdout_width(),
+        ),
+        OutputFormat::Markdown => render_markdown(&comparison, (&names.0, &names.1), &evaluations),
+        OutputFormat::Json => json.clone(),
+        OutputFormat::Html => html_page(),
     };
-    // With `--json -` stdout carries the JSON alone; the text goes to stderr.
-    let json_to_stdout = args.json.as_deref().is_some_and(is_stdout);
-    if json_to_stdout {
-        eprint!("{text}");
-    } else {
-        print!("{text}");
-    }
-    if let Some(path) = &args.json {
-        let value = serde_json::json!({
-            "a": names.0,
-            "b": names.1,
-            "comparison": comparison,
-            "thresholds": evaluations,
-        });
-        let text = serde_json::to_string_pretty(&value)? + "\n";
-        if json_to_stdout {
-            print!("{text}");
-        } else {
-            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
-        }
-    }
+    emit(&form, args.json.as_deref().map(|p| (p, json.as_str())))?;
     if let Some(path) = &args.html {
-        let page = render_comparison(&a, &b, &comparison, (&names.0, &names.1));
-        html::write(path, &page)?;
+        html::write(path, &html_page())?;
     }
     let crossed: Vec<String> = evaluations
         .iter()

@@ -2,30 +2,33 @@
 
 use crate::cli::ProbesArgs;
 use crate::exit::{Failure, Outcome};
+use crate::output::{json_or_text, stdout_width};
 use crate::privileges::require_bpf_privileges;
 use crate::probes::selftest::check_hist_slots;
 use crate::probes::table::{hook_kernels, point};
 use crate::probes::{load_failure, verify_all_programs, PointStatus, Probes, ProgramVerdict};
 use anyhow::anyhow;
+use iommutop_model::text::{Align, Table};
 use serde_json::json;
 use std::process::ExitCode;
 
 pub fn run(args: &ProbesArgs) -> Outcome<ExitCode> {
+    let json = json_or_text("probes", args.format, args.json)?;
     require_bpf_privileges()?;
     if args.verify {
-        return verify(args.json);
+        return verify(json);
     }
     if args.selftest {
-        return selftest(args.json);
+        return selftest(json);
     }
     let probes =
         Probes::attach(false, &crate::probes::PointSelection::all(), None).map_err(load_failure)?;
-    if args.json {
+    if json {
         let points: Vec<serde_json::Value> = probes.statuses().iter().map(status_json).collect();
         let text = serde_json::to_string_pretty(&json!({ "points": points }))?;
         println!("{text}");
     } else {
-        print!("{}", table(probes.statuses()));
+        print!("{}", table(probes.statuses(), stdout_width()));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -136,11 +139,15 @@ pub fn status_json(status: &PointStatus) -> serde_json::Value {
     })
 }
 
-fn table(statuses: &[PointStatus]) -> String {
-    let mut out = format!(
-        "{:<16} {:<11} {:<8} {}\n",
-        "POINT", "TIER", "LATENCY", "HOOKS / WHY NOT"
-    );
+/// One row per point, then a row per refused tier (✗) and per caveat (⚠) under it; the last
+/// column wraps to fit `width`.
+fn table(statuses: &[PointStatus], width: Option<u16>) -> String {
+    let mut table = Table::new(&[
+        ("POINT", Align::Left),
+        ("TIER", Align::Left),
+        ("LATENCY", Align::Left),
+        ("HOOKS / WHY NOT", Align::Wrap),
+    ]);
     for status in statuses {
         let tier = status.tier.map_or("-", |t| t.name());
         let latency = if status.measures_latency() {
@@ -154,22 +161,28 @@ fn table(statuses: &[PointStatus]) -> String {
         } else {
             hooks.join(", ")
         };
-        out.push_str(&format!(
-            "{:<16} {:<11} {:<8} {}\n",
-            status.point, tier, latency, hooks
-        ));
+        table.row(vec![
+            status.point.to_string(),
+            tier.to_string(),
+            latency.to_string(),
+            hooks,
+        ]);
         for refusal in &status.refused {
-            out.push_str(&format!(
-                "{:<16} {:<11} {:<8} ✗ {}\n",
-                "",
-                refusal.tier.name(),
-                "",
-                refusal.reason
-            ));
+            table.row(vec![
+                String::new(),
+                refusal.tier.name().to_string(),
+                String::new(),
+                format!("✗ {}", refusal.reason),
+            ]);
         }
         for caveat in &status.caveats {
-            out.push_str(&format!("{:<16} {:<11} {:<8} ⚠ {caveat}\n", "", "", ""));
+            table.row(vec![
+                String::new(),
+                String::new(),
+                String::new(),
+                format!("⚠ {caveat}"),
+            ]);
         }
     }
-    out
+    table.render(width)
 }

@@ -2,19 +2,22 @@
 
 use crate::cli::ProfilesArgs;
 use crate::exit::{Failure, Outcome};
+use crate::output::{json_or_text, print_text, stdout_width};
 use anyhow::anyhow;
+use iommutop_model::text::{Align, Table};
 use iommutop_workloads::ProfileSet;
 use serde_json::json;
 use std::process::ExitCode;
 
 pub fn run(args: &ProfilesArgs) -> Outcome<ExitCode> {
+    let json_wanted = json_or_text("profiles", args.format, args.json)?;
     let set = ProfileSet::discover();
     let listed = set.list();
     let invalid: Vec<String> = listed
         .iter()
         .filter_map(|l| l.profile.as_ref().err().map(|e| e.to_string()))
         .collect();
-    if args.json {
+    if json_wanted {
         let items: Vec<_> = listed
             .iter()
             .map(|l| match &l.profile {
@@ -33,18 +36,26 @@ pub fn run(args: &ProfilesArgs) -> Outcome<ExitCode> {
             .collect();
         println!("{}", serde_json::to_string_pretty(&items)?);
     } else {
-        let width = listed.iter().map(|l| l.name.len()).max().unwrap_or(0);
+        let mut table = Table::new(&[
+            ("PROFILE", Align::Left),
+            ("WORKLOAD", Align::Left),
+            ("WHAT IT MEASURES", Align::Wrap),
+        ]);
         for l in &listed {
-            match &l.profile {
-                Ok(p) => println!(
-                    "{:<width$}  {:<14}  {}",
-                    l.name,
-                    p.workload.name(),
-                    p.description
-                ),
-                Err(_) => println!("{:<width$}  {:<14}  (invalid: see below)", l.name, "?"),
-            }
+            table.row(match &l.profile {
+                Ok(p) => vec![
+                    l.name.clone(),
+                    p.workload.name().to_string(),
+                    p.description.clone(),
+                ],
+                Err(_) => vec![
+                    l.name.clone(),
+                    "?".to_string(),
+                    "(invalid: see below)".to_string(),
+                ],
+            });
         }
+        print_text(&table.render(stdout_width()))?;
         if !set.dirs.is_empty() {
             let dirs: Vec<String> = set.dirs.iter().map(|d| d.display().to_string()).collect();
             eprintln!(

@@ -167,7 +167,12 @@ fn work_line(c: &Comparison, d: &DeviceChange) -> String {
     if ta.is_some() || tb.is_some() {
         parts.push(format!("time in DMA map+unmap {} → {}", ns(ta), ns(tb)));
     }
-    format!("{} per {}, A → B: {}", d.label, c.unit, parts.join(", "))
+    format!(
+        "{} per {}, A → B: {}",
+        d.label,
+        c.device_unit,
+        parts.join(", ")
+    )
 }
 
 /// `DMA map+unmap ns per transaction`: what a device finding's numbers measure.
@@ -538,6 +543,27 @@ fn attribution(c: &Comparison, m: &MetricChange) -> Option<String> {
 type ShowWork = fn(&super::DeviceWork) -> String;
 
 impl Comparison {
+    /// `detail` of finding `rank`, or, when it is the figures of a device already shown under an
+    /// earlier finding, a pointer to them (with what the line adds to them).
+    fn once<'a>(
+        &'a self,
+        detail: &'a str,
+        rank: usize,
+        shown: &mut Vec<(&'a str, usize)>,
+    ) -> std::borrow::Cow<'a, str> {
+        for d in &self.devices {
+            let figures = work_line(self, d);
+            let Some(rest) = detail.strip_prefix(figures.as_str()) else {
+                continue;
+            };
+            if let Some((_, first)) = shown.iter().find(|(key, _)| *key == d.key) {
+                return format!("{}: figures as under {first}. above{rest}", d.label).into();
+            }
+            shown.push((&d.key, rank));
+        }
+        detail.into()
+    }
+
     /// The text `iommutop compare` prints; `names` label A and B (file names).
     pub fn render(&self, names: (&str, &str)) -> String {
         let mut out = String::new();
@@ -552,8 +578,13 @@ impl Comparison {
             let _ = writeln!(out, "{tag}: {name}: {}", parts.join("; "));
         }
         let _ = writeln!(out, "{}.", self.noise.sentence());
+        for warning in &self.warnings {
+            let _ = writeln!(out, "warning: {warning}.");
+        }
         out.push('\n');
         let mut rank = 0;
+        // A device's figures are shown under the first finding about it; later ones point there.
+        let mut shown: Vec<(&str, usize)> = Vec::new();
         for finding in &self.findings {
             let prefix = match (finding.kind, finding.share_of_gap) {
                 (FindingKind::Workload, _) => String::new(),
@@ -571,7 +602,7 @@ impl Comparison {
             };
             let _ = writeln!(out, "{prefix}{}.", finding.headline);
             for detail in &finding.details {
-                let _ = writeln!(out, "     {detail}");
+                let _ = writeln!(out, "     {}", self.once(detail, rank, &mut shown));
             }
         }
         if !self.host.is_empty() {
@@ -581,7 +612,7 @@ impl Comparison {
             }
         }
         if !self.devices.is_empty() {
-            let _ = writeln!(out, "\ndevices, per {} (A → B):", self.unit);
+            let _ = writeln!(out, "\ndevices, per {} (A → B):", self.device_unit);
             for d in &self.devices {
                 let share = d
                     .share_of_gap

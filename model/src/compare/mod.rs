@@ -174,8 +174,14 @@ pub struct Comparison {
     pub workload: Vec<MetricChange>,
     /// What the differences mean, most important first.
     pub findings: Vec<Finding>,
-    /// What the per-device figures are per: `transaction`, `read`, `completed I/O`, or `second`.
+    /// What the per-device gaps and findings' times are per: `transaction`, `read`, `completed
+    /// I/O`, or `second` when A and B count in different units.
     pub unit: String,
+    /// What the per-device figures (`devices[].a`, `devices[].b`) are per: the common unit, or
+    /// `completed I/O in A, transaction in B` when A and B count in different units.
+    pub device_unit: String,
+    /// A and B are not like for like: they ran different workloads or measured different devices.
+    pub warnings: Vec<String>,
     /// A report came from the iommutop lab (emulated: times vary with the build host's load).
     pub lab: bool,
     /// What the noise judgements were measured over.
@@ -232,6 +238,10 @@ pub fn compare(a: &Report, b: &Report) -> Comparison {
     let host = host_differences(a, b);
     let devices = device_changes(a, b, &units, unit.as_deref());
     let workload = workload_changes(a, b, &units.0, &units.1);
+    let device_unit = unit
+        .clone()
+        .unwrap_or_else(|| format!("{} in A, {} in B", units.0.unit, units.1.unit));
+    let warnings = unlike_runs(a, b, &units);
     let mut comparison = Comparison {
         a: side(a, units.0),
         b: side(b, units.1),
@@ -240,11 +250,77 @@ pub fn compare(a: &Report, b: &Report) -> Comparison {
         workload,
         findings: Vec::new(),
         unit: unit.unwrap_or_else(|| "second".into()),
+        device_unit,
+        warnings,
         lab: a.host.lab || b.host.lab,
         noise: NoiseBasis::of(a, b),
     };
     comparison.findings = explain::findings(&comparison);
     comparison
+}
+
+/// What ran: the workload's name, or the command's program; `nothing` for neither.
+fn workload_kind(report: &Report) -> String {
+    if let Some(workload) = &report.run.workload {
+        return workload.name.clone();
+    }
+    report
+        .run
+        .command
+        .first()
+        .map_or("nothing".into(), |program| {
+            program.rsplit('/').next().unwrap_or(program).to_string()
+        })
+}
+
+/// Warnings that A and B are not like for like: different workloads (or units of work), or
+/// devices with DMA in one run only.
+fn unlike_runs(a: &Report, b: &Report, units: &(WorkUnits, WorkUnits)) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let (ka, kb) = (workload_kind(a), workload_kind(b));
+    if ka != kb || units.0.unit != units.1.unit {
+        let mut warning = format!("A and B ran different workloads ({ka} in A, {kb} in B)");
+        if units.0.unit != units.1.unit {
+            warning.push_str(&format!(
+                ": per-device figures are per {} in A and per {} in B, which do not compare one \
+                 to one",
+                units.0.unit, units.1.unit
+            ));
+        }
+        warnings.push(warning);
+    }
+    let with_dma = |r: &Report| -> Vec<String> {
+        r.devices
+            .iter()
+            .filter(|d| d.kind == crate::snapshot::RowKind::Pci && d.op(Op::DmaMap).count > 0)
+            .map(|d| d.key.clone())
+            .collect()
+    };
+    let (da, db) = (with_dma(a), with_dma(b));
+    let only_a: Vec<&str> = da
+        .iter()
+        .filter(|k| !db.contains(k))
+        .map(String::as_str)
+        .collect();
+    let only_b: Vec<&str> = db
+        .iter()
+        .filter(|k| !da.contains(k))
+        .map(String::as_str)
+        .collect();
+    if !only_a.is_empty() || !only_b.is_empty() {
+        let mut parts = Vec::new();
+        if !only_a.is_empty() {
+            parts.push(format!("{} only in A", only_a.join(", ")));
+        }
+        if !only_b.is_empty() {
+            parts.push(format!("{} only in B", only_b.join(", ")));
+        }
+        warnings.push(format!(
+            "A and B measured different devices ({}): a device in one run only is not like for like",
+            parts.join("; ")
+        ));
+    }
+    warnings
 }
 
 /// The unit both runs count in, if they count in the same one.

@@ -48,13 +48,7 @@ fn dma_devices<'a>(report: &'a Report, only: Option<&str>) -> Vec<&'a Device> {
         .devices
         .iter()
         .filter(|d| d.op(Op::DmaMap).count > 0)
-        .filter(|d| {
-            only.is_none_or(|wanted| {
-                d.key == wanted
-                    || d.pci_address.as_deref() == Some(wanted)
-                    || d.names.iter().any(|n| n == wanted)
-            })
-        })
+        .filter(|d| only.is_none_or(|wanted| d.answers_to(wanted)))
         .collect();
     devices.sort_by_key(|d| std::cmp::Reverse(d.op(Op::DmaMap).count));
     devices
@@ -322,19 +316,21 @@ fn device_verdict(
         );
         return out;
     }
-    let mut shares: Vec<(f64, &str)> = WHERE
+    // The parts as the page's bar draws them: nested calls taken out of the calls they run in,
+    // and a line for the rest, so that the shares add up to 100%.
+    let mut parts = crate::html::time_bar::segments(&d.derived);
+    let rest = parts
         .iter()
-        .filter_map(|(op, what)| d.derived.of_which.get(op).map(|share| (*share, *what)))
-        .filter(|(share, _)| *share > 0.0)
-        .collect();
-    shares.sort_by(|a, b| b.0.total_cmp(&a.0));
-    if !shares.is_empty() {
+        .position(|s| s.op.is_none())
+        .map(|i| parts.remove(i));
+    parts.sort_by(|a, b| b.share.total_cmp(&a.share));
+    if !parts.is_empty() {
         let _ = writeln!(
             out,
-            "  where the time goes (shares of translation time; nested ones overlap):"
+            "  where the time goes (shares of translation time, adding up to 100%):"
         );
-        for (share, what) in shares {
-            let _ = writeln!(out, "    {:5.1}%  {what}", share * 100.0);
+        for part in parts.iter().chain(rest.iter()) {
+            let _ = writeln!(out, "    {:5.1}%  {}", part.share * 100.0, part.label);
         }
     }
     let paths = heaviest_paths(report, &d.key);
@@ -494,7 +490,15 @@ mod tests {
             text.contains("  translation costs 3.00us per completed I/O in DMA map+unmap (300ns of it IOMMU work), 0.6% of one CPU\n"),
             "{text}"
         );
-        assert!(text.contains("   10.0%  IOVA allocation\n"), "{text}");
+        // The parts and the rest add up to 100%.
+        assert!(
+            text.contains("     10.0%  IOVA allocation (per-CPU caches)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("     90.0%  the rest of the timed calls"),
+            "{text}"
+        );
         assert!(text.contains("call paths: none sampled"), "{text}");
         assert!(
             text.contains("- identity domain for a device you trust: `echo identity > /sys/kernel/iommu_groups/3/type`"),

@@ -34,6 +34,11 @@ pub enum ReportError {
     },
     #[error("cannot encode the report as JSON: {0}")]
     Encode(String),
+    #[error(
+        "an NDJSON stream of {intervals} interval objects without its closing `report` object (the \
+         recording was stopped before it ended): record again, or let `record --json -` finish"
+    )]
+    StreamWithoutReport { intervals: usize },
 }
 
 /// A report file that could not be read: names the file.
@@ -75,6 +80,69 @@ impl Report {
             problem,
         })
     }
+
+    /// Reads a report, or the NDJSON stream `record --json -` writes (interval objects, then one
+    /// `{"type": "report", "report": ...}`): the stream's report.
+    pub fn from_json_or_stream(text: &str) -> Result<Report, ReportError> {
+        let whole = Report::from_json(text);
+        if whole.is_ok() || !looks_like_stream(text) {
+            return whole;
+        }
+        let mut intervals = 0;
+        let mut report = None;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let Ok(Value::Object(mut object)) = serde_json::from_str::<Value>(line) else {
+                return whole;
+            };
+            match object.get("type").and_then(Value::as_str) {
+                Some("interval") => intervals += 1,
+                Some("report") => report = object.remove("report"),
+                _ => return whole,
+            }
+        }
+        match report {
+            Some(report) => Report::from_json(&report.to_string()),
+            None => Err(ReportError::StreamWithoutReport { intervals }),
+        }
+    }
+
+    /// A report or an NDJSON stream, from a file or, for `-`, standard input;
+    /// errors name the file (or `standard input`).
+    pub fn read_any(path: &Path) -> Result<Report, ReadReportError> {
+        let text = if path == Path::new("-") {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+                .map(|_| text)
+                .map_err(|error| ReadReportError::Io {
+                    path: PathBuf::from("standard input"),
+                    error,
+                })?
+        } else {
+            std::fs::read_to_string(path).map_err(|error| ReadReportError::Io {
+                path: path.to_path_buf(),
+                error,
+            })?
+        };
+        let name = if path == Path::new("-") {
+            PathBuf::from("standard input")
+        } else {
+            path.to_path_buf()
+        };
+        Report::from_json_or_stream(&text).map_err(|problem| ReadReportError::Report {
+            path: name,
+            problem,
+        })
+    }
+}
+
+/// Whether the first line of `text` is a JSON object with a string `type`: an NDJSON stream.
+fn looks_like_stream(text: &str) -> bool {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let typed = |line: Option<&str>| {
+        line.and_then(|l| serde_json::from_str::<Value>(l).ok())
+            .is_some_and(|v| v.get("type").is_some_and(Value::is_string))
+    };
+    typed(lines.next())
 }
 
 /// [`Report::from_json`] with a given set of readers for other versions.

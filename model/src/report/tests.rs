@@ -302,3 +302,26 @@ fn reading_a_file_names_it() {
     assert_eq!(Report::read(&good).expect("reads"), full_report());
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
+
+/// `report` could not read what `record --json -` writes: interval lines, then the report.
+#[test]
+fn an_ndjson_stream_reads_as_its_closing_report() {
+    let report = full_report();
+    let closing = json!({"type": "report", "report": as_json(&report)});
+    let stream = format!(
+        "{}\n{}\n{closing}\n",
+        json!({"type": "interval", "t_s": 1.0, "devices": []}),
+        json!({"type": "interval", "t_s": 2.0, "devices": []}),
+    );
+    assert_eq!(Report::from_json_or_stream(&stream).expect("reads"), report);
+    // A report file is read as before.
+    let file = report.to_json().expect("encodes");
+    assert_eq!(Report::from_json_or_stream(&file).expect("reads"), report);
+    // A stream cut before its report says so.
+    let cut = stream.lines().take(2).collect::<Vec<_>>().join("\n");
+    let error = Report::from_json_or_stream(&cut).expect_err("no report");
+    assert!(
+        matches!(error, ReportError::StreamWithoutReport { intervals: 2 }),
+        "{error}"
+    );
+}
