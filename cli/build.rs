@@ -112,6 +112,12 @@ fn main() {
         &out.join("selftest.bpf.o"),
         &[],
     );
+    // The tracker driven step by step by BPF_PROG_TEST_RUN (cli/src/probes/tracker_test.rs).
+    compile(
+        &ebpf.join("selftest/tracker.bpf.c"),
+        &out.join("tracker.bpf.o"),
+        &[],
+    );
     // The probes' dispatch calibration: attached to a test function, never to real work.
     compile(
         &ebpf.join("selftest/dispatch.bpf.c"),

@@ -166,7 +166,7 @@ impl TaskStacks {
 }
 
 /// Names of `enum iommutop_health`, in order.
-const HEALTH_NAMES: [&str; 8] = [
+pub(super) const HEALTH_NAMES: [&str; 8] = [
     "device_map_full",
     "nesting_overflow",
     "exit_without_entry",

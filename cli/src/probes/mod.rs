@@ -11,6 +11,8 @@ pub mod selection;
 pub mod selftest;
 pub mod status;
 pub mod table;
+#[cfg(test)]
+mod tracker_test;
 
 use crate::exit::Failure;
 pub use loader::{verify_all_programs, LoadError, Probes, ProgramVerdict};

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The tracker driven step by step (issue 27): `cli/src/probes/tracker_test.rs` runs this program
+ * with BPF_PROG_TEST_RUN, each run one step of a scenario (a call entering, a call exiting, an
+ * entry interrupted before its frame was complete), and reads the statistics and health counters
+ * the steps left. A test run's context is a copy of its arguments on the heap, so every step runs
+ * as interrupt context: on the CPU's stack of calls in flight, whose frames behave as a task's.
+ * Never attached.
+ *
+ * Arguments: args[0] the step (enum tracker_step), args[1] the op (DMA map, DMA unmap or IOMMU
+ * map), args[2] the call's position,
+ * args[3] its tag, args[4] the device key's id, as a DMA API
+ * call's programs know it (0: the call inherits the key of the call below, as nested work).
+ */
+#include "common.bpf.h"
+#include "../progs/track.bpf.c" /* the tracker's global functions, and the license */
+
+enum tracker_step {
+	STEP_ENTER = 1, /* iommutop_enter, as a probe's entry program */
+	STEP_EXIT = 2,	/* iommutop_exit, as a probe's exit program */
+	STEP_PUSH_PARTIAL =
+	    3,		 /* a frame pushed by an entry that an interrupt stopped before its end */
+	STEP_FINISH = 4, /* that entry's end: its frame's start written */
+};
+
+static __always_inline int push_partial(__u32 op, struct iommutop_call call, __u64 key_id)
+{
+	struct iommutop_inflight *inflight;
+	struct iommutop_frame *frame;
+	__u32 zero = 0, depth;
+
+	inflight = bpf_map_lookup_elem(&iommutop_irq_inflight, &zero);
+	if (!inflight)
+		return 1;
+	depth = inflight->depth;
+	if (depth >= IOMMUTOP_MAX_NESTING)
+		return 1;
+	inflight->depth = depth + 1;
+	frame = &inflight->frames[depth & IOMMUTOP_FRAME_MASK];
+	frame->call = call.at;
+	frame->tag = call.tag;
+	frame->key.id = key_id;
+	frame->key.kind = IOMMUTOP_KEY_DEVICE;
+	frame->key.pad = 0;
+	frame->op = op;
+	frame->flags = 0;
+	frame->bytes = 0;
+	frame->probe_ns = 0;
+	frame->offcpu_at_start = 0;
+	frame->stack_id = -1;
+	frame->start_ns = 0;
+	return 0;
+}
+
+static __always_inline int finish(void)
+{
+	struct iommutop_inflight *inflight;
+	__u32 zero = 0, depth;
+
+	inflight = bpf_map_lookup_elem(&iommutop_irq_inflight, &zero);
+	if (!inflight)
+		return 1;
+	depth = inflight->depth;
+	if (depth == 0 || depth > IOMMUTOP_MAX_NESTING)
+		return 1;
+	inflight->frames[(depth - 1) & IOMMUTOP_FRAME_MASK].start_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+/* One step of the ops the probes time, op a constant as in every probe program. */
+static __always_inline int step(void *ctx, __u64 what, __u32 op, struct iommutop_call call,
+				__u64 key_id)
+{
+	struct iommutop_dev_key key = {.id = key_id, .kind = IOMMUTOP_KEY_DEVICE};
+
+	switch (what) {
+	case STEP_ENTER:
+		iommutop_enter(ctx, call, op, key_id ? &key : NULL, 4096, 0);
+		return 0;
+	case STEP_EXIT:
+		iommutop_exit_keyed(ctx, call, op, 0, IOMMUTOP_KEEP_BYTES, key_id ? &key : NULL);
+		return 0;
+	case STEP_PUSH_PARTIAL:
+		return push_partial(op, call, key_id);
+	case STEP_FINISH:
+		return finish();
+	}
+	return 1;
+}
+
+SEC("raw_tp")
+int selftest__tracker_step(struct bpf_raw_tracepoint_args *ctx)
+{
+	/* The arguments read as the plain array they are: a CO-RE access past the struct's
+	 * zero-length args[] would not relocate. */
+	const __u64 *args = (const __u64 *)ctx;
+	struct iommutop_call call = {.at = args[2], .tag = args[3]};
+
+	switch (args[1]) {
+	case IOMMUTOP_OP_DMA_MAP:
+		return step(ctx, args[0], IOMMUTOP_OP_DMA_MAP, call, args[4]);
+	case IOMMUTOP_OP_DMA_UNMAP:
+		return step(ctx, args[0], IOMMUTOP_OP_DMA_UNMAP, call, args[4]);
+	case IOMMUTOP_OP_IOMMU_MAP:
+		return step(ctx, args[0], IOMMUTOP_OP_IOMMU_MAP, call, args[4]);
+	}
+	return 1;
+}
