@@ -143,7 +143,7 @@ fn step_probes(window: &ProbeWindow, pci: &str, ios: u64) -> Value {
         );
     }
     if let Some(row) = per_unit(window, pci, ios) {
-        m.insert("per_io".into(), Value::Object(row));
+        m.insert("per_io".into(), json!(row));
     }
     m.insert("window_s".into(), json!(window.duration_s));
     Value::Object(m)
@@ -250,7 +250,7 @@ impl Workload for DmaContention {
             }
         }
         results.insert("curve".into(), Value::Array(curve));
-        results.insert("target".into(), fio::target_json(&target));
+        results.insert("target".into(), json!(fio::TargetResult::of(&target)));
         if interrupted {
             results.insert("interrupted".into(), json!(true));
             warnings.push("interrupted: the curve stops at the last step completed".into());
