@@ -367,11 +367,14 @@ pub struct TopArgs {
     pub tasks: crate::task_filter::TaskFilterArgs,
 }
 
+/// Where `serve` listens unless told: this machine only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address and port to serve on. The default answers this machine only; to let a
     /// Prometheus elsewhere scrape, say so: `--listen 0.0.0.0:9464` (or a chosen address).
-    #[arg(long, value_name = "ADDR:PORT", default_value = crate::commands::serve::DEFAULT_LISTEN)]
+    #[arg(long, value_name = "ADDR:PORT", default_value = DEFAULT_LISTEN)]
     pub listen: String,
     /// Attach only these probe points (comma-separated, `iommutop probes` lists them) and the
     /// DMA API points the IOMMU-side ones need for attribution: less cost, fewer series.

@@ -240,7 +240,7 @@ impl Session {
         report.self_overhead.dispatch_ns = self.probes.dispatch_ns();
         report.self_overhead.nested_dispatch_ns = self.probes.nested_dispatch_ns();
         if let Some(filter) = &self.device_filter {
-            filter.apply_to_report(&mut report);
+            report.apply_device_filter(filter);
         }
         Ok((report, self.probes))
     }

@@ -8,7 +8,8 @@ use assert_cmd::Command;
 use serde_json::Value;
 use std::path::PathBuf;
 use support::{
-    assert_one_line_error, assert_success, assert_valid_report, pci_disk_of, scratch_file,
+    assert_one_line_error, assert_success, assert_valid_report, loaded_iommutop_programs, op_count,
+    pci_disk_of_build_dir, scratch_file,
 };
 
 /// Tests that attach probes run one at a time: "nothing left attached" is checked by counting
@@ -176,7 +177,7 @@ fn record_counts_block_completions_of_direct_reads_and_writes_a_valid_report() {
         .as_array()
         .expect("devices")
         .iter()
-        .filter_map(|d| d["ops"]["completion"]["count"].as_u64())
+        .map(|d| op_count(d, "completion"))
         .sum();
     // 1000 direct 4 KiB reads complete as at least 1000 block requests (the file system may
     // add a few of its own).
@@ -203,28 +204,17 @@ fn record_counts_block_completions_of_direct_reads_and_writes_a_valid_report() {
 }
 
 /// Our programs still loaded, once the kernel has finished releasing those of exited processes
-/// (links and programs are freed asynchronously after the last fd closes).
-fn programs_left_after_exit() -> usize {
+/// (links and programs are freed asynchronously after the last fd closes); fails when bpftool
+/// cannot say.
+fn programs_left_after_exit() -> Vec<String> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
-        let left = attached_iommutop_programs();
-        if left == 0 || std::time::Instant::now() > deadline {
+        let left = loaded_iommutop_programs();
+        if left.is_empty() || std::time::Instant::now() > deadline {
             return left;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-}
-
-fn attached_iommutop_programs() -> usize {
-    let output = std::process::Command::new("bpftool")
-        .args(["prog", "show"])
-        .output();
-    let text = output
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
-    text.lines()
-        .filter(|l| l.contains("dma__") || l.contains("completion__"))
-        .count()
 }
 
 #[test]
@@ -235,7 +225,7 @@ fn a_command_that_does_not_exist_is_a_usage_error_and_leaves_nothing_attached() 
         .output()
         .expect("runs");
     assert_one_line_error(&output, 2, &["cannot run `/nonexistent/command`"]);
-    assert_eq!(programs_left_after_exit(), 0);
+    assert_eq!(programs_left_after_exit(), Vec::<String>::new());
 }
 
 #[test]
@@ -272,7 +262,7 @@ fn a_kernel_without_btf_is_an_environment_error() {
         &["kernel BTF not readable at /nonexistent/vmlinux"],
     );
     // The kernel frees the programs of an earlier test's process after it exits, not at once.
-    assert_eq!(programs_left_after_exit(), 0);
+    assert_eq!(programs_left_after_exit(), Vec::<String>::new());
 }
 
 /// The probes' settings (sizes, sampling), wrong, are one-line usage errors naming the variable, before
@@ -320,7 +310,7 @@ fn bad_probe_settings_are_one_line_usage_errors() {
             .expect("runs");
         assert_one_line_error(&output, 2, &[message]);
     }
-    assert_eq!(programs_left_after_exit(), 0);
+    assert_eq!(programs_left_after_exit(), Vec::<String>::new());
 }
 
 #[test]
@@ -390,7 +380,7 @@ fn ctrl_c_ends_a_recording_with_a_report_and_detaches_everything() {
     let sysctl_before = bpf_stats_sysctl();
     let mut recording = start_recording(&json);
     assert!(
-        attached_iommutop_programs() > 0,
+        !loaded_iommutop_programs().is_empty(),
         "programs attached while recording"
     );
     // SAFETY: kill() only signals the child we started.
@@ -404,7 +394,7 @@ fn ctrl_c_ends_a_recording_with_a_report_and_detaches_everything() {
         report["self_overhead"]["bpf_stats_enabled_by_iommutop"],
         true
     );
-    assert_eq!(programs_left_after_exit(), 0);
+    assert_eq!(programs_left_after_exit(), Vec::<String>::new());
     assert_eq!(
         bpf_stats_sysctl(),
         sysctl_before,
@@ -422,7 +412,7 @@ fn a_killed_recording_leaves_no_probe_behind() {
     recording.0.wait().expect("reaped");
     // The kernel drops the links, and the statistics enabled through BPF_ENABLE_STATS, when the
     // last file descriptor closes.
-    assert_eq!(programs_left_after_exit(), 0);
+    assert_eq!(programs_left_after_exit(), Vec::<String>::new());
     assert!(!json.exists(), "no report pretends to be complete");
 }
 
@@ -564,10 +554,7 @@ fn kept_row(key: &str, address: &str) -> bool {
 fn record_device_keeps_the_disks_row_and_records_the_filter() {
     let _bpf = require_root();
     let input = scratch_file("device-input", 8);
-    let Some((disk, address)) = pci_disk_of(&input) else {
-        eprintln!("skipped: the build directory is on no PCI disk here");
-        return;
-    };
+    let (disk, address) = pci_disk_of_build_dir(&input);
     let report_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("host-device.json");
     let _ = std::fs::remove_file(&report_path);
     // SAFETY: sync has no preconditions.
@@ -597,7 +584,7 @@ fn record_device_keeps_the_disks_row_and_records_the_filter() {
         .iter()
         .find(|d| d["key"] == address.as_str())
         .expect("the disk's row");
-    let completions = disk_row["ops"]["completion"]["count"].as_u64().unwrap_or(0);
+    let completions = op_count(disk_row, "completion");
     assert!(completions >= 1000, "completions {completions}: {disk_row}");
 }
 
@@ -607,10 +594,7 @@ fn record_device_keeps_the_disks_row_and_records_the_filter() {
 fn record_device_drops_other_devices_rows_from_the_stream() {
     let _bpf = require_root();
     let input = scratch_file("device-other-input", 8);
-    let Some((_, address)) = pci_disk_of(&input) else {
-        eprintln!("skipped: the build directory is on no PCI disk here");
-        return;
-    };
+    let (_, address) = pci_disk_of_build_dir(&input);
     let other = std::fs::read_dir("/sys/bus/pci/devices")
         .expect("PCI devices")
         .filter_map(|e| e.ok()?.file_name().into_string().ok())

@@ -27,12 +27,11 @@ fn point<'a>(probes: &'a Value, name: &str) -> &'a Value {
 }
 
 fn count(report: &Value, key: &str, op: &str) -> u64 {
-    report["devices"]
+    let row = report["devices"]
         .as_array()
         .and_then(|d| d.iter().find(|d| d["key"] == key))
-        .unwrap_or_else(|| panic!("no row {key} in {}", report["devices"]))["ops"][op]["count"]
-        .as_u64()
-        .unwrap_or(0)
+        .unwrap_or_else(|| panic!("no row {key} in {}", report["devices"]));
+    op_count(row, op)
 }
 
 fn step_succeeded(out: &Path, step: &str) {

@@ -65,11 +65,11 @@ fn device<'a>(report: &'a Value, key: &str) -> &'a Value {
 }
 
 fn count(row: &Value, op: &str) -> u64 {
-    row["ops"][op]["count"].as_u64().unwrap_or(0)
+    op_count(row, op)
 }
 
 fn bytes(row: &Value, op: &str) -> u64 {
-    row["ops"][op]["bytes"].as_u64().unwrap_or(0)
+    op_bytes(row, op)
 }
 
 /// `measured` is within `percent` of `truth`.

@@ -16,7 +16,7 @@ fn device<'a>(report: &'a Value, key: &str) -> &'a Value {
 }
 
 fn count(device: &Value, op: &str) -> u64 {
-    device["ops"][op]["count"].as_u64().unwrap_or(0)
+    op_count(device, op)
 }
 
 fn point<'a>(probes: &'a Value, name: &str) -> &'a Value {
@@ -198,15 +198,29 @@ fn assert_identity_stops_translation(out: &Path) {
     );
 }
 
+/// `probes --verify` succeeded and the kernel loaded programs of the fentry and kprobe tiers (the
+/// lab kernels allow both), none rejected or refused: an empty list proves nothing.
 fn assert_every_program_verified(out: &Path) {
+    assert_eq!(
+        read(&out.join("verify.rc")).trim(),
+        "0",
+        "probes --verify: {}",
+        read(&out.join("verify.err"))
+    );
     let verdicts = read_json(&out.join("verify.json"));
-    let rejected: Vec<&Value> = verdicts["programs"]
-        .as_array()
-        .expect("programs")
+    let programs = verdicts["programs"].as_array().expect("programs");
+    let rejected: Vec<&Value> = programs
         .iter()
         .filter(|p| p["status"] == "rejected" || p["status"] == "refused")
         .collect();
     assert!(rejected.is_empty(), "not loaded: {rejected:#?}");
+    for tier in ["fentry", "kprobe"] {
+        let loaded = programs
+            .iter()
+            .filter(|p| p["tier"] == tier && p["status"] == "loaded")
+            .count();
+        assert!(loaded > 0, "no {tier} program loaded: {verdicts}");
+    }
 }
 
 fn full_check(kernel: &str) {

@@ -69,6 +69,12 @@ fn prometheus_stores_every_nvme_map_and_serve_detaches_on_sigint() {
         "serve after SIGINT: {err}"
     );
     assert_eq!(
+        read(&out.join("bpftool.rc")).trim(),
+        "0",
+        "bpftool prog show failed, so what is left attached is unknown: {}",
+        read(&out.join("bpftool.err"))
+    );
+    assert_eq!(
         read(&out.join("progs-left.txt")).trim(),
         "",
         "programs left attached"

@@ -22,15 +22,11 @@ fn lab_script() -> PathBuf {
     project_root().join("lab/run")
 }
 
-/// Whether the booting tests were asked to skip; says so, so a skip is never silent.
-fn skipped() -> bool {
-    if std::env::var_os("IOMMUTOP_SKIP_LAB").is_some_and(|v| v == "1") {
-        eprintln!(
-            "skipped: IOMMUTOP_SKIP_LAB=1 (lab tests need root, qemu and the cached kernels)"
-        );
-        return true;
-    }
-    false
+mod support;
+
+/// Whether the booting tests were asked to skip; says so, and names the test for scripts/test.
+fn skipped(test: &str) -> bool {
+    support::lab_skipped(test)
 }
 
 /// `lab/run ARGS` as it is, whatever it exits with.
@@ -288,7 +284,7 @@ fn assert_all_groups(guest: &Guest, expected: &str) {
 }
 
 fn intel_lazy_and_strict(kernel: &str) {
-    if skipped() {
+    if skipped(&format!("lab_{kernel}_intel_devices_groups_and_plumbing")) {
         return;
     }
     let lazy = boot_and_check(&format!("{kernel}-intel"), kernel, "intel", &[]);
@@ -316,7 +312,7 @@ fn lab_6_12_intel_devices_groups_and_plumbing() {
 
 #[test]
 fn lab_without_iommu_has_no_groups() {
-    if skipped() {
+    if skipped("lab_without_iommu_has_no_groups") {
         return;
     }
     let guest = boot_and_check("6.12-none", "6.12", "none", &[]);
@@ -334,7 +330,7 @@ fn lab_without_iommu_has_no_groups() {
 
 #[test]
 fn lab_amd_iommu_boots_with_groups() {
-    if skipped() {
+    if skipped("lab_amd_iommu_boots_with_groups") {
         return;
     }
     let guest = boot_and_check("6.12-amd", "6.12", "amd", &[]);
@@ -345,7 +341,7 @@ fn lab_amd_iommu_boots_with_groups() {
 
 #[test]
 fn lab_virtio_iommu_boots_with_groups() {
-    if skipped() {
+    if skipped("lab_virtio_iommu_boots_with_groups") {
         return;
     }
     let guest = boot_and_check("6.12-virtio", "6.12", "virtio", &[]);
@@ -354,7 +350,7 @@ fn lab_virtio_iommu_boots_with_groups() {
 
 #[test]
 fn lab_virtio_iommu_needs_6_12() {
-    if skipped() {
+    if skipped("lab_virtio_iommu_needs_6_12") {
         return;
     }
     fetched("6.1");
@@ -389,7 +385,7 @@ fn busy_loop_ns(shift: &str) -> f64 {
 /// loop takes four times the guest's nanoseconds at shift 2 as at shift 0, whatever the host does.
 #[test]
 fn lab_icount_clocks_the_guest_by_instructions() {
-    if skipped() {
+    if skipped("lab_icount_clocks_the_guest_by_instructions") {
         return;
     }
     fetched("6.12");
@@ -404,7 +400,7 @@ fn lab_icount_clocks_the_guest_by_instructions() {
 
 #[test]
 fn lab_kills_a_hanging_guest_at_the_timeout() {
-    if skipped() {
+    if skipped("lab_kills_a_hanging_guest_at_the_timeout") {
         return;
     }
     fetched("6.12");
@@ -492,7 +488,7 @@ fn lab_without_qemu_says_which_package_to_install() {
 
 #[test]
 fn lab_without_root_says_so() {
-    if skipped() {
+    if skipped("lab_without_root_says_so") {
         return;
     }
     let is_root = Command::new("id")

@@ -109,7 +109,7 @@ fn lab_top_shows_the_nvme_under_dd_and_quits_cleanly() {
         .as_array()
         .and_then(|d| d.iter().find(|d| d["key"] == nvme.as_str()))
         .unwrap_or_else(|| panic!("no {nvme} in the report"));
-    assert!(device["ops"]["dma_map"]["count"].as_u64().unwrap_or(0) > 0);
+    assert!(op_count(device, "dma_map") > 0);
     assert!(top_err.contains("report written to"), "{top_err}");
     // q gave the terminal back first; the report and the probes' detach finished behind it.
     assert!(

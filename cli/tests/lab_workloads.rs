@@ -111,7 +111,7 @@ fn lab_tcp_rr_profile_and_tlb_sweep() {
         assert!(iommu > 0.0, "{nic}: translated, so IOMMU maps: {iommu}");
         // The same NICs in the report's devices, with the run's totals.
         let row = device(&report, nic);
-        assert!(row["ops"]["dma_map"]["count"].as_u64().unwrap_or(0) >= transactions * 2);
+        assert!(op_count(row, "dma_map") >= transactions * 2);
     }
     assert!(
         number(&r["dma_maps_per_transaction"], "total") >= 5.0,
@@ -190,7 +190,7 @@ fn lab_fio_profiles_and_dma_contention_on_the_nvme() {
         assert!(expected.contains(&maps), "{profile}: {maps} maps per I/O");
         let row = device(&report, NVME);
         assert!(row["names"].to_string().contains("nvme0n1"), "{profile}");
-        assert!(row["ops"]["dma_map"]["count"].as_u64().unwrap_or(0) > 0);
+        assert!(op_count(row, "dma_map") > 0);
         let other = if dir == "read" {
             "write_iops"
         } else {

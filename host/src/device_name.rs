@@ -2,9 +2,10 @@
 //! is. Reads only.
 
 use crate::nic::nic_pci_address;
-use crate::pci_device::{is_pci_address, pci_address_of};
+use crate::pci_device::pci_address_of;
 use crate::root::HostRoot;
 use crate::sysfs::entry_names;
+use iommutop_model::pci::is_pci_address;
 use std::fmt;
 
 /// Why a name is no PCI function here.

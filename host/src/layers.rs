@@ -1,6 +1,8 @@
-//! The crate's modules import one another in layers, with no circle (issue 13): this test reads
-//! `src/`, takes every module's `crate::`, `super::` and `self::` paths (in `use` and in code;
-//! comments, strings and `#[cfg(test)]` items left out) and fails on a cycle, naming it.
+//! Every crate's modules import one another in layers, with no circle (issues 13 and 31): this
+//! test reads each crate's `src/`, takes every module's `crate::`, `super::` and `self::` paths
+//! (in `use` and in code; comments, strings and `#[cfg(test)]` items left out) and fails on a
+//! cycle, naming it. A module naming its own submodules is not an edge (they are its parts); a
+//! submodule naming its parent is.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -11,21 +13,70 @@ type Module = Vec<String>;
 /// Who imports whom, each module with the modules it names.
 type Graph = BTreeMap<Module, BTreeSet<Module>>;
 
+/// The workspace's crates, by directory.
+const CRATES: [&str; 6] = [
+    "cli",
+    "host",
+    "model",
+    "tui",
+    "workloads/runner",
+    "workloads/vfio-nvme",
+];
+
+/// Circles known and left for later, by crate: each must still be there (remove it here once
+/// it is broken). The loader is being split by job (issue 31); its dispatch goes with it.
+const KNOWN_CIRCLES: [(&str, &str); 1] = [("cli", "probes::dispatch → probes::loader")];
+
 #[test]
 fn the_modules_import_one_another_without_a_circle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let (graph, from_root) = import_graph(&src);
+    let (graph, _) = import_graph(&src);
     assert!(
         graph[&module("pci")].contains(&module("journal")),
         "the parser finds imports (pci records in a journal): {graph:?}"
     );
-    assert!(
-        from_root.is_empty(),
-        "import these from the module that defines them, not from the crate root (which re-exports \
-         them), so that the graph sees the edge: {from_root:?}"
-    );
-    let circles = cycles(&graph);
-    assert!(circles.is_empty(), "import circles: {}", circles.join("; "));
+}
+
+#[test]
+fn every_crate_imports_its_modules_without_a_circle() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut problems = Vec::new();
+    for krate in CRATES {
+        let (graph, from_root) = import_graph(&workspace.join(krate).join("src"));
+        assert!(graph.len() > 1, "{krate}: no modules found");
+        if !from_root.is_empty() {
+            problems.push(format!(
+                "{krate}: import these from the module that defines them, not from the crate \
+                 root (which re-exports them), so that the graph sees the edge: {from_root:?}"
+            ));
+        }
+        let known: BTreeSet<String> = KNOWN_CIRCLES
+            .iter()
+            .filter(|(k, _)| *k == krate)
+            .map(|(_, circle)| normalized(circle))
+            .collect();
+        let found: BTreeSet<String> = cycles(&graph).iter().map(|c| normalized(c)).collect();
+        for circle in found.difference(&known) {
+            problems.push(format!("{krate}: import circle {circle}"));
+        }
+        for circle in known.difference(&found) {
+            problems.push(format!(
+                "{krate}: the known circle {circle} is gone: take it out of KNOWN_CIRCLES"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// A circle written `a → b → a` or `a → b`, from its least module, without the repeat.
+fn normalized(circle: &str) -> String {
+    let mut nodes: Vec<&str> = circle.split(" → ").collect();
+    if nodes.len() > 1 && nodes.first() == nodes.last() {
+        nodes.pop();
+    }
+    let start = (0..nodes.len()).min_by_key(|&i| nodes[i]).unwrap_or(0);
+    nodes.rotate_left(start);
+    nodes.join(" → ")
 }
 
 #[test]
@@ -98,7 +149,7 @@ fn read_tree(src: &Path, dir: &Path, files: &mut BTreeMap<Module, String>) {
             .components()
             .map(|c| c.as_os_str().to_string_lossy().into_owned())
             .collect();
-        if matches!(name.last().map(String::as_str), Some("mod" | "lib")) {
+        if matches!(name.last().map(String::as_str), Some("mod" | "lib")) || name == ["main"] {
             name.pop();
         }
         files.insert(name, std::fs::read_to_string(&path).expect("source"));
@@ -119,6 +170,10 @@ fn graph_of(files: &BTreeMap<Module, String>) -> (Graph, Vec<String>) {
     }
     let is_test = |m: &Module| tests.iter().any(|t| m.starts_with(t));
     let known: BTreeSet<Module> = files.keys().cloned().collect();
+    let in_root = code
+        .get(&Module::new())
+        .map(|t| defined(t))
+        .unwrap_or_default();
     let mut graph = Graph::new();
     let mut from_root = Vec::new();
     for (here, tokens) in code.iter().filter(|(m, _)| !is_test(m)) {
@@ -130,13 +185,27 @@ fn graph_of(files: &BTreeMap<Module, String>) -> (Graph, Vec<String>) {
                 .find(|prefix| known.contains(prefix))
                 .unwrap_or_default();
             if target.is_empty() && !here.is_empty() {
-                from_root.push(format!("{}: crate::{}", show(here), path.join("::")));
-            } else if &target != here {
+                if !path.first().is_some_and(|item| in_root.contains(item)) {
+                    from_root.push(format!("{}: crate::{}", show(here), path.join("::")));
+                }
+            } else if !target.starts_with(here) {
                 edges.insert(target);
             }
         }
     }
     (graph, from_root)
+}
+
+/// The names of the items a module's own code defines (`struct Workload`, `fn run`).
+fn defined(tokens: &[String]) -> BTreeSet<String> {
+    const KINDS: [&str; 8] = [
+        "struct", "enum", "trait", "fn", "type", "const", "static", "union",
+    ];
+    tokens
+        .windows(2)
+        .filter(|pair| KINDS.contains(&pair[0].as_str()))
+        .map(|pair| pair[1].clone())
+        .collect()
 }
 
 /// Identifiers and punctuation (`::` as one token), without comments, string and character
@@ -372,4 +441,25 @@ fn cycles(graph: &Graph) -> Vec<String> {
         walk(graph, node, &mut Vec::new(), &mut done, &mut found);
     }
     found
+}
+
+#[test]
+fn a_module_naming_its_parts_is_no_edge_and_a_circle_reads_the_same_from_any_start() {
+    let files = BTreeMap::from([
+        (module(""), "pub struct Root;\n".to_string()),
+        (
+            module("a"),
+            "use self::inner::X;\nfn f() -> crate::Root { Root }\n".to_string(),
+        ),
+        (module("a::inner"), "use super::Y;\n".to_string()),
+    ]);
+    let (graph, from_root) = graph_of(&files);
+    assert!(graph[&module("a")].is_empty(), "{graph:?}");
+    assert_eq!(graph[&module("a::inner")], [module("a")].into());
+    assert!(
+        from_root.is_empty(),
+        "an item the root defines is not a re-export: {from_root:?}"
+    );
+    assert_eq!(normalized("b → a → b"), normalized("a → b → a"));
+    assert_eq!(normalized("a → b → a"), "a → b");
 }

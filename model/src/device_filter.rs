@@ -1,10 +1,9 @@
 //! `--device DEV`: one PCI function's row, with the rows that are no one device's (`deferred`
-//! and `unattributed` work), in snapshots and in the report.
+//! and `unattributed` work), in snapshots and in the report ([`crate::report::Report::apply_device_filter`]:
+//! the report knows the filter, not the other way round).
 
-use crate::report::Report;
 use crate::snapshot::{Device, RowKind, Snapshot};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
 
 /// The filter `--device` asked for, as the report records it (`run.device_filter`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,19 +35,6 @@ impl DeviceFilter {
 
     pub fn apply_to_snapshot(&self, snapshot: &mut Snapshot) {
         snapshot.devices.retain(|row| self.keeps(row));
-    }
-
-    /// Keeps the rows (and their interval figures and call paths) the filter keeps, and records
-    /// the filter in `run.device_filter`.
-    pub fn apply_to_report(&self, report: &mut Report) {
-        report.devices.retain(|row| self.keeps(row));
-        let kept: BTreeSet<&str> = report.devices.iter().map(|row| row.key.as_str()).collect();
-        let keeps_key = |key: &str| kept.contains(key) || key == self.pci_address;
-        for interval in &mut report.intervals {
-            interval.devices.retain(|key, _| keeps_key(key));
-        }
-        report.stacks.retain(|stack| keeps_key(&stack.device));
-        report.run.device_filter = Some(self.clone());
     }
 
     /// How the summary names it: `vda (0000:00:02.0)`, or the address alone.
@@ -153,7 +139,7 @@ mod tests {
             frames: vec!["dma_map_page_attrs".into()],
         };
         report.stacks = vec![stack(VDA), stack("0000:00:03.0"), stack("unattributed")];
-        vda().apply_to_report(&mut report);
+        report.apply_device_filter(&vda());
         assert_eq!(report.devices.len(), 4);
         let interval_keys: Vec<&String> = report.intervals[0].devices.keys().collect();
         assert!(!interval_keys.contains(&&"0000:00:03.0".to_string()));

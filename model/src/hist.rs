@@ -141,7 +141,7 @@ impl Default for Histogram {
 
 /// serde implements arrays only up to 32 elements: a histogram is a plain JSON array of its slots.
 mod serde_big_array {
-    use super::HIST_SLOTS;
+    use crate::sample::HIST_SLOTS;
     use serde::de::Error;
     use serde::{Deserialize, Deserializer, Serializer};
 

@@ -12,6 +12,7 @@ pub mod html;
 pub mod op_stats;
 mod ops_map;
 pub mod params;
+pub mod pci;
 pub mod report;
 pub mod sample;
 pub mod shell;

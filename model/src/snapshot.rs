@@ -12,8 +12,8 @@
 use crate::derive::{derive, Derived};
 use crate::facts::DeviceFacts;
 pub use crate::op_stats::{per_second, Latency, OpDelta, OpStats};
+use crate::pci::is_pci_address;
 use crate::sample::{Op, OpCounters, RawSample, RawSource, SourceKind};
-use iommutop_host::pci_device::is_pci_address;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 

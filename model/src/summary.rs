@@ -436,11 +436,10 @@ mod tests {
     #[test]
     fn a_device_filter_is_said_on_the_run_line() {
         let mut report = full_report();
-        crate::device_filter::DeviceFilter {
+        report.apply_device_filter(&crate::device_filter::DeviceFilter {
             device: "nvme0n1".into(),
             pci_address: "0000:00:02.0".into(),
-        }
-        .apply_to_report(&mut report);
+        });
         let text = render_summary(&report);
         assert!(
             text.lines().nth(1).is_some_and(|line| line.ends_with(

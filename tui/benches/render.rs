@@ -11,17 +11,18 @@ mod fixtures;
 use iommutop_tui::{render, update, Action};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
+use std::process::ExitCode;
 use std::time::Instant;
 
-fn main() {
+fn main() -> ExitCode {
     let snapshots = fixtures::busy_nvme(200);
     let (history, fresh) = snapshots.split_at(60);
     let mut state = fixtures::state_after(fixtures::lab_probes(), history.to_vec());
     let mut terminal = match Terminal::new(TestBackend::new(120, 40)) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("test terminal: {e}");
-            return;
+            eprintln!("render bench: no test terminal: {e}");
+            return ExitCode::FAILURE;
         }
     };
     let frames = 2_000;
@@ -38,11 +39,20 @@ fn main() {
             Action::Sample(Box::new(fresh[i % fresh.len()].clone())),
         );
     });
+    // A draw that failed drew no frame: timing it as one would make the figure look better the
+    // more draws fail. The first failure is said and ends the bench with a failure.
+    let mut failed = None;
     let render_us = time(&mut |_| {
-        if let Err(e) = terminal.draw(|frame| render(&state, frame)) {
-            eprintln!("draw: {e}");
+        if failed.is_none() {
+            if let Err(e) = terminal.draw(|frame| render(&state, frame)) {
+                failed = Some(e);
+            }
         }
     });
+    if let Some(e) = failed {
+        eprintln!("render bench: a draw failed, so no frame time is measured: {e}");
+        return ExitCode::FAILURE;
+    }
     let frame_us = update_us + render_us;
     println!("busy NVMe, 120x40, {frames} frames:");
     println!("  update (a new interval): {update_us:8.1} us");
@@ -51,4 +61,5 @@ fn main() {
         "  at 2 frames/s (1 s refresh + clock): {:.3}% of one core",
         frame_us * 2.0 / 1e6 * 100.0
     );
+    ExitCode::SUCCESS
 }

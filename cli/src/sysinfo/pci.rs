@@ -1,8 +1,8 @@
 //! PCI functions: driver, ids, IOMMU group and unit, and the disks and netdevs on them.
 
 use super::fs::{entry_names, link_name, read_hex};
-use iommutop_host::pci_device::is_pci_address;
 use iommutop_model::facts::{DeviceFacts, IommuGroup};
+use iommutop_model::pci::is_pci_address;
 use std::path::Path;
 
 /// Every function in `/sys/bus/pci/devices`, by address.

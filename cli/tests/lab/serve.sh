@@ -4,7 +4,9 @@
 #   maps.json        the Prometheus HTTP API's answer for iommutop_dma_maps_total of the NVMe
 #   scrape.txt       one scrape of /metrics; promtool.out and promtool.rc: `promtool check metrics`
 #   serve.rc         serve's exit status after SIGINT; serve.err its stderr
-#   progs-left.txt   iommutop's BPF programs still loaded after serve exited (should be empty)
+#   progs-left.txt   iommutop's BPF programs still loaded after serve exited (should be empty);
+#                    bpftool.rc and bpftool.err: bpftool's exit status and stderr (no answer is
+#                    not zero programs)
 #   ready.rc         0 when serve and Prometheus both came up
 set -u
 iommutop=$1
@@ -13,8 +15,12 @@ listen=127.0.0.1:9464
 nvme=$(basename "$(readlink -f /sys/class/nvme/nvme0/device)")
 
 # Our programs are named <family>__<hook>__<tier>; bpftool shows the first 15 characters.
+# Writes them to OUT/progs-left.txt and bpftool's own exit status to OUT/bpftool.rc.
 our_programs() {
-	bpftool prog show 2>/dev/null | grep -E ' name (dma|iommu|iova|iotlb|completion)__' || true
+	bpftool prog show >"$out/progs-all.txt" 2>"$out/bpftool.err"
+	echo $? >"$out/bpftool.rc"
+	# grep's exit 1 (no line matched) is the answer hoped for; the test reads the file.
+	grep -E ' name (dma|iommu|iova|iotlb|completion|track)__' "$out/progs-all.txt" >"$out/progs-left.txt"
 }
 
 # wait_for URL SECONDS: 0 once URL answers 200.
@@ -72,6 +78,6 @@ wait "$prometheus"
 kill -INT "$serve"
 wait "$serve"
 echo $? >"$out/serve.rc"
-our_programs >"$out/progs-left.txt"
+our_programs
 umount "$out/tsdb"
 exit 0

@@ -19,13 +19,106 @@ pub fn lab_out_dir(name: &str) -> PathBuf {
     dir.canonicalize().expect("canonical lab output dir")
 }
 
-/// Whether the lab tests were asked to skip; says so, so a skip is never silent.
+/// Whether the lab tests were asked to skip (`IOMMUTOP_SKIP_LAB=1`); says so, and names the test
+/// in `target/tmp/lab-skipped`, which `scripts/test` counts at its end, so a skip is never
+/// silent. Without that variable a lab test runs, and fails saying why when the lab cannot.
 pub fn lab_skipped(test: &str) -> bool {
-    if std::env::var_os("IOMMUTOP_SKIP_LAB").is_some_and(|v| v == "1") {
-        eprintln!("skipped {test}: IOMMUTOP_SKIP_LAB=1 (lab tests need root, qemu and the cached kernels)");
-        return true;
+    if std::env::var_os("IOMMUTOP_SKIP_LAB").is_none_or(|v| v != "1") {
+        return false;
     }
-    false
+    eprintln!(
+        "skipped {test}: IOMMUTOP_SKIP_LAB=1 (lab tests need root, qemu and the cached kernels)"
+    );
+    let list = Path::new(env!("CARGO_TARGET_TMPDIR")).join("lab-skipped");
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&list)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{test}\n").as_bytes()));
+    if let Err(e) = written {
+        eprintln!("cannot name the skipped test in {}: {e}", list.display());
+    }
+    true
+}
+
+/// `field` (`count`, `bytes`) of `op` in a report row. Every row has every op, so an op it lacks
+/// is a name this test got wrong (an op renamed in the report): that fails here, where reading it
+/// as 0 would pass an `assert_eq!(…, 0)`.
+#[track_caller]
+pub fn op_field(row: &serde_json::Value, op: &str, field: &str) -> u64 {
+    let ops = row["ops"]
+        .as_object()
+        .unwrap_or_else(|| panic!("row {} has no ops: {row}", row["key"]));
+    let stats = ops.get(op).unwrap_or_else(|| {
+        panic!(
+            "row {} has no op `{op}` (renamed?); its ops: {:?}",
+            row["key"],
+            ops.keys().collect::<Vec<_>>()
+        )
+    });
+    stats[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{op}.{field} of row {} is no count: {stats}", row["key"]))
+}
+
+/// How many `op` calls a report row counted; fails on an op the row does not have.
+#[track_caller]
+pub fn op_count(row: &serde_json::Value, op: &str) -> u64 {
+    op_field(row, op, "count")
+}
+
+/// The bytes of a report row's `op` calls; fails on an op the row does not have.
+#[track_caller]
+pub fn op_bytes(row: &serde_json::Value, op: &str) -> u64 {
+    op_field(row, op, "bytes")
+}
+
+/// The disk that holds `path` and its PCI function, failing the test, saying so, when there is
+/// none: the host tests that read through a PCI disk need the build directory on one.
+#[track_caller]
+pub fn pci_disk_of_build_dir(path: &Path) -> (String, String) {
+    pci_disk_of(path).unwrap_or_else(|| {
+        panic!(
+            "{} is on no PCI disk here: this test reads a file of the build directory through the \
+             disk's PCI function; put the target directory on a PCI disk (CARGO_TARGET_DIR)",
+            path.display()
+        )
+    })
+}
+
+/// Our BPF programs loaded now, by `bpftool prog show` (names are `<family>__<hook>__<tier>`,
+/// cut to 15 characters). Fails the test when bpftool is missing or fails: no answer is not
+/// zero programs.
+#[track_caller]
+pub fn loaded_iommutop_programs() -> Vec<String> {
+    let output = Command::new("bpftool")
+        .args(["prog", "show"])
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run bpftool to count the programs left ({e}): install bpftool (scripts/install-deps)")
+        });
+    assert!(
+        output.status.success(),
+        "bpftool prog show exited {:?}: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|l| {
+            [
+                "dma__",
+                "iommu__",
+                "iova__",
+                "iotlb__",
+                "completion__",
+                "track__",
+            ]
+            .iter()
+            .any(|family| l.contains(&format!(" name {family}")))
+        })
+        .map(str::to_string)
+        .collect()
 }
 
 /// Runs `lab/run ARGS -- COMMAND` and returns its output; fails the test if the lab cannot run.

@@ -4,11 +4,12 @@ use super::{
     Host, HostIommu, IntervalDevice, IntervalPoint, ProbeEntry, ProbeStatus, ProgramOverhead,
     Report, Run, SelfOverhead, Tool, SCHEMA_VERSION, TOOL_NAME,
 };
+use crate::device_filter::DeviceFilter;
 use crate::facts::HostFacts;
 use crate::sample::{Op, RawSample};
 use crate::snapshot::Snapshot;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Everything a run hands over to make its report.
 #[derive(Debug, Clone)]
@@ -28,6 +29,19 @@ pub struct ReportInputs<'a> {
 }
 
 impl Report {
+    /// Keeps the rows (and their interval figures and call paths) `filter` keeps, and records
+    /// the filter in `run.device_filter`.
+    pub fn apply_device_filter(&mut self, filter: &DeviceFilter) {
+        self.devices.retain(|row| filter.keeps(row));
+        let kept: BTreeSet<&str> = self.devices.iter().map(|row| row.key.as_str()).collect();
+        let keeps_key = |key: &str| kept.contains(key) || key == filter.pci_address;
+        for interval in &mut self.intervals {
+            interval.devices.retain(|key, _| keeps_key(key));
+        }
+        self.stacks.retain(|stack| keeps_key(&stack.device));
+        self.run.device_filter = Some(filter.clone());
+    }
+
     /// The report of a run: devices and self overhead over the whole run (first to last sample).
     pub fn build(inputs: ReportInputs<'_>) -> Report {
         let whole_run = Snapshot::between(inputs.first, inputs.last, &inputs.host.devices);

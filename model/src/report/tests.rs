@@ -325,3 +325,191 @@ fn an_ndjson_stream_reads_as_its_closing_report() {
         "{error}"
     );
 }
+
+/// The tokens of a JSON text: strings (quotes and escapes as written), numbers and literals as
+/// written, and punctuation; no whitespace.
+fn json_tokens(text: &str) -> Vec<String> {
+    let mut tokens: Vec<String> = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {}
+            '"' => {
+                let mut token = String::from('"');
+                while let Some(c) = chars.next() {
+                    token.push(c);
+                    match c {
+                        '\\' => token.extend(chars.next()),
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+                tokens.push(token);
+            }
+            '{' | '}' | '[' | ']' | ',' | ':' => tokens.push(c.to_string()),
+            _ => {
+                let mut token = String::from(c);
+                while let Some(&next) = chars.peek() {
+                    if next.is_whitespace() || "{}[],:".contains(next) {
+                        break;
+                    }
+                    token.push(next);
+                    chars.next();
+                }
+                tokens.push(token);
+            }
+        }
+    }
+    tokens
+}
+
+/// Tokens printed as `serde_json::to_string_pretty` prints, with a final newline.
+fn pretty(tokens: &[String]) -> String {
+    let mut out = String::new();
+    let mut depth = 0usize;
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.push_str(&"  ".repeat(depth));
+    };
+    let mut i = 0;
+    while i < tokens.len() {
+        let token = tokens[i].as_str();
+        match token {
+            "{" | "[" => {
+                let close = if token == "{" { "}" } else { "]" };
+                out.push_str(token);
+                if tokens.get(i + 1).map(String::as_str) == Some(close) {
+                    out.push_str(close);
+                    i += 1;
+                } else {
+                    depth += 1;
+                    newline(&mut out, depth);
+                }
+            }
+            "}" | "]" => {
+                depth = depth.saturating_sub(1);
+                newline(&mut out, depth);
+                out.push_str(token);
+            }
+            "," => {
+                out.push(',');
+                newline(&mut out, depth);
+            }
+            ":" => out.push_str(": "),
+            _ => out.push_str(token),
+        }
+        i += 1;
+    }
+    out.push('\n');
+    out
+}
+
+/// `text` changed only in the whitespace between tokens, as iommutop writes reports: keys keep
+/// their order, numbers and strings their spelling.
+fn repretty(text: &str) -> String {
+    pretty(&json_tokens(text))
+}
+
+/// The index after the value that starts at `tokens[i]`.
+fn value_end(tokens: &[String], i: usize) -> usize {
+    let mut depth = 0usize;
+    let mut j = i;
+    while j < tokens.len() {
+        match tokens[j].as_str() {
+            "{" | "[" => depth += 1,
+            "}" | "]" => depth -= 1,
+            _ => {}
+        }
+        j += 1;
+        if depth == 0 {
+            break;
+        }
+    }
+    j
+}
+
+/// The tokens of the value at `path` (object keys) in the value that starts at `tokens[i]`.
+fn member<'a>(tokens: &'a [String], i: usize, path: &[&str]) -> Option<&'a [String]> {
+    let Some((key, rest)) = path.split_first() else {
+        return Some(&tokens[i..value_end(tokens, i)]);
+    };
+    if tokens.get(i)? != "{" {
+        return None;
+    }
+    let wanted = format!("\"{key}\"");
+    let mut j = i + 1;
+    while tokens.get(j)? != "}" {
+        let value = j + 2;
+        if tokens[j] == wanted {
+            return member(tokens, value, rest);
+        }
+        j = value_end(tokens, value);
+        if tokens.get(j).is_some_and(|t| t == ",") {
+            j += 1;
+        }
+    }
+    None
+}
+
+/// Every report kept in the repository reads and writes back to exactly its own JSON, byte for
+/// byte once the whitespace is iommutop's: the typed report keeps every key, its order and the
+/// spelling of every number. The reports of examples/ are this build's and round-trip whole; the
+/// CLI's fixtures are older (a reader fills in fields added since, such as `hist_fine`), and
+/// their workload (parameters and results, the part that is typed per workload) round-trips.
+#[test]
+fn reports_in_the_repository_round_trip_byte_for_byte() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut workloads = 0;
+    for (dir, whole) in [("examples", true), ("cli/tests/fixtures", false)] {
+        let mut paths: Vec<_> = std::fs::read_dir(root.join(dir))
+            .unwrap_or_else(|e| panic!("{dir}: {e}"))
+            .map(|entry| entry.expect("entry").path())
+            .filter(|path| path.extension().is_some_and(|e| e == "json"))
+            .collect();
+        paths.sort();
+        assert!(paths.len() >= 3, "{dir}: only {} reports", paths.len());
+        for path in paths {
+            let text = std::fs::read_to_string(&path).expect("readable");
+            let report =
+                Report::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let written = report.to_json().expect("encodes");
+            let (read, wrote) = if whole {
+                (repretty(&text), written)
+            } else {
+                let section = |text: &str| {
+                    let tokens = json_tokens(text);
+                    pretty(member(&tokens, 0, &["run", "workload"]).expect("run.workload"))
+                };
+                workloads += usize::from(report.run.workload.is_some());
+                (section(&text), section(&written))
+            };
+            if let Some(line) = wrote.lines().zip(read.lines()).position(|(a, b)| a != b) {
+                panic!(
+                    "{} changes in a round trip at line {}: wrote {:?}, read {:?}",
+                    path.display(),
+                    line + 1,
+                    wrote.lines().nth(line),
+                    read.lines().nth(line)
+                );
+            }
+            assert_eq!(wrote, read, "{}", path.display());
+        }
+    }
+    assert!(workloads >= 3, "only {workloads} reports with a workload");
+}
+
+#[test]
+fn the_round_trip_helpers_change_only_whitespace() {
+    let text = "{\"a\":[1,2.0,{}],\"b\" : {\"c\":\"x, \\\"y\\\"\"},\"d\":[]}";
+    assert_eq!(
+        repretty(text),
+        "{\n  \"a\": [\n    1,\n    2.0,\n    {}\n  ],\n  \"b\": {\n    \"c\": \"x, \\\"y\\\"\"\n  },\n  \"d\": []\n}\n"
+    );
+    let tokens = json_tokens(text);
+    assert_eq!(pretty(member(&tokens, 0, &["d"]).expect("d")), "[]\n");
+    assert_eq!(
+        pretty(member(&tokens, 0, &["b", "c"]).expect("b.c")),
+        "\"x, \\\"y\\\"\"\n"
+    );
+    assert_eq!(member(&tokens, 0, &["e"]), None);
+}

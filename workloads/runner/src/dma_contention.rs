@@ -11,11 +11,13 @@ use crate::error::WorkloadError;
 use crate::fio::{self, run_job, FioJob};
 use crate::params::{DefaultValue, Kind, ParamSpec, ParamValues};
 use crate::process::require_tool;
-use crate::window::{per_unit, ProbeWindow};
+use crate::window::{per_unit, PerUnit, ProbeWindow, WindowOp};
 use crate::{Workload, WorkloadOutput};
 use iommutop_model::sample::Op;
 use iommutop_model::workload::{Headline, WorkUnit};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 pub const SPECS: &[ParamSpec] = &[
@@ -122,31 +124,90 @@ impl DmaContention {
     }
 }
 
-/// The probe numbers of one step for the device at `pci`.
-fn step_probes(window: &ProbeWindow, pci: &str, ios: u64) -> Value {
-    let Some(device) = window.device(pci) else {
-        return Value::Null;
-    };
-    let mut m = Map::new();
-    for op in STEP_OPS {
-        let stats = device.ops.get(op.name());
-        m.insert(
-            op.name().to_string(),
-            json!({
-                "count": stats.map_or(0, |s| s.count),
-                "per_s": stats.map_or(0.0, |s| s.per_s),
-                "mean_ns": stats.and_then(|s| s.mean_ns),
-                "p50_ns": stats.and_then(|s| s.p50_ns),
-                "p90_ns": stats.and_then(|s| s.p90_ns),
-                "p99_ns": stats.and_then(|s| s.p99_ns),
-            }),
-        );
+/// The probes' numbers of one step for the device: each of [`STEP_OPS`] under its name (zero
+/// when the probes saw none), the counts per I/O, and the step's length.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepProbes {
+    #[serde(flatten)]
+    pub ops: BTreeMap<&'static str, WindowOp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_io: Option<PerUnit>,
+    pub window_s: f64,
+}
+
+/// One step of the curve: fio's numbers at a job count, and the probes' when they were attached
+/// (`probes` is null when they saw nothing of the device, absent when none were attached).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    pub threads: u64,
+    pub iops: f64,
+    pub ios: u64,
+    pub clat_mean_us: Option<f64>,
+    pub clat_p99_us: Option<f64>,
+    pub sys_cpu_percent: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probes: Option<Option<StepProbes>>,
+}
+
+/// What a dma-contention run did, as `run.workload.results` holds it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DmaContentionResults {
+    pub steps: usize,
+    /// IOPS with one job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iops_1: Option<f64>,
+    /// Mean latency at the last step over the first, when both were timed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iova_alloc_mean_ns_growth: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dma_map_mean_ns_growth: Option<f64>,
+    pub curve: Vec<Step>,
+    pub target: fio::TargetResult,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
+}
+
+impl DmaContentionResults {
+    fn of(curve: Vec<Step>, target: fio::TargetResult, interrupted: bool) -> DmaContentionResults {
+        let mean = |step: Option<&Step>, op: Op| -> Option<f64> {
+            step?.probes.as_ref()?.as_ref()?.ops.get(op.name())?.mean_ns
+        };
+        let growth = |op: Op| Some(mean(curve.last(), op)? / mean(curve.first(), op)?);
+        DmaContentionResults {
+            steps: curve.len(),
+            iops_1: curve.first().map(|step| step.iops),
+            iova_alloc_mean_ns_growth: growth(Op::IovaAlloc),
+            dma_map_mean_ns_growth: growth(Op::DmaMap),
+            curve,
+            target,
+            interrupted,
+        }
     }
-    if let Some(row) = per_unit(window, pci, ios) {
-        m.insert("per_io".into(), Value::Object(row));
-    }
-    m.insert("window_s".into(), json!(window.duration_s));
-    Value::Object(m)
+}
+
+/// The probe numbers of one step for the device at `pci`; `None` when the probes saw nothing
+/// of it.
+fn step_probes(window: &ProbeWindow, pci: &str, ios: u64) -> Option<StepProbes> {
+    let device = window.device(pci)?;
+    let ops = STEP_OPS
+        .iter()
+        .map(|op| {
+            let stats = device.ops.get(op.name()).cloned().unwrap_or(WindowOp {
+                count: 0,
+                per_s: 0.0,
+                mean_ns: None,
+                p50_ns: None,
+                p90_ns: None,
+                p99_ns: None,
+            });
+            (op.name(), stats)
+        })
+        .collect();
+    Some(StepProbes {
+        ops,
+        per_io: per_unit(window, pci, ios),
+        window_s: window.duration_s,
+    })
 }
 
 impl Workload for DmaContention {
@@ -204,17 +265,18 @@ impl Workload for DmaContention {
             };
             let r = &run.result;
             let read = r.read.clone().unwrap_or_default();
-            let mut point = json!({
-                "threads": threads,
-                "iops": r.iops(),
-                "ios": r.ios(),
-                "clat_mean_us": read.clat_mean_ns.map(|v| v / 1000.0),
-                "clat_p99_us": read.clat_p99_ns.map(|v| v / 1000.0),
-                "sys_cpu_percent": r.sys_cpu_percent,
-            });
+            let mut point = Step {
+                threads,
+                iops: r.iops(),
+                ios: r.ios(),
+                clat_mean_us: read.clat_mean_ns.map(|v| v / 1000.0),
+                clat_p99_us: read.clat_p99_ns.map(|v| v / 1000.0),
+                sys_cpu_percent: r.sys_cpu_percent,
+                probes: None,
+            };
             if let (Some(window), Some(pci)) = (&run.window, target.pci_address.as_deref()) {
                 probed = true;
-                point["probes"] = step_probes(window, pci, r.ios());
+                point.probes = Some(step_probes(window, pci, r.ios()));
             }
             ctl.live(json!({"threads": threads, "iops": r.iops()}));
             curve.push(point);
@@ -235,31 +297,11 @@ impl Workload for DmaContention {
                     .into()
             });
         }
-        let mut results = Map::new();
-        results.insert("steps".into(), json!(curve.len()));
-        if let Some(first) = curve.first() {
-            results.insert("iops_1".into(), first["iops"].clone());
-        }
-        if let (Some(first), Some(last)) = (curve.first(), curve.last()) {
-            let mean = |p: &Value, op: &str| p["probes"][op]["mean_ns"].as_f64();
-            if let (Some(a), Some(b)) = (mean(first, "iova_alloc"), mean(last, "iova_alloc")) {
-                results.insert("iova_alloc_mean_ns_growth".into(), json!(b / a));
-            }
-            if let (Some(a), Some(b)) = (mean(first, "dma_map"), mean(last, "dma_map")) {
-                results.insert("dma_map_mean_ns_growth".into(), json!(b / a));
-            }
-        }
-        results.insert("curve".into(), Value::Array(curve));
-        results.insert("target".into(), fio::target_json(&target));
         if interrupted {
-            results.insert("interrupted".into(), json!(true));
             warnings.push("interrupted: the curve stops at the last step completed".into());
         }
-        Ok(WorkloadOutput::new(
-            results,
-            Headline::uncounted(WorkUnit::Io),
-            warnings,
-        ))
+        let results = DmaContentionResults::of(curve, fio::TargetResult::of(&target), interrupted);
+        WorkloadOutput::typed(&results, Headline::uncounted(WorkUnit::Io), warnings)
     }
 
     fn restore(&mut self) -> Vec<String> {
@@ -348,12 +390,12 @@ mod tests {
             },
         );
         window.devices.insert("0000:00:04.0".into(), device);
-        let step = step_probes(&window, "0000:00:04.0", 400);
+        let step = json!(step_probes(&window, "0000:00:04.0", 400));
         assert_eq!(step["iova_alloc"]["mean_ns"], json!(350.0));
         assert_eq!(step["iova_alloc"]["p99_ns"], json!(900));
         assert_eq!(step["dma_map"]["count"], json!(0));
         assert_eq!(step["per_io"]["iova_alloc"], json!(1.0));
-        assert_eq!(step_probes(&window, "0000:00:09.0", 1), Value::Null);
+        assert_eq!(step_probes(&window, "0000:00:09.0", 1), None);
         let results = json!({"curve": [{"threads": 2, "iops": 200.0, "probes": step}],
                              "target": {"filename": "/dev/nvme0n1"}});
         let text = summarize(results.as_object().unwrap());

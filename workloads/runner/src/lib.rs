@@ -69,6 +69,34 @@ impl WorkloadOutput {
     }
 }
 
+/// Typed results as the report holds them: a JSON object, keys in name order (as a map of
+/// results was written before they were typed).
+pub fn results_map(
+    results: &impl serde::Serialize,
+) -> Result<Map<String, Value>, serde_json::Error> {
+    match serde_json::to_value(results)? {
+        Value::Object(map) => Ok(map),
+        other => Err(serde::ser::Error::custom(format!(
+            "results must be a JSON object, not {other}"
+        ))),
+    }
+}
+
+impl WorkloadOutput {
+    /// [`WorkloadOutput::new`] from a workload's typed results.
+    pub fn typed(
+        results: &impl serde::Serialize,
+        work: Headline,
+        warnings: Vec<String>,
+    ) -> Result<WorkloadOutput, WorkloadError> {
+        let results = results_map(results).map_err(|e| WorkloadError::Output {
+            tool: "iommutop".into(),
+            message: format!("encoding the workload's results: {e}"),
+        })?;
+        Ok(WorkloadOutput::new(results, work, warnings))
+    }
+}
+
 /// One workload: prepare → run → restore.
 pub trait Workload: Send {
     /// The workload's name (`netperf`, `fio`, `dma-contention`, `tlb`).

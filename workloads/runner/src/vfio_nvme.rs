@@ -10,7 +10,9 @@ use crate::params::ParamValues;
 use crate::{Workload, WorkloadOutput};
 use iommutop_model::workload::{Headline, WorkUnit};
 use iommutop_vfio_nvme as driver;
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -121,40 +123,56 @@ fn write_file(path: &Option<PathBuf>, text: &str) -> Result<(), WorkloadError> {
     }
 }
 
-fn object(value: Value) -> Map<String, Value> {
-    match value {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    }
+/// A run's results: the driver's typed result whole, with the set-up mapping cost on top so
+/// that `compare` and `--fail-if workload.setup_map_ns` find it.
+#[derive(Debug, Serialize)]
+struct RunOutput<'a> {
+    #[serde(flatten)]
+    run: &'a driver::RunResult,
+    setup_maps: usize,
+    setup_map_ns: u64,
+    /// The run's latency percentiles again, under a name that says their unit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    latency_ns: Option<&'a driver::LatencySummary>,
 }
 
-/// A run's numbers: the driver's result whole, with the set-up mapping cost on top so that
-/// `compare` and `--fail-if workload.setup_map_ns` find it.
-fn run_output(result: &driver::RunResult) -> Map<String, Value> {
-    let mut results = object(json!(result));
-    results.insert("setup_maps".into(), json!(result.setup.maps.len()));
-    results.insert("setup_map_ns".into(), json!(result.setup.map_total_ns));
-    if let Some(latency) = serde_json::to_value(result.latency)
-        .ok()
-        .filter(Value::is_object)
-    {
-        results.insert("latency_ns".into(), latency);
-    }
-    results
-}
-
-/// A sweep's numbers: the driver's result, and each page size's IOTLB-entries estimate on top.
-fn sweep_output(result: &driver::SweepResult) -> Map<String, Value> {
-    let mut results = object(json!(result));
-    for series in &result.series {
-        if let Some(knee) = &series.knee {
-            results.insert(
-                format!("iotlb_entries_{}", series.page_size.name()),
-                json!(knee.entries_estimate),
-            );
+impl<'a> RunOutput<'a> {
+    fn of(run: &'a driver::RunResult) -> RunOutput<'a> {
+        RunOutput {
+            run,
+            setup_maps: run.setup.maps.len(),
+            setup_map_ns: run.setup.map_total_ns,
+            latency_ns: run.latency.as_ref(),
         }
     }
-    results
+}
+
+/// A sweep's results: the driver's typed result, and each page size's IOTLB-entries estimate
+/// on top (`iotlb_entries_4k`, `iotlb_entries_2m`) where the sweep found a knee.
+#[derive(Debug, Serialize)]
+struct SweepOutput<'a> {
+    #[serde(flatten)]
+    sweep: &'a driver::SweepResult,
+    #[serde(flatten)]
+    iotlb_entries: BTreeMap<String, u64>,
+}
+
+impl<'a> SweepOutput<'a> {
+    fn of(sweep: &'a driver::SweepResult) -> SweepOutput<'a> {
+        let iotlb_entries = sweep
+            .series
+            .iter()
+            .filter_map(|series| {
+                let knee = series.knee.as_ref()?;
+                let key = format!("iotlb_entries_{}", series.page_size.name());
+                Some((key, knee.entries_estimate))
+            })
+            .collect();
+        SweepOutput {
+            sweep,
+            iotlb_entries,
+        }
+    }
 }
 
 impl Workload for VfioNvme {
@@ -189,22 +207,22 @@ impl Workload for VfioNvme {
     fn run(&mut self, ctl: &mut dyn RunControl) -> Result<WorkloadOutput, WorkloadError> {
         // What the driver changed on the host and put back is in the results (`host`) and in
         // the summary: a note, not a warning.
-        let (results, work) = match &self.job {
+        match &self.job {
             Job::Run(params) => {
                 let result =
                     Self::drive(ctl, |cancel| driver::run(params, cancel)).map_err(classify)?;
                 write_file(&self.ccdf_csv, &result.ccdf_csv())?;
                 let work = Headline::counted(WorkUnit::Io, result.ios as f64, "iops", result.iops);
-                (run_output(&result), work)
+                WorkloadOutput::typed(&RunOutput::of(&result), work, Vec::new())
             }
             Job::Sweep(params) => {
                 let result = Self::drive(ctl, |cancel| driver::iotlb_sweep(params, cancel))
                     .map_err(classify)?;
                 write_file(&self.svg, &result.svg())?;
-                (sweep_output(&result), Headline::uncounted(WorkUnit::Io))
+                let work = Headline::uncounted(WorkUnit::Io);
+                WorkloadOutput::typed(&SweepOutput::of(&result), work, Vec::new())
             }
-        };
-        Ok(WorkloadOutput::new(results, work, Vec::new()))
+        }
     }
 
     fn restore(&mut self) -> Vec<String> {

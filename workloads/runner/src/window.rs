@@ -140,26 +140,58 @@ pub const PER_UNIT_OPS: [Op; 9] = [
     Op::Completion,
 ];
 
-/// The row `key_or_name`'s counts over the window divided by `units` (transactions, I/Os), by
-/// operation name, zeros included; `None` if the probes saw no such row or there were no units.
-pub fn per_unit(
-    window: &ProbeWindow,
-    key_or_name: &str,
-    units: u64,
-) -> Option<serde_json::Map<String, serde_json::Value>> {
+/// One row's counts over a window per unit of work (transaction, I/O), each of
+/// [`PER_UNIT_OPS`] under its operation's name (`dma_map`, …), zeros included.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct PerUnit {
+    pub completion: f64,
+    pub dma_map: f64,
+    pub dma_unmap: f64,
+    pub iommu_map: f64,
+    pub iommu_unmap: f64,
+    pub iotlb_flush: f64,
+    pub iotlb_sync: f64,
+    pub iova_alloc: f64,
+    pub iova_free: f64,
+}
+
+impl PerUnit {
+    /// The figure of `op`, if it is one of [`PER_UNIT_OPS`].
+    pub fn of(&self, op: Op) -> Option<f64> {
+        Some(match op {
+            Op::Completion => self.completion,
+            Op::DmaMap => self.dma_map,
+            Op::DmaUnmap => self.dma_unmap,
+            Op::IommuMap => self.iommu_map,
+            Op::IommuUnmap => self.iommu_unmap,
+            Op::IotlbFlush => self.iotlb_flush,
+            Op::IotlbSync => self.iotlb_sync,
+            Op::IovaAlloc => self.iova_alloc,
+            Op::IovaFree => self.iova_free,
+            _ => return None,
+        })
+    }
+}
+
+/// The row `key_or_name`'s counts over the window divided by `units` (transactions, I/Os);
+/// `None` if the probes saw no such row or there were no units.
+pub fn per_unit(window: &ProbeWindow, key_or_name: &str, units: u64) -> Option<PerUnit> {
     let device = window.device(key_or_name)?;
     if units == 0 {
         return None;
     }
-    Some(
-        PER_UNIT_OPS
-            .iter()
-            .map(|&op| {
-                let ratio = device.count(op) as f64 / units as f64;
-                (op.name().to_string(), serde_json::json!(ratio))
-            })
-            .collect(),
-    )
+    let ratio = |op: Op| device.count(op) as f64 / units as f64;
+    Some(PerUnit {
+        completion: ratio(Op::Completion),
+        dma_map: ratio(Op::DmaMap),
+        dma_unmap: ratio(Op::DmaUnmap),
+        iommu_map: ratio(Op::IommuMap),
+        iommu_unmap: ratio(Op::IommuUnmap),
+        iotlb_flush: ratio(Op::IotlbFlush),
+        iotlb_sync: ratio(Op::IotlbSync),
+        iova_alloc: ratio(Op::IovaAlloc),
+        iova_free: ratio(Op::IovaFree),
+    })
 }
 
 fn window_op(sum: &OpSum, duration_s: f64) -> WindowOp {
@@ -273,9 +305,22 @@ mod tests {
         ));
         let window = acc.take("w");
         let row = per_unit(&window, "0000:00:05.0", 1000).expect("row");
-        assert_eq!(row["dma_map"], serde_json::json!(3.0));
-        assert_eq!(row["iotlb_flush"], serde_json::json!(0.0));
-        assert_eq!(row.len(), PER_UNIT_OPS.len());
+        assert_eq!(row.dma_map, 3.0);
+        assert_eq!(row.iotlb_flush, 0.0);
+        // Every op of PER_UNIT_OPS has its field, under its name, and nothing else is there.
+        let json = serde_json::to_value(row).expect("encodes");
+        let keys: Vec<&str> = json
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut names: Vec<&str> = PER_UNIT_OPS.iter().map(|op| op.name()).collect();
+        names.sort_unstable();
+        assert_eq!(keys, names);
+        for op in PER_UNIT_OPS {
+            assert_eq!(json[op.name()].as_f64(), row.of(op), "{}", op.name());
+        }
         assert!(per_unit(&window, "0000:00:05.0", 0).is_none());
         assert!(per_unit(&window, "eth9", 10).is_none());
     }

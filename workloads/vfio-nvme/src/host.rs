@@ -17,8 +17,9 @@ use iommutop_host::hugepages::{Counts, Pool};
 use iommutop_host::journal::claimed_by_other;
 use iommutop_host::nvme::NVME_CLASS;
 use iommutop_host::pci;
-use iommutop_host::pci_device::{self, is_pci_address, pci_address_in, PciState};
+use iommutop_host::pci_device::{self, pci_address_in, PciState};
 use iommutop_host::{Change, HostError, HostRoot, Journal};
+use iommutop_model::pci::is_pci_address;
 use std::fs;
 
 const VFIO_PCI: &str = "vfio-pci";

@@ -19,9 +19,6 @@ use crate::privileges::require_bpf_privileges;
 use anyhow::Context;
 use std::process::ExitCode;
 
-/// Where `serve` listens unless told: this machine only.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
-
 pub fn run(args: &ServeArgs) -> Outcome<ExitCode> {
     let address = listen::parse_listen_address(&args.listen)?;
     let device_filter = crate::device_filter::resolve(args.device.as_deref())?;

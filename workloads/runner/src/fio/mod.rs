@@ -14,12 +14,14 @@ use crate::control::RunControl;
 use crate::error::WorkloadError;
 use crate::params::{DefaultValue, Kind, ParamSpec, ParamValues};
 use crate::process::{require_tool, Launched};
-use crate::window::{per_unit, ProbeWindow};
+use crate::window::{per_unit, PerUnit, ProbeWindow};
 use crate::{Workload, WorkloadOutput};
 use iommutop_model::units::format_size;
 use iommutop_model::workload::{Headline, WorkUnit};
 use parse::{parse_report, Direction, FioResult, ObjectSplitter};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -253,25 +255,149 @@ fn us(ns: Option<f64>) -> Option<f64> {
     ns.map(|v| (v / 10.0).round() / 100.0)
 }
 
-fn direction_results(m: &mut Map<String, Value>, prefix: &str, d: &Direction) {
-    m.insert(format!("{prefix}_iops"), json!(d.iops));
-    m.insert(format!("{prefix}_bw_bytes_per_s"), json!(d.bw_bytes_per_s));
-    m.insert(
-        format!("{prefix}_bw_mib_per_s"),
-        json!(d.bw_bytes_per_s / f64::from(1 << 20)),
-    );
-    m.insert(format!("{prefix}_ios"), json!(d.ios));
-    m.insert(format!("{prefix}_bytes"), json!(d.bytes));
-    for (key, value) in [
-        ("lat_mean_us", d.lat_mean_ns),
-        ("clat_mean_us", d.clat_mean_ns),
-        ("clat_p50_us", d.clat_p50_ns),
-        ("clat_p90_us", d.clat_p90_ns),
-        ("clat_p99_us", d.clat_p99_ns),
-        ("clat_p99_9_us", d.clat_p99_9_ns),
-    ] {
-        if let Some(v) = us(value) {
-            m.insert(format!("{prefix}_{key}"), json!(v));
+/// One direction's numbers among fio's results, each key prefixed with the direction
+/// (`read_iops`, `write_clat_p99_us`): flat, so that compare and `--fail-if` find them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DirectionResults {
+    /// `read` or `write`.
+    pub direction: &'static str,
+    pub iops: f64,
+    pub bw_bytes_per_s: f64,
+    pub ios: u64,
+    pub bytes: u64,
+    /// Latencies in µs, to 0.01; absent when fio did not give them.
+    pub lat_mean_us: Option<f64>,
+    pub clat_mean_us: Option<f64>,
+    pub clat_p50_us: Option<f64>,
+    pub clat_p90_us: Option<f64>,
+    pub clat_p99_us: Option<f64>,
+    pub clat_p99_9_us: Option<f64>,
+}
+
+impl DirectionResults {
+    fn of(direction: &'static str, d: &Direction) -> DirectionResults {
+        DirectionResults {
+            direction,
+            iops: d.iops,
+            bw_bytes_per_s: d.bw_bytes_per_s,
+            ios: d.ios,
+            bytes: d.bytes,
+            lat_mean_us: us(d.lat_mean_ns),
+            clat_mean_us: us(d.clat_mean_ns),
+            clat_p50_us: us(d.clat_p50_ns),
+            clat_p90_us: us(d.clat_p90_ns),
+            clat_p99_us: us(d.clat_p99_ns),
+            clat_p99_9_us: us(d.clat_p99_9_ns),
+        }
+    }
+}
+
+impl Serialize for DirectionResults {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let key = |name: &str| format!("{}_{name}", self.direction);
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry(&key("iops"), &self.iops)?;
+        map.serialize_entry(&key("bw_bytes_per_s"), &self.bw_bytes_per_s)?;
+        map.serialize_entry(
+            &key("bw_mib_per_s"),
+            &(self.bw_bytes_per_s / f64::from(1 << 20)),
+        )?;
+        map.serialize_entry(&key("ios"), &self.ios)?;
+        map.serialize_entry(&key("bytes"), &self.bytes)?;
+        for (name, value) in [
+            ("lat_mean_us", self.lat_mean_us),
+            ("clat_mean_us", self.clat_mean_us),
+            ("clat_p50_us", self.clat_p50_us),
+            ("clat_p90_us", self.clat_p90_us),
+            ("clat_p99_us", self.clat_p99_us),
+            ("clat_p99_9_us", self.clat_p99_9_us),
+        ] {
+            if let Some(value) = value {
+                map.serialize_entry(&key(name), &value)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// The file or device fio was pointed at, as the results show it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TargetResult {
+    pub filename: String,
+    /// `block_device` or `file`.
+    pub kind: &'static str,
+    pub disk: Option<String>,
+    pub pci_address: Option<String>,
+}
+
+impl TargetResult {
+    pub fn of(t: &Target) -> TargetResult {
+        TargetResult {
+            filename: t.path.display().to_string(),
+            kind: match t.kind {
+                TargetKind::BlockDevice => "block_device",
+                TargetKind::File { .. } => "file",
+            },
+            disk: t.disk.clone(),
+            pci_address: t.pci_address.clone(),
+        }
+    }
+}
+
+/// What a fio run did, as `run.workload.results` holds it: fio's numbers flat at the top (both
+/// directions together, then each direction's under its prefix), what was run below.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct FioResults {
+    pub iops: f64,
+    pub bw_bytes_per_s: f64,
+    pub ios: u64,
+    #[serde(flatten)]
+    pub read: Option<DirectionResults>,
+    #[serde(flatten)]
+    pub write: Option<DirectionResults>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usr_cpu_percent: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sys_cpu_percent: Option<f64>,
+    pub runtime_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fio_version: Option<String>,
+    /// fio's per-disk utilisation, as it gave it; absent when it gave none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub disk_util: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetResult>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
+    /// The target's probe counts per I/O, by PCI address (one entry); absent without probes or
+    /// when they saw no DMA work on it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_io: Option<BTreeMap<String, PerUnit>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dma_maps_per_io: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iommu_maps_per_io: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe_window_s: Option<f64>,
+    pub command: Vec<String>,
+}
+
+impl FioResults {
+    /// fio's own numbers; what was run is filled in by the caller.
+    pub fn of(r: &FioResult) -> FioResults {
+        FioResults {
+            iops: r.iops(),
+            bw_bytes_per_s: r.bw_bytes_per_s(),
+            ios: r.ios(),
+            read: r.read.as_ref().map(|d| DirectionResults::of("read", d)),
+            write: r.write.as_ref().map(|d| DirectionResults::of("write", d)),
+            usr_cpu_percent: r.usr_cpu_percent,
+            sys_cpu_percent: r.sys_cpu_percent,
+            runtime_s: r.runtime_s,
+            fio_version: r.fio_version.clone(),
+            disk_util: r.disk_util.clone(),
+            ..FioResults::default()
         }
     }
 }
@@ -283,44 +409,6 @@ pub fn headline(r: &FioResult) -> Headline {
         Some(read) => Headline::counted(WorkUnit::Read, read.ios as f64, "read_iops", read.iops),
         None => Headline::counted(WorkUnit::Io, r.ios() as f64, "iops", r.iops()),
     }
-}
-
-/// fio's numbers as report results (flat: `read_iops`, `write_clat_p99_us`, `iops`, ...).
-pub fn fio_results(r: &FioResult) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert("iops".into(), json!(r.iops()));
-    m.insert("bw_bytes_per_s".into(), json!(r.bw_bytes_per_s()));
-    m.insert("ios".into(), json!(r.ios()));
-    if let Some(d) = &r.read {
-        direction_results(&mut m, "read", d);
-    }
-    if let Some(d) = &r.write {
-        direction_results(&mut m, "write", d);
-    }
-    if let Some(v) = r.usr_cpu_percent {
-        m.insert("usr_cpu_percent".into(), json!(v));
-    }
-    if let Some(v) = r.sys_cpu_percent {
-        m.insert("sys_cpu_percent".into(), json!(v));
-    }
-    m.insert("runtime_s".into(), json!(r.runtime_s));
-    if let Some(v) = &r.fio_version {
-        m.insert("fio_version".into(), json!(v));
-    }
-    if !r.disk_util.is_empty() {
-        m.insert("disk_util".into(), Value::Array(r.disk_util.clone()));
-    }
-    m
-}
-
-/// The target as the report shows it.
-pub fn target_json(t: &Target) -> Value {
-    json!({
-        "filename": t.path.display().to_string(),
-        "kind": match t.kind { TargetKind::BlockDevice => "block_device", TargetKind::File { .. } => "file" },
-        "disk": t.disk,
-        "pci_address": t.pci_address,
-    })
 }
 
 /// Resolves the target of a job: `filename` if given; else, for reads only, the first NVMe
@@ -462,24 +550,20 @@ impl Workload for Fio {
             self.job.runtime_s.round()
         ));
         let run = run_job(&self.job, ctl, "fio")?;
-        let mut results = fio_results(&run.result);
-        results.insert("target".into(), target_json(&target));
+        let mut results = FioResults::of(&run.result);
+        results.target = Some(TargetResult::of(&target));
         let mut warnings: Vec<String> = run.notes.iter().map(|n| format!("fio: {n}")).collect();
         if run.interrupted {
-            results.insert("interrupted".into(), json!(true));
+            results.interrupted = true;
             warnings.push("fio was interrupted: its numbers cover the run up to then".into());
         }
         if let Some(window) = &run.window {
             match target.pci_address.as_deref() {
                 Some(pci) => match per_unit(window, pci, run.result.ios()) {
                     Some(row) => {
-                        let maps = row.get("dma_map").cloned().unwrap_or(json!(0.0));
-                        let iommu = row.get("iommu_map").cloned().unwrap_or(json!(0.0));
-                        let mut per_io = Map::new();
-                        per_io.insert(pci.to_string(), Value::Object(row));
-                        results.insert("per_io".into(), Value::Object(per_io));
-                        results.insert("dma_maps_per_io".into(), maps);
-                        results.insert("iommu_maps_per_io".into(), iommu);
+                        results.dma_maps_per_io = Some(row.dma_map);
+                        results.iommu_maps_per_io = Some(row.iommu_map);
+                        results.per_io = Some(BTreeMap::from([(pci.to_string(), row)]));
                     }
                     None => warnings.push(format!(
                         "the probes saw no DMA work on {pci} during the run: no per-I/O counts"
@@ -490,14 +574,10 @@ impl Workload for Fio {
                     target.path.display()
                 )),
             }
-            results.insert("probe_window_s".into(), json!(window.duration_s));
+            results.probe_window_s = Some(window.duration_s);
         }
-        results.insert("command".into(), json!(self.job.argv()));
-        Ok(WorkloadOutput::new(
-            results,
-            headline(&run.result),
-            warnings,
-        ))
+        results.command = self.job.argv();
+        WorkloadOutput::typed(&results, headline(&run.result), warnings)
     }
 
     fn restore(&mut self) -> Vec<String> {
@@ -644,7 +724,7 @@ mod tests {
         let (objects, _) =
             parse::split_objects(include_str!("../../testdata/fio-randread-4k-qd32x4.json"));
         let r = parse_report(objects.last().unwrap()).unwrap();
-        let m = fio_results(&r);
+        let m = crate::results_map(&FioResults::of(&r)).expect("encodes");
         assert_eq!(m["read_ios"], json!(110463));
         assert_eq!(m["read_clat_p99_us"], json!(6520.83));
         assert!(m.get("write_iops").is_none());

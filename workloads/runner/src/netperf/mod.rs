@@ -16,11 +16,13 @@ use crate::error::WorkloadError;
 use crate::netns::{self, Namespaces, Placement};
 use crate::params::{DefaultValue, Kind, ParamSpec, ParamValues};
 use crate::process::{require_tool, run_quiet, Launched};
-use crate::window::{per_unit, ProbeWindow};
+use crate::window::{per_unit, PerUnit, ProbeWindow};
 use crate::{Workload, WorkloadOutput};
 use iommutop_model::workload::{Headline, WorkUnit};
 use parse::{parse_line, parse_rr, Line, RrResult, SELECTORS};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -127,9 +129,9 @@ impl Mode {
 }
 
 /// One NIC taking part, for the report.
-#[derive(Debug, Clone)]
-struct Nic {
-    role: &'static str,
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Nic {
+    role: String,
     name: String,
     pci_address: Option<String>,
     namespace: Option<String>,
@@ -328,34 +330,26 @@ impl Netperf {
         Ok(())
     }
 
+    /// Each NIC's probe counts per transaction over the window, by PCI address.
     fn per_transaction(
         &self,
         window: &ProbeWindow,
         result: &RrResult,
-    ) -> (Map<String, Value>, Map<String, Value>) {
+    ) -> BTreeMap<String, NicPerTransaction> {
         let transactions = result.transactions();
-        let mut table = Map::new();
-        let mut totals = Map::new();
-        let mut maps = 0.0;
-        let mut iommu_maps = 0.0;
-        for nic in &self.nics {
-            let Some(pci) = &nic.pci_address else {
-                continue;
-            };
-            let Some(mut row) = per_unit(window, pci, transactions) else {
-                continue;
-            };
-            maps += row.get("dma_map").and_then(Value::as_f64).unwrap_or(0.0);
-            iommu_maps += row.get("iommu_map").and_then(Value::as_f64).unwrap_or(0.0);
-            row.insert("name".into(), nic.name.clone().into());
-            row.insert("role".into(), nic.role.into());
-            table.insert(pci.clone(), Value::Object(row));
-        }
-        if !table.is_empty() {
-            totals.insert("dma_maps_per_transaction".into(), json!(maps));
-            totals.insert("iommu_maps_per_transaction".into(), json!(iommu_maps));
-        }
-        (table, totals)
+        self.nics
+            .iter()
+            .filter_map(|nic| {
+                let pci = nic.pci_address.as_ref()?;
+                let counts = per_unit(window, pci, transactions)?;
+                let row = NicPerTransaction {
+                    counts,
+                    name: nic.name.clone(),
+                    role: nic.role.clone(),
+                };
+                Some((pci.clone(), row))
+            })
+            .collect()
     }
 }
 
@@ -497,7 +491,7 @@ impl Workload for Netperf {
                         ));
                     }
                     self.nics.push(Nic {
-                        role,
+                        role: role.to_string(),
                         name: name.clone(),
                         pci_address,
                         namespace: Some(namespace.clone()),
@@ -528,7 +522,7 @@ impl Workload for Netperf {
                 self.server_ip = Some(ip);
                 if let Some(dev) = route_device(ip) {
                     self.nics.push(Nic {
-                        role: "client",
+                        role: "client".into(),
                         pci_address: netns::nic_pci_address(&dev),
                         name: dev,
                         namespace: None,
@@ -592,41 +586,42 @@ impl Workload for Netperf {
             tool: "netperf".into(),
             message: m,
         })?;
-        let mut results = rr_results(&result);
-        results.insert("test".into(), self.test.clone().into());
-        results.insert("mode".into(), self.mode.name().into());
-        results.insert(
-            "nics".into(),
-            Value::Array(
-                self.nics
-                    .iter()
-                    .map(|n| {
-                        json!({"role": n.role, "name": n.name, "pci_address": n.pci_address,
-                               "namespace": n.namespace, "address": n.address})
-                    })
-                    .collect(),
-            ),
-        );
+        let mut results = NetperfResults::of(&result);
+        results.test = self.test.clone();
+        results.mode = self.mode.name().into();
+        results.nics = self.nics.clone();
         let mut warnings = std::mem::take(&mut self.warnings);
         if let Some(window) = &window {
-            let (table, totals) = self.per_transaction(window, &result);
+            let table = self.per_transaction(window, &result);
             if table.is_empty() && !self.nics.is_empty() {
                 warnings.push(
                     "the probes saw no DMA work on the NICs: no per-transaction counts".into(),
                 );
             }
-            results.extend(totals);
-            results.insert("per_transaction".into(), Value::Object(table));
-            results.insert("probe_window_s".into(), json!(window.duration_s));
+            if !table.is_empty() {
+                // Summed in the NICs' order (client first), as reports always were.
+                let total = |op: fn(&PerUnit) -> f64| {
+                    let rows = self.nics.iter().filter_map(|nic| {
+                        table
+                            .get(nic.pci_address.as_ref()?)
+                            .map(|row| op(&row.counts))
+                    });
+                    rows.sum()
+                };
+                results.dma_maps_per_transaction = Some(total(|c| c.dma_map));
+                results.iommu_maps_per_transaction = Some(total(|c| c.iommu_map));
+            }
+            results.per_transaction = Some(table);
+            results.probe_window_s = Some(window.duration_s);
         }
-        results.insert("command".into(), json!(argv));
+        results.command = argv;
         let work = Headline::counted(
             WorkUnit::Transaction,
             result.transactions() as f64,
             "transactions_per_s",
             result.transactions_per_s,
         );
-        Ok(WorkloadOutput::new(results, work, warnings))
+        WorkloadOutput::typed(&results, work, warnings)
     }
 
     fn restore(&mut self) -> Vec<String> {
@@ -646,40 +641,91 @@ impl Drop for Netperf {
     }
 }
 
-/// netperf's numbers as report results (flat, so `compare` lines them up).
-pub fn rr_results(r: &RrResult) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert("transactions_per_s".into(), json!(r.transactions_per_s));
-    m.insert("transactions".into(), json!(r.transactions()));
-    m.insert("elapsed_s".into(), json!(r.elapsed_s));
-    let optional = [
-        ("mean_latency_us", r.mean_latency_us),
-        ("p50_latency_us", r.p50_latency_us),
-        ("p90_latency_us", r.p90_latency_us),
-        ("p99_latency_us", r.p99_latency_us),
-        ("min_latency_us", r.min_latency_us),
-        ("max_latency_us", r.max_latency_us),
-        ("stddev_latency_us", r.stddev_latency_us),
-        ("local_cpu_percent", r.local_cpu_percent),
-        ("remote_cpu_percent", r.remote_cpu_percent),
-        ("local_service_demand_us", r.local_service_demand_us),
-        ("remote_service_demand_us", r.remote_service_demand_us),
-    ];
-    for (key, value) in optional {
-        if let Some(v) = value {
-            m.insert(key.into(), json!(v));
+/// One NIC's probe counts per transaction, with the NIC's name and role.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NicPerTransaction {
+    #[serde(flatten)]
+    pub counts: PerUnit,
+    pub name: String,
+    pub role: String,
+}
+
+/// What a netperf run did, as `run.workload.results` holds it: netperf's numbers flat at the top
+/// (so that `compare` and `--fail-if workload.KEY` find them), what was run below. A number
+/// netperf did not give is absent, not 0.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct NetperfResults {
+    pub transactions_per_s: f64,
+    pub transactions: u64,
+    pub elapsed_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_latency_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50_latency_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p90_latency_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_latency_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_latency_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_latency_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stddev_latency_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_cpu_percent: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote_cpu_percent: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_service_demand_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote_service_demand_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_size: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_size: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retransmissions: Option<u64>,
+    pub test: String,
+    pub mode: String,
+    pub nics: Vec<Nic>,
+    /// The NICs' DMA and IOMMU maps per transaction, summed; absent when the probes saw none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dma_maps_per_transaction: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iommu_maps_per_transaction: Option<f64>,
+    /// By PCI address; absent without probes (`iommutop workload`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_transaction: Option<BTreeMap<String, NicPerTransaction>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe_window_s: Option<f64>,
+    pub command: Vec<String>,
+}
+
+impl NetperfResults {
+    /// netperf's own numbers; what was run is filled in by the caller.
+    pub fn of(r: &RrResult) -> NetperfResults {
+        NetperfResults {
+            transactions_per_s: r.transactions_per_s,
+            transactions: r.transactions(),
+            elapsed_s: r.elapsed_s,
+            mean_latency_us: r.mean_latency_us,
+            p50_latency_us: r.p50_latency_us,
+            p90_latency_us: r.p90_latency_us,
+            p99_latency_us: r.p99_latency_us,
+            min_latency_us: r.min_latency_us,
+            max_latency_us: r.max_latency_us,
+            stddev_latency_us: r.stddev_latency_us,
+            local_cpu_percent: r.local_cpu_percent,
+            remote_cpu_percent: r.remote_cpu_percent,
+            local_service_demand_us: r.local_service_demand_us,
+            remote_service_demand_us: r.remote_service_demand_us,
+            request_size: r.request_size,
+            response_size: r.response_size,
+            retransmissions: r.retransmissions,
+            ..NetperfResults::default()
         }
     }
-    for (key, value) in [
-        ("request_size", r.request_size),
-        ("response_size", r.response_size),
-        ("retransmissions", r.retransmissions),
-    ] {
-        if let Some(v) = value {
-            m.insert(key.into(), json!(v));
-        }
-    }
-    m
 }
 
 /// The headline for a person.
@@ -792,12 +838,27 @@ mod tests {
     #[test]
     fn results_are_flat_numbers_with_latency_in_microseconds() {
         let r = parse_rr(include_str!("../../testdata/netperf-tcp-rr-k.txt")).unwrap();
-        let m = rr_results(&r);
+        let m = crate::results_map(&NetperfResults::of(&r)).expect("encodes");
         assert_eq!(m["transactions_per_s"], json!(40839.93));
         assert_eq!(m["p99_latency_us"], json!(116.0));
         assert_eq!(m["request_size"], json!(1024));
         let text = summarize(&m);
         assert!(text.contains("40839.9 transactions/s"), "{text}");
         assert!(text.contains("p99 116.0"), "{text}");
+    }
+
+    /// The typed results write exactly what a report of the map-building code holds: every key,
+    /// and every number as it was spelt (a lab report of TCP_RR between the two NICs).
+    #[test]
+    fn typed_results_write_what_reports_hold() {
+        let report: Value = serde_json::from_str(include_str!(
+            "../../../../cli/tests/fixtures/tcp-rr-intel-6.12.json"
+        ))
+        .expect("fixture");
+        let held = report["run"]["workload"]["results"].clone();
+        let typed: NetperfResults = serde_json::from_value(held.clone()).expect("typed");
+        assert!(typed.per_transaction.as_ref().is_some_and(|t| t.len() == 2));
+        let written = Value::Object(crate::results_map(&typed).expect("encodes"));
+        assert_eq!(written.to_string(), held.to_string());
     }
 }

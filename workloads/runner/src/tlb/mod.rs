@@ -20,7 +20,9 @@ use chase::{Backing, Buffer, Tsc, PAGE_2M};
 use hugepages::Reservation;
 use iommutop_model::units::{format_size, iec_size};
 use iommutop_model::workload::{Headline, WorkUnit};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 use std::time::Duration;
 use steps::Point;
 
@@ -233,7 +235,7 @@ impl Workload for Tlb {
     fn run(&mut self, ctl: &mut dyn RunControl) -> Result<WorkloadOutput, WorkloadError> {
         let tsc = Tsc::detect();
         let mut curve = Vec::new();
-        let mut series: Map<String, Value> = Map::new();
+        let mut series: BTreeMap<String, SeriesBacking> = BTreeMap::new();
         let mut points: Vec<(String, Vec<Point>)> = Vec::new();
         let mut rates = Vec::new();
         let mut interrupted = false;
@@ -242,10 +244,13 @@ impl Workload for Tlb {
                 continue;
             };
             let backing = buffer.backing;
-            let mut info = json!({"backing": backing.name()});
-            if let Backing::Thp { huge_fraction } = backing {
-                info["huge_fraction"] = json!(huge_fraction);
-            }
+            let info = SeriesBacking {
+                backing: backing.name(),
+                huge_fraction: match backing {
+                    Backing::Thp { huge_fraction } => Some(huge_fraction),
+                    _ => None,
+                },
+            };
             series.insert(page_size.clone(), info);
             ctl.note(&format!(
                 "tlb: {page_size} pages ({}), {} working sets from {} to {}",
@@ -269,16 +274,14 @@ impl Workload for Tlb {
                 if let Some(rate) = m.ticks_per_ns {
                     rates.push(rate);
                 }
-                let mut point = json!({
-                    "page_size": page_size,
-                    "bytes": size,
-                    "ns_per_access": m.ns_per_access,
-                    "accesses": m.accesses,
-                });
-                if let Some(ticks) = m.ticks_per_access {
-                    point["cycles_per_access"] = json!(ticks);
-                }
-                ctl.live(point.clone());
+                let point = CurvePoint {
+                    page_size: page_size.clone(),
+                    bytes: size,
+                    ns_per_access: m.ns_per_access,
+                    accesses: m.accesses,
+                    cycles_per_access: m.ticks_per_access,
+                };
+                ctl.live(json!(point));
                 curve.push(point);
                 measured.push(Point {
                     bytes: size,
@@ -302,34 +305,30 @@ impl Workload for Tlb {
         let found = steps::classify(small, huge);
         let pattern = if self.pages_pattern { "pages" } else { "lines" };
         let estimates = steps::estimates(&found, pattern);
-        let mut results = Map::new();
-        results.insert("pattern".into(), pattern.into());
-        results.insert("page_sizes".into(), Value::Object(series));
-        results.insert(
-            "sizes_per_page_size".into(),
-            json!(points.iter().map(|(_, v)| v.len()).max().unwrap_or(0)),
+        let (small_largest, huge_largest) = (
+            small.and_then(<[Point]>::last),
+            huge.and_then(<[Point]>::last),
         );
-        for (name, values) in [("4k", small), ("2m", huge)] {
-            if let Some(last) = values.and_then(|v| v.last()) {
-                results.insert(format!("ns_per_access_{name}_largest"), json!(last.ns));
-            }
-        }
-        if let (Some(a), Some(b)) = (small.and_then(|v| v.last()), huge.and_then(|v| v.last())) {
-            if b.ns > 0.0 {
-                results.insert("huge_page_speedup_largest".into(), json!(a.ns / b.ns));
-            }
-        }
         rates.sort_by(f64::total_cmp);
-        results.insert(
-            "tsc".into(),
-            json!({
-                "usable": tsc.usable(),
-                "ghz": rates.get(rates.len() / 2),
-            }),
-        );
-        results.insert("curve".into(), Value::Array(curve));
-        results.insert("steps".into(), json!(found));
-        results.insert("estimates".into(), json!(estimates));
+        let results = TlbResults {
+            pattern,
+            page_sizes: series,
+            sizes_per_page_size: points.iter().map(|(_, v)| v.len()).max().unwrap_or(0),
+            ns_per_access_4k_largest: small_largest.map(|p| p.ns),
+            ns_per_access_2m_largest: huge_largest.map(|p| p.ns),
+            huge_page_speedup_largest: small_largest
+                .zip(huge_largest)
+                .filter(|(_, b)| b.ns > 0.0)
+                .map(|(a, b)| a.ns / b.ns),
+            tsc: TscResult {
+                usable: tsc.usable(),
+                ghz: rates.get(rates.len() / 2).copied(),
+            },
+            curve,
+            steps: found,
+            estimates,
+            interrupted,
+        };
         let mut warnings = std::mem::take(&mut self.warnings);
         if under_hypervisor() && small.is_some() && huge.is_some() {
             warnings.push(
@@ -347,14 +346,9 @@ impl Workload for Tlb {
             );
         }
         if interrupted {
-            results.insert("interrupted".into(), json!(true));
             warnings.push("interrupted: the curves stop at the last working set measured".into());
         }
-        Ok(WorkloadOutput::new(
-            results,
-            Headline::uncounted(WorkUnit::Access),
-            warnings,
-        ))
+        WorkloadOutput::typed(&results, Headline::uncounted(WorkUnit::Access), warnings)
     }
 
     fn restore(&mut self) -> Vec<String> {
@@ -370,6 +364,57 @@ impl Drop for Tlb {
     fn drop(&mut self) {
         let _ = self.restore();
     }
+}
+
+/// How a page size's buffer was backed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SeriesBacking {
+    /// `4k`, `hugetlb` or `thp`.
+    pub backing: &'static str,
+    /// With `thp`: the share of the buffer the kernel gave huge pages.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub huge_fraction: Option<f64>,
+}
+
+/// One working set measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CurvePoint {
+    pub page_size: String,
+    pub bytes: u64,
+    pub ns_per_access: f64,
+    pub accesses: u64,
+    /// TSC cycles, where the TSC is constant and non-stop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycles_per_access: Option<f64>,
+}
+
+/// The TSC: whether cycles can be trusted, and its rate (the median of the measurements').
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TscResult {
+    pub usable: bool,
+    pub ghz: Option<f64>,
+}
+
+/// What a tlb run did, as `run.workload.results` holds it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TlbResults {
+    /// `pages` or `lines`: what the chase steps over.
+    pub pattern: &'static str,
+    pub page_sizes: BTreeMap<String, SeriesBacking>,
+    pub sizes_per_page_size: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ns_per_access_4k_largest: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ns_per_access_2m_largest: Option<f64>,
+    /// ns per access with 4 KiB pages over 2 MiB at the largest working set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub huge_page_speedup_largest: Option<f64>,
+    pub tsc: TscResult,
+    pub curve: Vec<CurvePoint>,
+    pub steps: Vec<steps::Step>,
+    pub estimates: Vec<steps::Estimate>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 /// Whether /proc/cpuinfo says this is a virtual machine (the `hypervisor` flag).
