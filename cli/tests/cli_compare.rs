@@ -478,3 +478,54 @@ fn a_beyond_noise_threshold_holds_for_a_drop_within_the_runs_noise() {
         &["threshold crossed: workload.transactions_per_s < -5%"],
     );
 }
+
+/// Issue 27: the 6.12-rt AMD-Vi lab report (`load-6.12-rt-amd-waiting.json`, the load cell:
+/// fio QD32x4 on the NVMe, TCP_RR on both NICs) has the NVMe's DMA calls switched out for
+/// 7,056,693,138 + 478,004,475 of their 9,814,601,373 + 2,048,873,153 ns: 63.5%. Against a
+/// report written before waiting was measured, compare names it in one line with both runs.
+#[test]
+fn waiting_inside_translation_on_an_rt_kernel_is_a_finding() {
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let (a, b) = (
+        examples.join("load-6.12-intel-preempt_full.json"),
+        fixtures.join("load-6.12-rt-amd-waiting.json"),
+    );
+    let json = dir().join("rt-waiting.json");
+    let text = stdout_of(&compare(&a, &b, &["--json", &json.to_string_lossy()]));
+    let line = text
+        .lines()
+        .find(|l| l.contains("waiting inside translation on 0000:00:04.0"))
+        .unwrap_or_else(|| panic!("no waiting finding in:\n{text}"));
+    assert!(
+        line.contains(
+            "of its DMA map+unmap time (per completed I/O), A did not measure it, B spent 63.5% \
+             (248us) switched out;"
+        ),
+        "{line}"
+    );
+    assert!(
+        text.contains("    switched out (waiting) - → 63.5% (248us)\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("waiting inside translation on the NIC"),
+        "the NICs waited under 5%: {text}"
+    );
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json written")).expect("json");
+    let comparison = &value["comparison"];
+    let finding = comparison["findings"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["kind"] == "waiting"))
+        .expect("a waiting finding");
+    assert!(finding["a"].is_null(), "{finding}");
+    let b_share = finding["b"].as_f64().expect("B's share");
+    assert!((b_share - 63.512).abs() < 1e-3, "{finding}");
+    let nvme = comparison["devices"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["key"] == "0000:00:04.0"))
+        .expect("the NVMe");
+    assert_eq!(nvme["b"]["dma_waited_calls"], 3_264, "{nvme}");
+    assert!(nvme["a"]["dma_waited_calls"].is_null(), "{nvme}");
+}

@@ -77,6 +77,13 @@ pub fn render_interval(
         out.push_str(&line(row.iter().map(String::as_str).collect()));
         out.push('\n');
     }
+    for (device, waiting) in rows::waiting(&rows) {
+        out.push_str(&format!(
+            "waiting: {} ({} calls), not in CPU% or NS/IO\n",
+            crate::format::waiting(&device.key, &waiting),
+            waiting.waited_calls
+        ));
+    }
     out.push('\n');
     out
 }

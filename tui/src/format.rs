@@ -2,6 +2,7 @@
 //! Durations reuse the model's [`human_ns`]; `-` stands for "not measured".
 
 use iommutop_model::units::{human_ns, three_digits};
+use iommutop_model::waiting::DmaWaiting;
 
 /// What a cell shows when the number does not exist (not timed, nothing to divide by).
 pub const NONE: &str = "-";
@@ -68,6 +69,16 @@ pub fn percent(share: f64) -> String {
     } else {
         format!("{p:.0}%")
     }
+}
+
+/// `0000:00:04.0 75.0% of DMA time switched out`: a device whose DMA map and unmap calls waited
+/// enough for it to be a finding (see [`iommutop_model::waiting`]), a share of their measured
+/// time; CPU% and NS/IO leave it out.
+pub fn waiting(key: &str, waiting: &DmaWaiting) -> String {
+    format!(
+        "{key} {} of DMA time switched out",
+        percent(waiting.share())
+    )
 }
 
 /// A ratio (maps per I/O, flushes per I/O): `0.02`, `1.00`, `12.5`; `-` when undefined.

@@ -3,6 +3,7 @@
 
 use crate::columns::{self, Column};
 use iommutop_model::snapshot::Device;
+use iommutop_model::waiting::DmaWaiting;
 
 /// The devices that match `filter` (see [`matches_filter`]), sorted by `sort`.
 pub fn shown<'a>(
@@ -29,4 +30,14 @@ pub fn matches_filter(device: &Device, needle: &str) -> bool {
         || device.driver.as_deref().is_some_and(hit)
         || device.names.iter().any(|n| hit(n))
         || device.domain_type.as_deref().is_some_and(hit)
+}
+
+/// The rows whose DMA calls waited enough for it to be a finding, most waiting first.
+pub fn waiting<'a>(rows: &[&'a Device]) -> Vec<(&'a Device, DmaWaiting)> {
+    let mut waiting: Vec<_> = rows
+        .iter()
+        .filter_map(|&d| Some((d, DmaWaiting::finding(d)?)))
+        .collect();
+    waiting.sort_by(|a, b| b.1.share().total_cmp(&a.1.share()));
+    waiting
 }

@@ -2,6 +2,7 @@
 
 mod fixtures;
 
+use iommutop_model::sample::Op;
 use iommutop_tui::batch::render_interval;
 use iommutop_tui::Column;
 
@@ -79,4 +80,43 @@ fn the_filter_and_sort_given_at_start_up_shape_every_block() {
         .filter_map(|l| l.split_whitespace().next())
         .collect();
     assert_eq!(keys, expected, "{text}");
+}
+
+/// Issue 27: a device whose DMA calls waited 5% of their time or more gets a line under the
+/// table; its CPU% and NS/IO cells are on-CPU time, as without waiting.
+#[test]
+fn waiting_inside_translation_gets_a_line_under_the_table() {
+    let waiting = fixtures::waiting_nvme(3).pop().expect("a snapshot");
+    let plain = fixtures::busy_nvme(3).pop().expect("a snapshot");
+    let block = |snapshot| {
+        render_interval(
+            "2026-11-23T08:00:03Z",
+            snapshot,
+            Column::MapsPerS,
+            "",
+            None,
+            None,
+        )
+    };
+    let (text, before) = (block(&waiting), block(&plain));
+    let nvme = waiting
+        .devices
+        .iter()
+        .find(|d| d.key == "0000:00:04.0")
+        .expect("the NVMe");
+    let waited = [Op::DmaMap, Op::DmaUnmap]
+        .iter()
+        .filter_map(|&op| nvme.op(op).latency)
+        .map(|l| l.timed / 10)
+        .sum::<u64>();
+    let line = format!(
+        "waiting: 0000:00:04.0 75.0% of DMA time switched out ({waited} calls), not in CPU% or NS/IO"
+    );
+    assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
+    assert_eq!(
+        text.replace(&format!("{line}\n"), ""),
+        before,
+        "nothing else changes"
+    );
+    assert!(!before.contains("waiting:"), "{before}");
 }

@@ -74,6 +74,33 @@ fn busy_nvme_screen_narrow() {
     assert!(screen.contains("nvme0n1"));
 }
 
+/// Issue 27: waiting inside translation is named under the table, apart from CPU% and NS/IO,
+/// which stay on-CPU (the same cells as `nvme_80x24`).
+#[test]
+fn waiting_inside_translation_is_named_under_the_table() {
+    let state = state_after(lab_probes(), waiting_nvme(40));
+    let screen = text(&draw(&state, 80, 24));
+    insta::assert_snapshot!("nvme_waiting_80x24", screen);
+    assert!(
+        screen.contains("waiting: 0000:00:04.0 75.0% of DMA time switched out, not in CPU%"),
+        "{screen}"
+    );
+    let plain = text(&draw(&state_after(lab_probes(), busy_nvme(40)), 80, 24));
+    let table = |screen: &str| {
+        screen
+            .lines()
+            .skip(1)
+            .take(6)
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        table(&screen)[..5],
+        table(&plain)[..5],
+        "the cells do not change"
+    );
+}
+
 #[test]
 fn busy_nic_pair_screen() {
     let mut state = state_after(lab_probes(), busy_nic_pair(40));

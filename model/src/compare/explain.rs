@@ -16,6 +16,7 @@
 
 use super::{Comparison, DeviceChange, HostDifference, MetricChange, Numbers, Role, Transition};
 use crate::units::human_ns;
+use crate::waiting::WAITING_FINDING;
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -37,6 +38,9 @@ pub enum FindingKind {
     Workload,
     /// No translation difference at all.
     Same,
+    /// A device's DMA calls spent a notable share of their time switched out in either run:
+    /// waiting, apart from the on-CPU times compared.
+    Waiting,
 }
 
 /// One thing `compare` says, with the evidence under it.
@@ -84,6 +88,7 @@ pub fn findings(c: &Comparison) -> Vec<Finding> {
     if out.is_empty() {
         out.push(same_finding(c));
     }
+    out.extend(waiting_findings(c));
     if let Some(metric) = c.workload.iter().find(|m| m.headline) {
         out.insert(0, workload_finding(c, metric));
     }
@@ -410,6 +415,61 @@ fn count_findings(c: &Comparison) -> Vec<Finding> {
     }]
 }
 
+/// Waiting inside translation, per device where either run's DMA calls waited
+/// [`WAITING_FINDING`] of their measured time or more: one line with both runs' figures. The
+/// times the other findings compare are on-CPU; this is what they leave out.
+fn waiting_findings(c: &Comparison) -> Vec<Finding> {
+    let share = |w: &Option<super::DeviceWork>| w.as_ref().and_then(|w| w.dma_waiting_share);
+    by_key(
+        c.devices
+            .iter()
+            .filter(|d| {
+                [share(&d.a), share(&d.b)]
+                    .iter()
+                    .any(|s| s.is_some_and(|s| s >= WAITING_FINDING))
+            })
+            .collect(),
+    )
+    .into_iter()
+    .map(|d| {
+        let side = |tag: &str, w: &Option<super::DeviceWork>| {
+            w.as_ref()
+                .filter(|w| w.dma_waiting_share.is_some())
+                .map_or(format!("{tag} did not measure it"), |w| {
+                    format!("{tag} spent {} switched out", waiting_figure(w))
+                })
+        };
+        Finding {
+            kind: FindingKind::Waiting,
+            share_of_gap: None,
+            headline: format!(
+                "waiting inside translation on {}: of its DMA map+unmap time (per {}), {}, {}; \
+                 the times compared are on-CPU and leave it out",
+                who(&[d]),
+                c.device_unit,
+                side("A", &d.a),
+                side("B", &d.b),
+            ),
+            details: Vec::new(),
+            quantity: "DMA map+unmap time switched out, % of measured".into(),
+            numbers: Numbers::of(
+                share(&d.a).map(|s| s * 100.0),
+                share(&d.b).map(|s| s * 100.0),
+                None,
+            ),
+        }
+    })
+    .collect()
+}
+
+/// `63.5% (248us)`: waiting as a share of the DMA calls' measured time, and per unit.
+fn waiting_figure(w: &super::DeviceWork) -> String {
+    match w.dma_waiting_share {
+        Some(share) => format!("{:.1}% ({})", share * 100.0, ns(w.dma_offcpu_ns)),
+        None => "-".to_string(),
+    }
+}
+
 fn same_finding(c: &Comparison) -> Finding {
     let mut details = Vec::new();
     let translated: Vec<&DeviceChange> = c
@@ -637,6 +697,21 @@ impl Comparison {
                 ];
                 for (what, f) in rows {
                     let _ = writeln!(out, "    {what:<22} {} → {}", text(&d.a, f), text(&d.b, f));
+                }
+                // The times above are on-CPU; waiting, where either run measured some, apart.
+                let waited = |w: &Option<super::DeviceWork>| {
+                    w.as_ref()
+                        .and_then(|w| w.dma_offcpu_ns)
+                        .is_some_and(|ns| ns > 0.0)
+                };
+                if waited(&d.a) || waited(&d.b) {
+                    let _ = writeln!(
+                        out,
+                        "    {:<22} {} → {}",
+                        "switched out (waiting)",
+                        text(&d.a, waiting_figure),
+                        text(&d.b, waiting_figure)
+                    );
                 }
                 if let Some(s) = d.dma_time {
                     let _ = writeln!(

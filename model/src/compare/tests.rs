@@ -648,3 +648,71 @@ fn beyond_noise_applies_only_to_relative_workload_thresholds() {
     }
     assert!(Threshold::parse("workload.transactions_per_s < -2%beyond-noise").is_err());
 }
+
+/// Issue 27: the 6.12-rt AMD-Vi lab report's NVMe waited 63.5% of its DMA map+unmap time
+/// (7,534,697,613 of 11,863,474,526 ns, in 3,264 calls), its NIC 1.6% (11,333,432 of
+/// 709,417,365 ns): put on eth0 in B and in A, compare names B's waiting in one line with both
+/// runs' figures, and the JSON carries them.
+#[test]
+fn waiting_inside_translation_is_named_with_both_runs_figures() {
+    use crate::waiting::tests::{set_ops, RT_NIC, RT_NVME};
+    fn eth0(r: &mut Report) -> &mut Device {
+        r.devices
+            .iter_mut()
+            .find(|d| d.key == NICS[0].0)
+            .expect("eth0")
+    }
+    let (mut a, mut b) = (report(&translated_612()), report(&translated_612()));
+    set_ops(eth0(&mut a), &RT_NIC, 5_000_000_000);
+    set_ops(eth0(&mut b), &RT_NVME, 5_000_000_000);
+    let c = compare(&a, &b);
+    let waiting: Vec<&Finding> = c
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::Waiting)
+        .collect();
+    assert_eq!(waiting.len(), 1, "{:?}", c.findings);
+    let finding = waiting[0];
+    assert!(
+        finding.headline.contains("0000:00:05.0"),
+        "{}",
+        finding.headline
+    );
+    assert!(
+        finding.headline.contains(
+            "of its DMA map+unmap time (per transaction), A spent 1.6% (2.95us) switched out, \
+             B spent 63.5% (1.96ms) switched out;"
+        ),
+        "{}",
+        finding.headline
+    );
+    assert!(!finding.headline.contains('\n'));
+    let (sa, sb) = (finding.numbers.a.expect("A"), finding.numbers.b.expect("B"));
+    assert!((sa - 1.5976).abs() < 1e-3, "{sa}");
+    assert!((sb - 63.512).abs() < 1e-3, "{sb}");
+    let units = c.b.units.count.expect("transactions");
+    let device = c.devices.iter().find(|d| d.key == NICS[0].0).expect("eth0");
+    let work = device.b.as_ref().expect("in B");
+    assert_eq!(work.dma_waited_calls, Some(3_264));
+    let per_unit = work.dma_offcpu_ns.expect("measured");
+    assert!(
+        (per_unit - 7_534_697_613.0 / units).abs() < 1e-6,
+        "{per_unit}"
+    );
+    // The times compared stay on-CPU: 2,088,212,648 + 1,074,796,635 ns.
+    let on_cpu = work.dma_ns.expect("timed");
+    assert!((on_cpu - 3_163_009_283.0 / units).abs() < 1e-6, "{on_cpu}");
+    let value = serde_json::to_value(&c).expect("serializes");
+    let json = value["findings"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["kind"] == "waiting"))
+        .expect("a waiting finding in the JSON");
+    assert!(
+        (json["b"].as_f64().unwrap_or(0.0) - 63.512).abs() < 1e-3,
+        "{json}"
+    );
+    // 1.6% on both sides is no finding.
+    let mut b = report(&translated_612());
+    set_ops(eth0(&mut b), &RT_NIC, 5_000_000_000);
+    assert!(!kinds(&compare(&a, &b)).contains(&FindingKind::Waiting));
+}

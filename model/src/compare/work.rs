@@ -10,6 +10,7 @@ use crate::derive::enclosing;
 use crate::report::{Report, WorkloadReport};
 use crate::sample::Op;
 use crate::snapshot::Device;
+use crate::waiting::DmaWaiting;
 use crate::workload::Headline;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -139,13 +140,22 @@ pub struct DeviceWork {
     pub iommu_maps: Option<f64>,
     pub iotlb_syncs: Option<f64>,
     pub iotlb_flushes: Option<f64>,
-    /// Time in DMA map and unmap calls (everything they contain), ns per unit.
+    /// On-CPU time in DMA map and unmap calls (everything they contain), ns per unit.
     pub dma_ns: Option<f64>,
     /// Time in work that exists only because of translation (IOVA allocation and release,
     /// page-table updates, IOTLB syncs and invalidations), ns per unit; 0 in an identity domain.
     pub iommu_ns: Option<f64>,
     /// Translation time over the run's wall time (1.0 = one CPU).
     pub cpu_share: Option<f64>,
+    /// Time the DMA map and unmap calls spent switched out (preempted, asleep on a lock), ns per
+    /// unit: waiting, which `dma_ns` and `cpu_share` (on-CPU time) leave out; `None` when not
+    /// measured.
+    pub dma_offcpu_ns: Option<f64>,
+    /// That waiting over the calls' measured time (see [`crate::waiting`]): from
+    /// [`crate::waiting::WAITING_FINDING`] it is a finding of its own.
+    pub dma_waiting_share: Option<f64>,
+    /// DMA map and unmap calls that were switched out at least once.
+    pub dma_waited_calls: Option<u64>,
 }
 
 impl DeviceWork {
@@ -164,7 +174,11 @@ impl DeviceWork {
             .map(|&op| device.op(op).total_ns())
             .try_fold(0u64, |sum, ns| ns.map(|ns| sum.saturating_add(ns)))
             .and_then(|ns| per(ns as f64));
+        let waiting = DmaWaiting::of(device);
         DeviceWork {
+            dma_offcpu_ns: waiting.and_then(|w| per(w.offcpu_ns as f64)),
+            dma_waiting_share: waiting.map(|w| w.share()),
+            dma_waited_calls: waiting.map(|w| w.waited_calls),
             translated,
             dma_maps: counted(Op::DmaMap),
             iommu_maps: counted(Op::IommuMap),

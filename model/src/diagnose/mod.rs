@@ -20,6 +20,7 @@ use crate::report::Report;
 use crate::sample::Op;
 use crate::snapshot::{Device, RowKind};
 use crate::units::human_ns;
+use crate::waiting::DmaWaiting;
 use std::fmt::Write;
 
 /// Operations whose time a verdict breaks the translation cost into, with their plain names.
@@ -220,32 +221,16 @@ fn per(units: &WorkUnits) -> String {
     }
 }
 
-/// The share of a device's time in DMA map and unmap calls spent waiting (switched out), above
-/// which waiting is a finding of its own: on PREEMPT_RT a lock inside translation sleeps.
-const WAITING_FINDING: f64 = 0.05;
-
 /// Says when a device's DMA calls spent a notable part of their time switched out: waiting
-/// (preempted, asleep on a lock), which the times above leave out.
+/// (preempted, asleep on a lock), which the times above leave out (see [`crate::waiting`]).
 fn waiting_line(d: &Device) -> Option<String> {
-    let (mut waited_ns, mut measured_ns, mut waited_calls) = (0u64, 0u64, 0u64);
-    for op in [Op::DmaMap, Op::DmaUnmap] {
-        let stats = d.op(op);
-        let Some(latency) = stats.latency.as_ref() else {
-            continue;
-        };
-        let waiting = latency.offcpu.unwrap_or_default();
-        waited_ns = waited_ns.saturating_add(waiting.offcpu_ns);
-        waited_calls = waited_calls.saturating_add(waiting.waited);
-        measured_ns = measured_ns.saturating_add(latency.raw_total_ns.unwrap_or(latency.total_ns));
-    }
-    let share = waited_ns as f64 / measured_ns.max(1) as f64;
-    (share >= WAITING_FINDING).then(|| {
-        format!(
-            "  waiting inside translation: {waited_calls} DMA map/unmap calls were switched out for {} in all, {:.0}% of their measured time (preempted, or asleep on a lock: PREEMPT_RT makes spinlocks sleep); left out of the cost above",
-            human_ns(waited_ns),
-            share * 100.0
-        )
-    })
+    let waiting = DmaWaiting::finding(d)?;
+    Some(format!(
+        "  waiting inside translation: {} DMA map/unmap calls were switched out for {} in all, {:.0}% of their measured time (preempted, or asleep on a lock: PREEMPT_RT makes spinlocks sleep); left out of the cost above",
+        waiting.waited_calls,
+        human_ns(waiting.offcpu_ns),
+        waiting.share() * 100.0
+    ))
 }
 
 fn device_verdict(

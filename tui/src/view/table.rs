@@ -3,6 +3,7 @@
 use super::{fit, style};
 use crate::columns::Column;
 use crate::state::State;
+use crate::{format, rows};
 use iommutop_model::snapshot::Device;
 use ratatui::layout::{Alignment, Constraint, Rect};
 use ratatui::text::{Line, Span, Text};
@@ -12,7 +13,8 @@ use ratatui::Frame;
 pub fn render(state: &State, rows: &[&Device], frame: &mut Frame, area: Rect) {
     let block = Block::bordered()
         .title(title(state, rows.len()))
-        .title_bottom(status(state));
+        .title_bottom(status(state))
+        .title_bottom(waiting(rows).right_aligned());
     let inner = block.inner(area);
     frame.render_widget(block, area);
 
@@ -107,6 +109,21 @@ fn status(state: &State) -> Line<'static> {
         Some(text) => Line::from(Span::styled(format!(" {text} "), style::warn())),
         None => Line::default(),
     }
+}
+
+/// Under the table, when a shown device's DMA calls waited 5% of their time or more: the one
+/// that waited most, and how many more did. Its CPU% and NS/IO are on-CPU time only.
+fn waiting(rows: &[&Device]) -> Line<'static> {
+    let waiting = rows::waiting(rows);
+    let Some((device, most)) = waiting.first() else {
+        return Line::default();
+    };
+    let mut text = format!(" waiting: {}", format::waiting(&device.key, most));
+    if waiting.len() > 1 {
+        text.push_str(&format!(" (+{} more)", waiting.len() - 1));
+    }
+    text.push_str(", not in CPU% ");
+    Line::from(Span::styled(text, style::warn()))
 }
 
 fn empty_message(state: &State) -> Text<'static> {

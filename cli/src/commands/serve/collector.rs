@@ -51,6 +51,13 @@ impl ScrapeRequests {
     }
 }
 
+/// What the probes got at start: how many points attached, and what their times hold that is
+/// not the calls' work (waiting, when the scheduler's switch could not be hooked).
+pub struct Attached {
+    pub points: usize,
+    pub caveats: Vec<String>,
+}
+
 /// Attaches the probes on a thread of their own; returns once they are attached (or failed to).
 /// With `device_filter` (`--device`), only its rows become series; with `task_filter`
 /// (`--pid`/`--cgroup`), only those tasks' task-context work is counted.
@@ -58,7 +65,7 @@ pub fn start(
     points: PointSelection,
     device_filter: Option<DeviceFilter>,
     task_filter: Option<TaskFilter>,
-) -> Outcome<(ScrapeRequests, JoinHandle<()>, usize)> {
+) -> Outcome<(ScrapeRequests, JoinHandle<()>, Attached)> {
     let (requests, inbox) = mpsc::channel(QUEUE);
     let (ready_tx, ready) = std_mpsc::channel();
     let handle = std::thread::Builder::new()
@@ -66,7 +73,7 @@ pub fn start(
         .spawn(
             move || match Collector::attach(&points, device_filter, task_filter.as_ref()) {
                 Ok(collector) => {
-                    let _ = ready_tx.send(Ok(collector.attached_points()));
+                    let _ = ready_tx.send(Ok(collector.attached()));
                     collector.serve(inbox);
                 }
                 Err(failure) => {
@@ -136,8 +143,11 @@ impl Collector {
         })
     }
 
-    fn attached_points(&self) -> usize {
-        self.points.iter().filter(|p| p.tier.is_some()).count()
+    fn attached(&self) -> Attached {
+        Attached {
+            points: self.points.iter().filter(|p| p.tier.is_some()).count(),
+            caveats: self.probes.waiting_caveat().into_iter().collect(),
+        }
     }
 
     fn serve(mut self, mut inbox: mpsc::Receiver<oneshot::Sender<Scraped>>) {

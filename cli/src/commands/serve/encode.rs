@@ -2,7 +2,9 @@
 //! families, written by the `prometheus` crate's text encoder (format 0.0.4, which Prometheus
 //! scrapes and `promtool check metrics` checks). Pure: data in, text out.
 //!
-//! Units are seconds and bytes; counters end in `_total`. Latency histograms take their buckets
+//! Units are seconds and bytes; counters end in `_total`. Times are on-CPU self times: a call's
+//! time switched out (preempted, asleep on a lock) has counters of its own (`_offcpu_seconds_total`,
+//! `_waited_total`), and the probes' own cost nested in a call is left out. Latency histograms take their buckets
 //! from the log2 view of the BPF slots (32 a series rather than 128): slot `i` holds
 //! `[2^i, 2^(i+1))` ns, so bucket `le` is `2^(i+1)` ns in seconds, and the last slot (from 2^31 ns
 //! up) is `+Inf`.
@@ -111,15 +113,40 @@ pub fn families(exposition: &Exposition) -> Vec<MetricFamily> {
             families.push(device_counter(
                 &format!("iommutop_{}_seconds_total", names.call),
                 &format!(
-                    "Per device: time spent in {} (timed calls only: fentry or kprobe tier).",
+                    "Per device: on-CPU time spent in {} (timed calls only: fentry or kprobe \
+                     tier), without the probes' own cost or time switched out.",
                     names.what
                 ),
                 totals,
                 |device| nanoseconds(op_delta(device, op).total_ns),
             ));
+            families.push(device_counter(
+                &format!("iommutop_{}_offcpu_seconds_total", names.call),
+                &format!(
+                    "Per device: time tasks spent switched out (preempted, asleep on a lock) \
+                     inside {}, waiting that iommutop_{}_seconds_total leaves out; 0 when the \
+                     scheduler's switch could not be hooked (then the waiting is in that time).",
+                    names.what, names.call
+                ),
+                totals,
+                |device| nanoseconds(op_delta(device, op).offcpu_ns),
+            ));
+            families.push(device_counter(
+                &format!("iommutop_{}_waited_total", names.calls),
+                &format!(
+                    "Per device: {} whose task was switched out at least once inside the call.",
+                    names.what
+                ),
+                totals,
+                |device| op_delta(device, op).waited as f64,
+            ));
             families.push(device_histogram(
                 &format!("iommutop_{}_duration_seconds", names.call),
-                &format!("Per device: latency of {} (BPF log2 buckets).", names.what),
+                &format!(
+                    "Per device: on-CPU latency of {} (BPF log2 buckets), time switched out \
+                     left out.",
+                    names.what
+                ),
                 totals,
                 op,
             ));
@@ -139,8 +166,9 @@ pub fn families(exposition: &Exposition) -> Vec<MetricFamily> {
     ));
     families.push(device_counter(
         "iommutop_translation_seconds_total",
-        "Per device: time spent translating, the outermost timed translation calls (map + \
-         unmap), counted once; its rate is the CPUs' worth of time spent on it.",
+        "Per device: on-CPU time spent translating, the outermost timed translation calls \
+         (map + unmap), counted once, time switched out left out; its rate is the CPUs' worth \
+         of time spent on it.",
         totals,
         |device| nanoseconds(device.translation_ns),
     ));

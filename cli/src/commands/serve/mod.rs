@@ -36,9 +36,13 @@ pub fn run(args: &ServeArgs) -> Outcome<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     eprintln!(
-        "iommutop: {attached} probe points attached; serving http://{address}/metrics until \
-         SIGINT or SIGTERM"
+        "iommutop: {} probe points attached; serving http://{address}/metrics until SIGINT or \
+         SIGTERM",
+        attached.points
     );
+    for caveat in &attached.caveats {
+        eprintln!("iommutop: warning: {caveat}");
+    }
     let served = runtime.block_on(http::serve(listener, requests));
     // The server and with it every request sender is gone: the collector ends, the probes detach.
     if collector.join().is_err() {

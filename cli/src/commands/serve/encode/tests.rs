@@ -133,6 +133,84 @@ fn a_device_counts_calls_bytes_and_seconds() {
     assert_line(&text, "# TYPE iommutop_dma_maps_total counter");
 }
 
+/// The 6.12-rt AMD-Vi lab report's NVMe maps (fio under load, PREEMPT_RT's sleeping locks):
+/// 30,006 timed, 2.088 s on the CPU, 7.057 s switched out in 1,845 of them.
+fn rt_nvme_maps() -> Totals {
+    let mut slots = vec![0; HIST_SLOTS];
+    slots[slot_of(69_593)] = 30_006;
+    let maps = OpCounters {
+        count: 30_399,
+        timed: 30_006,
+        total_ns: 2_088_212_648,
+        raw_total_ns: 9_814_601_373,
+        offcpu_ns: 7_056_693_138,
+        waited: 1_845,
+        hist: slots,
+        ..OpCounters::default()
+    };
+    let sample = RawSample {
+        monotonic_ns: 20_187_021_785,
+        sources: vec![RawSource {
+            kind: SourceKind::Device,
+            id: 1,
+            name: "0000:00:04.0".into(),
+            ops: [(Op::DmaMap, maps)].into_iter().collect(),
+        }],
+        ..RawSample::default()
+    };
+    let mut totals = Totals::default();
+    totals.add(&Snapshot::between(
+        &RawSample::default(),
+        &sample,
+        &[nvme_facts()],
+    ));
+    totals
+}
+
+/// Issue 27: waiting inside a call is not its cost. The seconds, the histogram's sum and the
+/// translation time are on-CPU; the time switched out and the calls that waited are counters
+/// of their own.
+#[test]
+fn waiting_is_counted_apart_from_the_on_cpu_time() {
+    let text = text(&rt_nvme_maps());
+    assert_line(
+        &text,
+        &format!("iommutop_dma_map_seconds_total{NVME} 2.088212648"),
+    );
+    assert_line(
+        &text,
+        &format!("iommutop_dma_map_duration_seconds_sum{NVME} 2.088212648"),
+    );
+    assert_line(
+        &text,
+        &format!("iommutop_translation_seconds_total{NVME} 2.088212648"),
+    );
+    assert_line(
+        &text,
+        &format!("iommutop_dma_map_offcpu_seconds_total{NVME} 7.056693138"),
+    );
+    assert_line(&text, &format!("iommutop_dma_maps_waited_total{NVME} 1845"));
+    assert_line(
+        &text,
+        "# TYPE iommutop_dma_map_offcpu_seconds_total counter",
+    );
+    assert_line(&text, "# TYPE iommutop_dma_maps_waited_total counter");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("# HELP iommutop_dma_map_seconds_total Per device: on-CPU")),
+        "{text}"
+    );
+    // A device that never waited says 0, as its other counters do.
+    let text = self::text(&two_thousand_reads());
+    assert_line(
+        &text,
+        &format!("iommutop_dma_map_offcpu_seconds_total{NVME} 0"),
+    );
+    assert_line(&text, &format!("iommutop_dma_maps_waited_total{NVME} 0"));
+    // Only timed operations have them.
+    assert!(!text.contains("iommutop_completion_offcpu_seconds_total"));
+}
+
 #[test]
 fn latency_buckets_are_the_log2_slots_in_seconds() {
     let text = text(&two_thousand_reads());
