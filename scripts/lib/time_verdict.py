@@ -142,7 +142,10 @@ def verdict(d, name):
         stacks, covered = read_profile(f"{d}/{name}.perf.folded")
     except FileNotFoundError:
         stacks = None
-    if stacks is not None:
+    if stacks is not None and not stacks:
+        problems.append(f"the profile holds no samples: perf record failed ({name}.perf.out says "
+                        "why)")
+    elif stacks is not None:
         figures.append(f"the profile's samples cover {covered:.0%} of its span")
         drivers = sorted({row["driver"] for row in report["devices"]
                           if row.get("key") in (NVME,) + NICS and row.get("driver")})

@@ -74,7 +74,7 @@ profile | profile-dma)
 	# folded here, where the guest's symbols are. profile-dma attaches only the DMA API's points,
 	# so that a call's time holds no other probe's work to take out.
 	[ "$mode" = profile ] || RECORD_ARGS="--points dma_map,dma_unmap"
-	record profile "perf record --quiet -e cpu-clock -F 1999 -a -g -o $out/profile.perf.data -- \
+	record profile "perf record -e cpu-clock -F 1999 -a -g -o $out/profile.perf.data -- \
 sh -c '. $out/workloads.sh; netperf_rr profile 6 & fio_reads profile 6 --rw=randread --bs=4k \
 --iodepth=32 --numjobs=4; wait' >$out/profile.perf.out 2>&1"
 	perf script -i "$out/profile.perf.data" -F cpu,time,period,ip,sym 2>"$out/profile.perf.err" |
