@@ -41,8 +41,12 @@ __noinline int iommutop_abandon_from(int task_context, __u32 index)
 	return (int)(depth - index);
 }
 
-/* Up to how many rows the hashed build tries, from the count it read, to take one. */
-#define IOMMUTOP_ROW_TRIES 16
+/* How many rows the hashed build tries, from the count it read, to take one: every row there
+ * can be. The count it read can be far behind: a CPU stalled between reading it and claiming (a
+ * vCPU descheduled by its host) while others took rows for a dozen keys. With 16 tries such a
+ * CPU ran out of rows that existed and dropped the event as device_map_full (the disk's first
+ * completion, once in a few 5.10 load cells). */
+#define IOMMUTOP_ROW_TRIES IOMMUTOP_MAX_DEVICES
 
 /* Whether row is one of iommutop_stats' (sized for the machine by user space). */
 static __always_inline int iommutop_row_exists(__u32 row)
@@ -75,7 +79,9 @@ __noinline int iommutop_take_row(__u64 key_id, __u32 key_kind)
 		}
 		if (i == IOMMUTOP_ROW_TRIES)
 			return -1;
-		*count = row + 1;
+		/* Never back: another CPU may have counted further meanwhile. */
+		if (*count < row + 1)
+			*count = row + 1;
 	}
 #else
 	row = __sync_fetch_and_add(count, 1);

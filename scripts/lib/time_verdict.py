@@ -37,9 +37,10 @@ UNSAMPLED = {
     "nvme": {"dma_unmap": "unmapped in the completion interrupt, where a timer's sample cannot land"},
     "e1000e": {"dma_unmap": "TX buffers unmapped in the TX interrupt, where a timer's sample cannot land"},
 }
-# Symbols of the probes themselves in a kernel call path: their programs and trampolines.
-PROBE_SYMBOL_PREFIXES = ("bpf_prog_", "bpf_trampoline_", "__bpf_prog_enter", "__bpf_prog_exit",
-                         "bpf_dispatcher_")
+# Symbols of the probes' own code in a kernel call path: their programs (and the helpers they
+# call, below them), and the trampoline's entering and leaving them. A trampoline's own frame is
+# in the path of every call of a hooked function's body, so it marks probe work only innermost.
+PROBE_SYMBOL_PREFIXES = ("bpf_prog_", "__bpf_prog_enter", "__bpf_prog_exit", "bpf_dispatcher_")
 
 
 def load(path):
@@ -96,7 +97,9 @@ def read_profile(folded_path):
 def probe_frame(frames):
     """Whether a sample is the probes' own work: a BPF program (and what it called), the
     trampoline entering and leaving it, or the trampoline's own code (unsymbolised, innermost)."""
-    return frames[-1] == "[unknown]" or any(f.startswith(PROBE_SYMBOL_PREFIXES) for f in frames)
+    innermost = frames[-1]
+    return (innermost == "[unknown]" or innermost.startswith("bpf_trampoline_")
+            or any(f.startswith(PROBE_SYMBOL_PREFIXES) for f in frames))
 
 
 def profile_own_ns(stacks, covered, functions, driver):
