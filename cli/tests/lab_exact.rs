@@ -124,32 +124,29 @@ fn transactions(out: &Path, name: &str) -> u64 {
 /// one end only, because the kernel skipped one of our programs, are counted; see
 /// docs/probes.md.)
 fn assert_nothing_untracked(report: &Value) {
-    let health = &report["health"];
-    assert!(health.is_object(), "the report has no health: {report}");
-    for counter in ["nesting_overflow", "task_map_full", "device_map_full"] {
-        assert_eq!(health[counter], 0, "{counter}: {health}");
-    }
-    eprintln!("health: {health}");
+    assert_untracked_within(report, 0);
 }
 
-/// The same, but for the one event 5.10 is known to lose now and then: in two of the three load
-/// cells run beside another guest today (none of eleven run alone), one event's key found no
-/// statistics row and the event was dropped, named as `device_map_full: 1` (once the disk's
-/// first completion). Which branch of the hashed build's row claim refused it is not found yet
-/// (the closing note of issue 27's session says what was tried). More than one, or any other
-/// untracked call, still fails.
-fn assert_nothing_untracked_but_5_10s_first_event(report: &Value) {
+/// The same, allowing `dropped_events` events whose key found no statistics row
+/// (`device_map_full`): only for the one event 5.10 is known to lose now and then. In two of the
+/// three load cells run beside another guest today (none of eleven run alone), one event's key
+/// found no statistics row and the event was dropped, named as `device_map_full: 1` (once the
+/// disk's first completion). Which branch of the hashed build's row claim refused it is not found
+/// yet (the closing note of issue 27's session says what was tried). More, or any other untracked
+/// call, still fails.
+fn assert_untracked_within(report: &Value, dropped_events: u64) {
     let health = &report["health"];
+    assert!(health.is_object(), "the report has no health: {report}");
+    for counter in ["nesting_overflow", "task_map_full"] {
+        assert_eq!(health[counter], 0, "{counter}: {health}");
+    }
     let dropped = health["device_map_full"]
         .as_u64()
         .unwrap_or_else(|| panic!("no device_map_full in {health}"));
     assert!(
-        dropped <= 1,
-        "device_map_full {dropped}: more than the one event 5.10 is known to drop: {health}"
+        dropped <= dropped_events,
+        "device_map_full {dropped}: more than the {dropped_events} allowed: {health}"
     );
-    for counter in ["nesting_overflow", "task_map_full"] {
-        assert_eq!(health[counter], 0, "{counter}: {health}");
-    }
     eprintln!("health: {health}");
 }
 
@@ -523,11 +520,7 @@ fn load_cell_counts_exactly(kernel: &str) {
         "load",
     );
     let report = read_report(&out, "load");
-    if kernel == "5.10" {
-        assert_nothing_untracked_but_5_10s_first_event(&report);
-    } else {
-        assert_nothing_untracked(&report);
-    }
+    assert_untracked_within(&report, if kernel == "5.10" { 1 } else { 0 });
     let reads = block_reads(&out, "load");
     assert_close(
         &format!("{kernel}: the block layer's reads vs fio's"),

@@ -23,8 +23,8 @@ Usage: time_verdict.py DIR NAME
 import json
 import sys
 
-NVME = "0000:00:04.0"
-NICS = ("0000:00:05.0", "0000:00:06.0")
+from load_verdict import NICS, NVME  # the lab's devices, one definition (scripts/lib)
+
 MEAN_OVER_MEDIAN = 4.0
 PROFILE_TOLERANCE = 0.25
 MIN_TIMED = 100  # fewer timed calls say nothing about a distribution's shape
