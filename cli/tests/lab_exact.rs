@@ -131,9 +131,9 @@ fn assert_nothing_untracked(report: &Value) {
 /// (`device_map_full`): only for the one event 5.10 is known to lose now and then. In two of the
 /// three load cells run beside another guest today (none of eleven run alone), one event's key
 /// found no statistics row and the event was dropped, named as `device_map_full: 1` (once the
-/// disk's first completion). Which branch of the hashed build's row claim refused it is not found
-/// yet (the closing note of issue 27's session says what was tried). More, or any other untracked
-/// call, still fails.
+/// disk's first completion). 6.1 AMD-Vi, outside CI, once dropped two the same way, so the cause
+/// lies in what both row-claim builds share; it is not found yet (the closing note of issue 27's
+/// session says what was tried). More, or any other untracked call, still fails.
 fn assert_untracked_within(report: &Value, dropped_events: u64) {
     let health = &report["health"];
     assert!(health.is_object(), "the report has no health: {report}");
