@@ -73,11 +73,11 @@ fn main() {
             &format!("compiling {}", source.display()),
         );
     };
-    // The probe object, twice: with each task's calls in flight in its task-local storage, and
-    // for kernels whose kprobes cannot use that (5.10), in a hash keyed by thread id. The loader
-    // picks one (cli/src/probes/loader.rs).
+    // The probe object, twice: with each task's calls in flight in the slot of its thread id,
+    // and for kernels whose kprobes have no BTF task pointers (5.10), in a hash keyed by thread
+    // id. The loader picks one (cli/src/probes/loader.rs).
     for (linked, directory, defines) in [
-        ("iommutop.bpf.o", "task-storage", &[][..]),
+        ("iommutop.bpf.o", "task-slots", &[][..]),
         (
             "iommutop-hashed.bpf.o",
             "task-hash",

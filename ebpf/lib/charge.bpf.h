@@ -28,7 +28,7 @@ static __always_inline struct iommutop_dev_key iommutop_owner_key(int task_conte
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct iommutop_dev_key *owner;
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32, process = tgid, one = 1;
-	long err;
+	int err;
 
 	if (!task_context || !tgid || iommutop_in_interrupt())
 		return key;
@@ -40,8 +40,8 @@ static __always_inline struct iommutop_dev_key iommutop_owner_key(int task_conte
 	if (owner)
 		return *owner;
 	if (!bpf_map_lookup_elem(&iommutop_processes, &process)) {
-		err = bpf_map_update_elem(&iommutop_processes, &process, &one, BPF_NOEXIST);
-		if (err && err != -17 /* EEXIST: another CPU added it first */) {
+		err = iommutop_insert(&iommutop_processes, &process, &one);
+		if (err && err != IOMMUTOP_EEXIST /* another CPU added it first */) {
 			iommutop_health_inc(IOMMUTOP_HEALTH_PROCESS_MAP_FULL);
 			return key;
 		}

@@ -123,6 +123,22 @@ struct {
 	__type(value, struct iommutop_stack_value);
 } iommutop_stack_samples SEC(".maps") __weak;
 
+/* Errors iommutop_insert returns. */
+#define IOMMUTOP_EBUSY (-16)  /* the map's bucket lock is held on this CPU */
+#define IOMMUTOP_EEXIST (-17) /* the key is there already */
+
+/*
+ * Inserts key with value unless the key is there: 0, or a negative error. An int: before 6.4 the
+ * kernel's map operations returned int, and the verifier has a program call them directly, so
+ * the upper half of the 64-bit value the helper returns is zero there and -17 reads as
+ * 4294967279. Compared as a long, a lost race for a new key's row (EEXIST) was taken for a
+ * failure on 5.10 and 6.1, and the event was dropped as device_map_full.
+ */
+static __always_inline int iommutop_insert(void *map, const void *key, const void *value)
+{
+	return (int)bpf_map_update_elem(map, key, value, BPF_NOEXIST);
+}
+
 static __always_inline void iommutop_health_add(__u32 what, __u64 count)
 {
 	__u64 *n = bpf_map_lookup_elem(&iommutop_health, &what);

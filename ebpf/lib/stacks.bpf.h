@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * Where each context keeps its calls in flight: a task's in the slot of its thread id or in its
- * task storage (in a hash by thread id on 5.10), an interrupt's per CPU; and how long a task
- * with calls in flight was switched out (docs/tracker.md).
+ * Where each context keeps its calls in flight: a task's in the slot of its thread id or, while
+ * another task holds that slot, in a hash by thread id (every task's in the hash on 5.10), an
+ * interrupt's per CPU; and how long a task with calls in flight was switched out
+ * (docs/tracker.md).
  */
 #ifndef IOMMUTOP_STACKS_BPF_H
 #define IOMMUTOP_STACKS_BPF_H
@@ -12,11 +13,20 @@
 /* Thread ids are below 2^22 (PID_MAX_LIMIT): the stacks of idle CPUs are keyed above them. */
 #define IOMMUTOP_IDLE_CONTEXT 0x80000000U
 
+/*
+ * Calls in flight per task (or per idle CPU) keyed by thread id, in an LRU hash (preallocated:
+ * it never fails for want of memory or because another program holds a lock on this CPU):
+ * every task's in the hashed build (5.10), else only those whose slot another task holds. Least
+ * recently used tasks are forgotten, so no entry outlives its use for long.
+ */
 #ifdef IOMMUTOP_TASK_STACKS_HASHED
-/* Calls in flight per task (or per idle CPU); least recently used tasks are forgotten. */
+#define IOMMUTOP_HASHED_TASKS IOMMUTOP_MAX_TASKS
+#else
+#define IOMMUTOP_HASHED_TASKS IOMMUTOP_TASK_SLOTS
+#endif
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, IOMMUTOP_MAX_TASKS);
+	__uint(max_entries, IOMMUTOP_HASHED_TASKS);
 	__type(key, __u32);
 	__type(value, struct iommutop_inflight);
 } iommutop_inflight SEC(".maps") __weak;
@@ -28,18 +38,23 @@ struct {
 	__type(key, __u32);
 	__type(value, struct iommutop_inflight);
 } iommutop_zero SEC(".maps") __weak;
-#else
+
+#ifndef IOMMUTOP_TASK_STACKS_HASHED
 /*
  * Calls in flight per task: in the slot of its thread id (IOMMUTOP_TASK_SLOTS, indexed by the id
  * masked), found with a few loads, which the first task of that index to enter a probed call
  * claims and gives back when its last call returns. A task whose slot another task holds keeps
- * its calls in its own storage instead (a lookup through the task, about a hundred instructions
- * where the slot takes ten), until they have all returned; in_storage counts such tasks per
- * index, so that the others look in their storage only when one may have put calls there.
+ * its calls in iommutop_inflight instead (a hash lookup, about a hundred instructions where the
+ * slot takes ten), until they have all returned; in_hash counts such tasks per index, so that
+ * the others look in the hash only when one may have put calls there.
+ *
+ * Task-local storage held these before: on PREEMPT_RT a program that creates a task's storage is
+ * refused while another task holding the storage's per-CPU lock is preempted on that CPU (6.12),
+ * and the calls were lost (task_map_full) where the hash, preallocated, takes them.
  */
 struct iommutop_task_slot {
 	__u32 owner; /* the thread whose calls these are; 0: free (the idle tasks never own one) */
-	__u32 in_storage; /* tasks of this index whose calls in flight are in their task storage */
+	__u32 in_hash; /* tasks of this index whose calls in flight are in iommutop_inflight */
 	struct iommutop_inflight stack;
 };
 
@@ -51,24 +66,38 @@ struct {
 } iommutop_task_slots SEC(".maps") __weak;
 
 /* Thread ids are masked with this to index the slots. Set by user space before load: tests set
- * 0, which gives every task one slot, so that all but one at a time use their storage. */
+ * 0, which gives every task one slot, so that all but one at a time use the hash. */
 const volatile __u32 iommutop_task_slot_mask __weak = IOMMUTOP_TASK_SLOTS - 1;
-
-/* Calls in flight of tasks whose slot another task holds, in their own storage: created at their
- * first such call, freed with the task. */
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct iommutop_inflight);
-} iommutop_inflight SEC(".maps") __weak;
 #endif
+
+/* A task's calls in flight in iommutop_inflight (NULL while it has none there), created when
+ * create is set. Idle tasks (thread id 0, one a CPU) are keyed by their CPU. */
+static __always_inline struct iommutop_inflight *iommutop_hashed_stack(__u32 thread, int create)
+{
+	__u32 key = thread ? thread : IOMMUTOP_IDLE_CONTEXT | bpf_get_smp_processor_id();
+	__u32 zero_index = 0;
+	struct iommutop_inflight *inflight = bpf_map_lookup_elem(&iommutop_inflight, &key);
+	void *zero;
+	int err;
+
+	if (inflight || !create)
+		return inflight;
+	zero = bpf_map_lookup_elem(&iommutop_zero, &zero_index);
+	if (!zero)
+		return NULL;
+	err = iommutop_insert(&iommutop_inflight, &key, zero);
+	if (err && err != IOMMUTOP_EEXIST /* an interrupt created it first */) {
+		iommutop_health_inc(IOMMUTOP_HEALTH_TASK_MAP_FULL);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&iommutop_inflight, &key);
+}
 
 /* Where a context's calls in flight are. */
 enum iommutop_stack_home {
 	IOMMUTOP_STACK_OF_CPU,	/* interrupt context: the CPU's */
 	IOMMUTOP_STACK_OF_SLOT, /* task context: the slot of the task's thread id */
-	IOMMUTOP_STACK_OF_TASK, /* task context: the task's storage, or its hashed entry (5.10) */
+	IOMMUTOP_STACK_OF_HASH, /* task context: the task's entry in iommutop_inflight */
 };
 
 struct iommutop_stack_ref {
@@ -93,27 +122,8 @@ static __always_inline struct iommutop_inflight *
 iommutop_task_stack(int create, struct iommutop_stack_ref *ref, struct task_struct *task)
 {
 #ifdef IOMMUTOP_TASK_STACKS_HASHED
-	/* Keyed by thread id; idle tasks (thread id 0) by their CPU. */
-	__u32 task_id = (__u32)bpf_get_current_pid_tgid(), zero_index = 0;
-	struct iommutop_inflight *inflight;
-	void *zero;
-	long err;
-
-	ref->home = IOMMUTOP_STACK_OF_TASK;
-	if (!task_id)
-		task_id = IOMMUTOP_IDLE_CONTEXT | bpf_get_smp_processor_id();
-	inflight = bpf_map_lookup_elem(&iommutop_inflight, &task_id);
-	if (inflight || !create)
-		return inflight;
-	zero = bpf_map_lookup_elem(&iommutop_zero, &zero_index);
-	if (!zero)
-		return NULL;
-	err = bpf_map_update_elem(&iommutop_inflight, &task_id, zero, BPF_NOEXIST);
-	if (err && err != -17 /* EEXIST: an interrupt created it first */) {
-		iommutop_health_inc(IOMMUTOP_HEALTH_TASK_MAP_FULL);
-		return NULL;
-	}
-	return bpf_map_lookup_elem(&iommutop_inflight, &task_id);
+	ref->home = IOMMUTOP_STACK_OF_HASH;
+	return iommutop_hashed_stack((__u32)bpf_get_current_pid_tgid(), create);
 #elif defined(IOMMUTOP_TASK_STACKS_PER_CPU)
 	/* Only for bench/probe-cost --against-per-cpu, which prices per-task stacks against the
 	 * tracker before them: every context on the CPU's stack, wrong wherever a task is preempted
@@ -125,7 +135,7 @@ iommutop_task_stack(int create, struct iommutop_stack_ref *ref, struct task_stru
 #else
 	__u32 thread = task->pid, index = thread & iommutop_task_slot_mask;
 	struct iommutop_task_slot *slot = bpf_map_lookup_elem(&iommutop_task_slots, &index);
-	struct iommutop_inflight *stored;
+	struct iommutop_inflight *hashed;
 
 	if (!slot)
 		return NULL; /* never: the index is masked */
@@ -133,12 +143,12 @@ iommutop_task_stack(int create, struct iommutop_stack_ref *ref, struct task_stru
 	ref->home = IOMMUTOP_STACK_OF_SLOT;
 	if (thread && slot->owner == thread)
 		return &slot->stack;
-	ref->home = IOMMUTOP_STACK_OF_TASK;
-	/* Calls already in the task's storage stay there until they have all returned. */
-	if (slot->in_storage) {
-		stored = bpf_task_storage_get(&iommutop_inflight, task, 0, 0);
-		if (stored && stored->depth)
-			return stored;
+	ref->home = IOMMUTOP_STACK_OF_HASH;
+	/* Calls already in the hash stay there until they have all returned. */
+	if (slot->in_hash) {
+		hashed = iommutop_hashed_stack(thread, 0);
+		if (hashed && hashed->depth)
+			return hashed;
 	}
 	if (!create)
 		return NULL;
@@ -146,20 +156,12 @@ iommutop_task_stack(int create, struct iommutop_stack_ref *ref, struct task_stru
 		ref->home = IOMMUTOP_STACK_OF_SLOT;
 		return &slot->stack;
 	}
-	/* NULL on creation: no memory, or the storage busy on this CPU (a program interrupted
-	 * inside it). */
-	stored = bpf_task_storage_get(&iommutop_inflight, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!stored)
-		iommutop_health_inc(IOMMUTOP_HEALTH_TASK_MAP_FULL);
-	return stored;
+	return iommutop_hashed_stack(thread, 1);
 #endif
 }
 
 /* The calls in flight of a task that need not be the current one (NULL when it has none), where
- * the scheduler's switch can find them without locking: a task whose calls are in its task
- * storage (another task of its slot's index held the slot) is not followed, its waiting stays in
- * its calls' time (task storage is busy while a preempted task holds it, and the switch must not
- * make it busier). */
+ * the scheduler's switch can find them without locking. */
 static __always_inline struct iommutop_inflight *iommutop_stack_of_task(struct task_struct *task)
 {
 	__u32 thread = task->pid;
@@ -175,7 +177,9 @@ static __always_inline struct iommutop_inflight *iommutop_stack_of_task(struct t
 
 	if (!slot || !thread)
 		return NULL;
-	return slot->owner == thread ? &slot->stack : NULL;
+	if (slot->owner == thread)
+		return &slot->stack;
+	return slot->in_hash ? bpf_map_lookup_elem(&iommutop_inflight, &thread) : NULL;
 #endif
 }
 
@@ -251,18 +255,18 @@ static __always_inline struct iommutop_inflight *iommutop_inflight_of(const void
 	return inflight;
 }
 
-/* A call was pushed on a stack that was empty before this program: a task's storage now holds
- * calls, which the other tasks of its slot's index must know to look for. */
+/* A call was pushed on a stack that was empty before this program: a task's hashed entry now
+ * holds calls, which the other tasks of its slot's index must know to look for. */
 static __always_inline void iommutop_stack_began(const struct iommutop_stack_ref *ref)
 {
 #ifndef IOMMUTOP_TASK_STACKS_HASHED
-	if (ref->home == IOMMUTOP_STACK_OF_TASK && ref->slot)
-		__sync_fetch_and_add(&ref->slot->in_storage, 1);
+	if (ref->home == IOMMUTOP_STACK_OF_HASH && ref->slot)
+		__sync_fetch_and_add(&ref->slot->in_hash, 1);
 #endif
 }
 
-/* The last call of a stack returned: a slot goes back to the index's other tasks, a storage no
- * longer needs looking for. The program touches the stack no more after this. */
+/* The last call of a stack returned: a slot goes back to the index's other tasks, a hashed entry
+ * no longer needs looking for. The program touches the stack no more after this. */
 static __always_inline void iommutop_stack_emptied(const struct iommutop_stack_ref *ref)
 {
 #ifndef IOMMUTOP_TASK_STACKS_HASHED
@@ -270,8 +274,8 @@ static __always_inline void iommutop_stack_emptied(const struct iommutop_stack_r
 		return;
 	if (ref->home == IOMMUTOP_STACK_OF_SLOT)
 		__sync_lock_test_and_set(&ref->slot->owner, 0);
-	else if (ref->home == IOMMUTOP_STACK_OF_TASK)
-		__sync_fetch_and_sub(&ref->slot->in_storage, 1);
+	else if (ref->home == IOMMUTOP_STACK_OF_HASH)
+		__sync_fetch_and_sub(&ref->slot->in_hash, 1);
 #endif
 }
 

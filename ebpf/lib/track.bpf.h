@@ -11,14 +11,14 @@
  *
  * Which stack: a task's own for calls made in task context: in the slot of its thread id, which a
  * task holds from its first call in flight to its last return, or, while another task of the same
- * index holds the slot, in its task-local storage (where kprobes may use it: freed with the task,
- * found by a pointer the task already holds, at about ten times a slot's cost); built with
- * IOMMUTOP_TASK_STACKS_HASHED (kernels whose kprobes cannot use task storage, 5.10), in an LRU
- * hash keyed by its thread id. A task preempted or migrated inside a DMA call finds its frame
- * wherever it resumes, and no other task's work can land in it. Interrupt context (hard interrupts,
- * and softirqs run on the interrupt stack) uses a per-CPU stack: it cannot be preempted or migrate,
- * and its calls nest last-in first-out over whatever the CPU was doing. The two are told apart by
- * where the program's own context lies: on the current task's kernel stack, or not.
+ * index holds the slot, in an LRU hash keyed by its thread id (preallocated, at about ten times a
+ * slot's cost); built with IOMMUTOP_TASK_STACKS_HASHED (kernels without BPF atomics that return a
+ * value or BTF task pointers, 5.10), every task's in that hash. A task preempted or migrated inside
+ * a DMA call finds its frame wherever it resumes, and no other task's work can land in it.
+ * Interrupt context (hard interrupts, and softirqs run on the interrupt stack) uses a per-CPU
+ * stack: it cannot be preempted or migrate, and its calls nest last-in first-out over whatever the
+ * CPU was doing. The two are told apart by where the program's own context lies: on the current
+ * task's kernel stack, or not.
  *
  * A frame knows its call by the call's identity, which the entry and the exit programs of one call
  * both see: where the call sits on its context's stack (the trampoline's argument block for

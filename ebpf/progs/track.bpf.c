@@ -59,7 +59,7 @@ __noinline int iommutop_take_row(__u64 key_id, __u32 key_kind)
 	struct iommutop_dev_key key = {.id = key_id, .kind = key_kind};
 	struct iommutop_row_key *row_key;
 	__u32 zero = 0, row, *count, *kept;
-	long err;
+	int err;
 
 	count = bpf_map_lookup_elem(&iommutop_row_count, &zero);
 	/* Once every row is taken the count stays put: a key that finds no row counts as
@@ -74,7 +74,7 @@ __noinline int iommutop_take_row(__u64 key_id, __u32 key_kind)
 			row = first + i;
 			if (!iommutop_row_exists(row))
 				return -1;
-			if (!bpf_map_update_elem(&iommutop_row_claims, &row, &row, BPF_NOEXIST))
+			if (!iommutop_insert(&iommutop_row_claims, &row, &row))
 				break;
 		}
 		if (i == IOMMUTOP_ROW_TRIES)
@@ -94,15 +94,15 @@ __noinline int iommutop_take_row(__u64 key_id, __u32 key_kind)
 	row_key->id = key_id;
 	row_key->kind = key_kind;
 	row_key->taken = 1;
-	err = bpf_map_update_elem(&iommutop_rows, &key, &row, BPF_NOEXIST);
-	/* EEXIST: another CPU took a row for the key first; this one stays unused. */
-	if (err == -17) {
+	err = iommutop_insert(&iommutop_rows, &key, &row);
+	/* Another CPU took a row for the key first; this one stays unused. */
+	if (err == IOMMUTOP_EEXIST) {
 		kept = bpf_map_lookup_elem(&iommutop_rows, &key);
 		return kept ? (int)*kept : -1;
 	}
-	/* EBUSY: the map's bucket lock is held on this CPU (by what this program interrupted); the
-	 * row taken stays unused, and the key's next event takes another. */
-	if (err == -16)
+	/* Held by what this program interrupted: the row taken stays unused, and the key's next
+	 * event takes another. */
+	if (err == IOMMUTOP_EBUSY)
 		return IOMMUTOP_ROW_BUSY;
 	return err ? -1 : (int)row;
 }

@@ -101,7 +101,7 @@ a directory of profiles searched before the built\-in ones.
 rows of per\-device statistics the probes keep (default: sized for this machine).
 .TP
 \fBIOMMUTOP_TASK_SLOTS\fR
-thread\-id slots for calls in flight before task storage (a power of two; for tests).
+thread\-id slots for calls in flight before the hash by thread id (a power of two; for tests).
 .TP
 \fBIOMMUTOP_ROW_HINTS\fR
 hints of which statistics row is a key's (for tests: 1 makes nearly every lookup slow).

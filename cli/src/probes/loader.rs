@@ -73,9 +73,9 @@ fn stack_interval_setting(value: &str) -> Result<u64, String> {
         })
 }
 
-/// How many thread-id slots the probes keep calls in flight in before task storage
+/// How many thread-id slots the probes keep calls in flight in before the hash by thread id
 /// (`IOMMUTOP_TASK_SLOTS`, a power of two up to `IOMMUTOP_TASK_SLOTS`; tests set 1, which sends
-/// every task but the slot's holder to its storage), as the mask of a thread id.
+/// every task but the slot's holder to the hash), as the mask of a thread id.
 fn task_slot_mask() -> Result<u32, LoadError> {
     Ok(setting("IOMMUTOP_TASK_SLOTS", task_slots_setting)?.unwrap_or(IOMMUTOP_TASK_SLOTS - 1))
 }
@@ -111,8 +111,8 @@ fn row_hints_setting(value: &str) -> Result<u32, String> {
     }
 }
 
-/// The BPF object built from `ebpf/progs/*.bpf.c` by build.rs: each task's calls in flight in its
-/// task-local storage.
+/// The BPF object built from `ebpf/progs/*.bpf.c` by build.rs: each task's calls in flight in the
+/// slot of its thread id.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/iommutop.bpf.o"));
 
 /// The same, with each task's calls in flight in a hash keyed by its thread id.
@@ -123,24 +123,25 @@ static HASHED_OBJECT: &[u8] =
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TaskStacks {
     /// In a slot indexed by its thread id (a few loads), or, while another task holds that slot,
-    /// in the task's own storage (a lookup through a pointer the task holds, freed with it).
-    TaskStorage,
-    /// In an LRU hash keyed by thread id: kernels whose kprobes cannot use task storage (5.10).
+    /// in an LRU hash keyed by thread id (a hash lookup).
+    SlotsByThread,
+    /// Every task's in the LRU hash keyed by thread id: kernels without BTF task pointers and
+    /// BPF atomics that return a value, which the slots need (5.10).
     HashedByThread,
 }
 
 impl TaskStacks {
-    /// Task storage where this kernel has it for kprobe programs too (the probes fall back to
-    /// kprobes per hook, and every program of the object must load); the hash otherwise.
+    /// The slots where this kernel gives kprobe programs too a BTF task pointer (5.11; the probes
+    /// fall back to kprobes per hook, and every program of the object must load); the hash
+    /// otherwise. (The slots' atomics came in 5.12: no Debian kernel is 5.11.)
     pub fn for_this_kernel() -> TaskStacks {
-        let storage = aya::sys::is_map_supported(aya::maps::MapType::TaskStorage).unwrap_or(false)
-            && aya::sys::is_helper_supported(
-                aya::programs::ProgramType::KProbe,
-                aya::sys::BpfHelper::BPF_FUNC_task_storage_get,
-            )
-            .unwrap_or(false);
-        if storage {
-            TaskStacks::TaskStorage
+        let task_pointers = aya::sys::is_helper_supported(
+            aya::programs::ProgramType::KProbe,
+            aya::sys::BpfHelper::BPF_FUNC_get_current_task_btf,
+        )
+        .unwrap_or(false);
+        if task_pointers {
+            TaskStacks::SlotsByThread
         } else {
             TaskStacks::HashedByThread
         }
@@ -148,18 +149,18 @@ impl TaskStacks {
 
     fn object(self) -> &'static [u8] {
         match self {
-            TaskStacks::TaskStorage => OBJECT,
+            TaskStacks::SlotsByThread => OBJECT,
             TaskStacks::HashedByThread => HASHED_OBJECT,
         }
     }
 
     fn describe(self) -> &'static str {
         match self {
-            TaskStacks::TaskStorage => {
-                "slots indexed by thread id, or task-local storage where another task holds the slot"
+            TaskStacks::SlotsByThread => {
+                "slots indexed by thread id, or a hash keyed by thread id where another task holds the slot"
             }
             TaskStacks::HashedByThread => {
-                "a hash keyed by thread id (this kernel's kprobes cannot use task storage)"
+                "a hash keyed by thread id (this kernel's kprobes have no BTF task pointers)"
             }
         }
     }
@@ -306,15 +307,13 @@ impl Probes {
         }
         let mut ebpf = loader
             .btf(Some(&btf))
-            // aya creates task storage maps, but names their type unsupported.
-            .allow_unsupported_maps()
             .override_global("iommutop_stack_interval_ns", &stack_interval, true)
             .override_global("iommutop_dispatch_ns", &dispatch_ns, true)
             .override_global("iommutop_nested_dispatch_ns", &nested_dispatch_ns, true)
             .override_global(
                 "iommutop_task_slot_mask",
                 &task_slot_mask,
-                task_stacks == TaskStacks::TaskStorage,
+                task_stacks == TaskStacks::SlotsByThread,
             )
             .map_max_entries("iommutop_stats", stats_rows)
             .map_max_entries("iommutop_row_hints", row_hints)

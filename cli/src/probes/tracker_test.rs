@@ -103,8 +103,6 @@ impl Outcome {
 
 fn run(steps: &[Step]) -> Outcome {
     let mut ebpf: Ebpf = EbpfLoader::new()
-        // Task storage, which aya has no type for, is created all the same.
-        .allow_unsupported_maps()
         // A few rows are enough, and each is ~16 KiB per CPU.
         .map_max_entries("iommutop_stats", 4)
         .load(OBJECT)

@@ -6,7 +6,7 @@
 #   exact.sh IOMMUTOP OUT concurrent-one-slot
 #                                      the same with one thread-id slot for every task
 #                                      (IOMMUTOP_TASK_SLOTS=1): all but its holder keep their calls
-#                                      in flight in task storage
+#                                      in flight in the hash by thread id
 #   exact.sh IOMMUTOP OUT load         the load cell (issue 26): fio 4 KiB random reads at QD32 x 4
 #                                      jobs (libaio, direct) on the NVMe and TCP_RR between the
 #                                      NICs at once, one recording

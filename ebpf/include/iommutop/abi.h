@@ -29,13 +29,14 @@
 /* Depth of a task's stack of calls in flight (map inside an interrupt inside a map...). */
 #define IOMMUTOP_MAX_NESTING 8
 
-/* Tasks whose calls in flight are tracked at once where they are hashed by thread id (5.10; least
- * recently used ones are forgotten). Elsewhere each task keeps its own, in task-local storage. */
+/* Tasks whose calls in flight are tracked at once where every task's are hashed by thread id
+ * (5.10; least recently used ones are forgotten). Elsewhere only tasks whose slot (below) another
+ * task holds are hashed, at most IOMMUTOP_TASK_SLOTS of them. */
 #define IOMMUTOP_MAX_TASKS 8192
 
-/* Slots of calls in flight indexed by thread id, tried before task-local storage (a power of two:
- * the index is the thread id masked with it). Two tasks of one index inside probed calls at the
- * same time are what sends the second to its task storage. */
+/* Slots of calls in flight indexed by thread id, tried before the hash by thread id (a power of
+ * two: the index is the thread id masked with it). Two tasks of one index inside probed calls at
+ * the same time are what sends the second to the hash. */
 #define IOMMUTOP_TASK_SLOTS 1024
 
 /* Hints of which statistics row is a key's (ebpf/lib/maps.bpf.h): 2^IOMMUTOP_ROW_HINT_BITS of
