@@ -116,7 +116,7 @@ fn main() {
     compile(
         &ebpf.join("selftest/tracker.bpf.c"),
         &out.join("tracker.bpf.o"),
-        &[],
+        &["-DIOMMUTOP_SELFTEST"],
     );
     // The probes' dispatch calibration: attached to a test function, never to real work.
     compile(

@@ -190,19 +190,31 @@ static __always_inline struct iommutop_inflight *iommutop_stack_of_task(struct t
  * when its call began, so that an exit takes the difference out of its call's time and reports
  * it apart (the op's offcpu_ns and waited). Interrupt context never switches out.
  */
-static __always_inline void iommutop_switched(struct task_struct *prev, struct task_struct *next)
+static __always_inline void iommutop_switched_out(struct task_struct *prev, __u64 now)
 {
 	struct iommutop_inflight *stack = iommutop_stack_of_task(prev);
-	__u64 now = bpf_ktime_get_ns();
 
 	if (stack && stack->depth)
 		stack->switched_out_at = now;
-	stack = iommutop_stack_of_task(next);
+}
+
+static __always_inline void iommutop_switched_in(struct task_struct *next, __u64 now)
+{
+	struct iommutop_inflight *stack = iommutop_stack_of_task(next);
+
 	if (!stack || !stack->switched_out_at)
 		return;
 	if (stack->depth)
 		stack->offcpu_ns += now - stack->switched_out_at;
 	stack->switched_out_at = 0;
+}
+
+static __always_inline void iommutop_switched(struct task_struct *prev, struct task_struct *next)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	iommutop_switched_out(prev, now);
+	iommutop_switched_in(next, now);
 }
 
 /* The stack of a context of the kind task_context says: the current task's (NULL while it has
@@ -221,6 +233,15 @@ static __always_inline struct iommutop_inflight *iommutop_stack_of(int task_cont
 #endif
 }
 
+#ifdef IOMMUTOP_SELFTEST
+/* Which context a step of ebpf/selftest/tracker.bpf.c runs as, which it sets before each: a test
+ * run's context is a copy on the heap, on no stack. */
+__u32 iommutop_selftest_task_context SEC(".bss");
+#define IOMMUTOP_TASK_CONTEXT(ctx, task) (iommutop_selftest_task_context != 0)
+#else
+#define IOMMUTOP_TASK_CONTEXT(ctx, task) iommutop_ctx_on_stack(ctx, (unsigned long)(task)->stack)
+#endif
+
 /* The stack of the context the program runs in, a task's created when create is set; NULL when
  * it has none. ref says which kind of context it is and where the stack lives. */
 static __always_inline struct iommutop_inflight *iommutop_stack_here(const void *ctx, int create,
@@ -234,7 +255,7 @@ static __always_inline struct iommutop_inflight *iommutop_stack_here(const void 
 #else
 	struct task_struct *task = bpf_get_current_task_btf();
 
-	ref->task_context = iommutop_ctx_on_stack(ctx, (unsigned long)task->stack);
+	ref->task_context = IOMMUTOP_TASK_CONTEXT(ctx, task);
 	ref->slot = NULL;
 #endif
 	ref->home = IOMMUTOP_STACK_OF_CPU;

@@ -3,14 +3,16 @@
  * The tracker driven step by step (issue 27): `cli/src/probes/tracker_test.rs` runs this program
  * with BPF_PROG_TEST_RUN, each run one step of a scenario (a call entering, a call exiting, an
  * entry interrupted before its frame was complete), and reads the statistics and health counters
- * the steps left. A test run's context is a copy of its arguments on the heap, so every step runs
- * as interrupt context: on the CPU's stack of calls in flight, whose frames behave as a task's.
+ * the steps left. A test run's context is a copy of its arguments on the heap, on no stack: each
+ * step says which context it runs as (built with IOMMUTOP_SELFTEST, the tracker asks
+ * iommutop_selftest_task_context), an interrupt's (the CPU's stack of calls in flight) or the
+ * calling thread's task (its slot, or the hash by thread id while another thread holds the slot).
  * Never attached.
  *
  * Arguments: args[0] the step (enum tracker_step), args[1] the op (DMA map, DMA unmap or IOMMU
- * map), args[2] the call's position,
- * args[3] its tag, args[4] the device key's id, as a DMA API
- * call's programs know it (0: the call inherits the key of the call below, as nested work).
+ * map), args[2] the call's position, args[3] its tag, args[4] the device key's id, as a DMA API
+ * call's programs know it (0: the call inherits the key of the call below, as nested work),
+ * args[5] 1 to run as the calling thread's task, 0 as an interrupt.
  */
 #include "common.bpf.h"
 #include "../progs/track.bpf.c" /* the tracker's global functions, and the license */
@@ -21,6 +23,8 @@ enum tracker_step {
 	STEP_PUSH_PARTIAL =
 	    3,		 /* a frame pushed by an entry that an interrupt stopped before its end */
 	STEP_FINISH = 4, /* that entry's end: its frame's start written */
+	STEP_SWITCH_OUT = 5, /* the scheduler switches the calling thread out */
+	STEP_SWITCH_IN = 6,  /* and back in */
 };
 
 static __always_inline int push_partial(__u32 op, struct iommutop_call call, __u64 key_id)
@@ -84,6 +88,12 @@ static __always_inline int step(void *ctx, __u64 what, __u32 op, struct iommutop
 		return push_partial(op, call, key_id);
 	case STEP_FINISH:
 		return finish();
+	case STEP_SWITCH_OUT:
+		iommutop_switched_out(bpf_get_current_task_btf(), bpf_ktime_get_ns());
+		return 0;
+	case STEP_SWITCH_IN:
+		iommutop_switched_in(bpf_get_current_task_btf(), bpf_ktime_get_ns());
+		return 0;
 	}
 	return 1;
 }
@@ -96,6 +106,7 @@ int selftest__tracker_step(struct bpf_raw_tracepoint_args *ctx)
 	const __u64 *args = (const __u64 *)ctx;
 	struct iommutop_call call = {.at = args[2], .tag = args[3]};
 
+	iommutop_selftest_task_context = args[5];
 	switch (args[1]) {
 	case IOMMUTOP_OP_DMA_MAP:
 		return step(ctx, args[0], IOMMUTOP_OP_DMA_MAP, call, args[4]);
