@@ -377,7 +377,7 @@ impl Workload for Netperf {
             "transactions_per_s",
             result.transactions_per_s,
         );
-        WorkloadOutput::typed(&results, work, warnings)
+        Ok(WorkloadOutput::new(results, work, warnings))
     }
 
     fn restore(&mut self) -> Vec<String> {
