@@ -279,7 +279,7 @@ impl MeasuredRun {
             params,
             not_restored,
         } = finished;
-        let (results, warnings, error) = match result {
+        let (results, warnings, error) = match result.and_then(WorkloadOutput::reported) {
             Ok(output) => (output.results, output.warnings, None),
             Err(WorkloadError::Cancelled) => {
                 let mut results = Map::new();

@@ -8,7 +8,7 @@ use crate::stop::StopSignal;
 use anyhow::{anyhow, Context};
 use iommutop_workloads::error::ErrorClass;
 use iommutop_workloads::params::ParamValues;
-use iommutop_workloads::{ProbeWindow, WorkloadOutput};
+use iommutop_workloads::{ProbeWindow, ReportedOutput, WorkloadOutput};
 use iommutop_workloads::{Profile, ProfileSet, RunControl, Workload, WorkloadError, WorkloadKind};
 use serde_json::{json, Map, Value};
 use std::io::Write;
@@ -259,11 +259,12 @@ pub fn run(args: &WorkloadArgs) -> Outcome<ExitCode> {
     }
     let params = workload.params();
     drop(workload);
-    let WorkloadOutput {
+    let ReportedOutput {
         results,
         mut warnings,
-        ..
-    } = result.map_err(workload_failure)?;
+    } = result
+        .and_then(WorkloadOutput::reported)
+        .map_err(workload_failure)?;
     warnings.extend(problems.iter().map(|p| format!("not restored: {p}")));
     // With `--json -` stdout carries the JSON alone; the summary goes to stderr.
     if json.as_deref().is_some_and(is_stdout) {

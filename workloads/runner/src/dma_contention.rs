@@ -301,7 +301,11 @@ impl Workload for DmaContention {
             warnings.push("interrupted: the curve stops at the last step completed".into());
         }
         let results = DmaContentionResults::of(curve, fio::TargetResult::of(&target), interrupted);
-        WorkloadOutput::typed(&results, Headline::uncounted(WorkUnit::Io), warnings)
+        Ok(WorkloadOutput::new(
+            results,
+            Headline::uncounted(WorkUnit::Io),
+            warnings,
+        ))
     }
 
     fn restore(&mut self) -> Vec<String> {

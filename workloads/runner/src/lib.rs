@@ -26,6 +26,7 @@ pub mod params;
 pub mod process;
 pub mod profile;
 pub mod registry;
+pub mod results;
 pub mod tlb;
 pub mod vfio_nvme;
 pub mod window;
@@ -38,62 +39,49 @@ pub use registry::WorkloadKind;
 pub use window::{ProbeWindow, WindowAccumulator};
 
 use iommutop_model::workload::Headline;
+pub use results::{ReportedOutput, WorkloadResults};
 use serde_json::{Map, Value};
 
 /// What a run produced: the workload's own numbers, its unit of work, and sentences about
 /// their limits.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct WorkloadOutput {
     /// Numbers at the top level (`transactions_per_s`, `read_iops`) so that `iommutop compare`
-    /// and `--fail-if workload.<key>` find them; structure (curves, per-device tables) below;
-    /// [`WorkloadOutput::work`] as `work`.
-    pub results: Map<String, Value>,
-    /// The unit of work and the headline numbers, which compare and diagnose read.
+    /// and `--fail-if workload.<key>` find them; structure (curves, per-device tables) below.
+    pub results: WorkloadResults,
+    /// The unit of work and the headline numbers, which compare and diagnose read; the report
+    /// keeps it among the results as `work`.
     pub work: Option<Headline>,
     pub warnings: Vec<String>,
 }
 
 impl WorkloadOutput {
-    /// The output of a run that did `work`; the headline is stored among the results too.
+    /// The output of a run that did `work`.
     pub fn new(
-        mut results: Map<String, Value>,
+        results: impl Into<WorkloadResults>,
         work: Headline,
         warnings: Vec<String>,
     ) -> WorkloadOutput {
-        work.store(&mut results);
         WorkloadOutput {
-            results,
+            results: results.into(),
             work: Some(work),
             warnings,
         }
     }
-}
 
-/// Typed results as the report holds them: a JSON object, keys in name order (as a map of
-/// results was written before they were typed).
-pub fn results_map(
-    results: &impl serde::Serialize,
-) -> Result<Map<String, Value>, serde_json::Error> {
-    match serde_json::to_value(results)? {
-        Value::Object(map) => Ok(map),
-        other => Err(serde::ser::Error::custom(format!(
-            "results must be a JSON object, not {other}"
-        ))),
-    }
-}
-
-impl WorkloadOutput {
-    /// [`WorkloadOutput::new`] from a workload's typed results.
-    pub fn typed(
-        results: &impl serde::Serialize,
-        work: Headline,
-        warnings: Vec<String>,
-    ) -> Result<WorkloadOutput, WorkloadError> {
-        let results = results_map(results).map_err(|e| WorkloadError::Output {
-            tool: "iommutop".into(),
-            message: format!("encoding the workload's results: {e}"),
-        })?;
-        Ok(WorkloadOutput::new(results, work, warnings))
+    /// The output as the report holds it (see [`WorkloadResults::to_report`]).
+    pub fn reported(self) -> Result<ReportedOutput, WorkloadError> {
+        let results =
+            self.results
+                .to_report(self.work.as_ref())
+                .map_err(|e| WorkloadError::Output {
+                    tool: "iommutop".into(),
+                    message: format!("encoding the workload's results: {e}"),
+                })?;
+        Ok(ReportedOutput {
+            results,
+            warnings: self.warnings,
+        })
     }
 }
 

@@ -123,42 +123,51 @@ fn write_file(path: &Option<PathBuf>, text: &str) -> Result<(), WorkloadError> {
     }
 }
 
-/// A run's results: the driver's typed result whole, with the set-up mapping cost on top so
-/// that `compare` and `--fail-if workload.setup_map_ns` find it.
-#[derive(Debug, Serialize)]
-struct RunOutput<'a> {
-    #[serde(flatten)]
-    run: &'a driver::RunResult,
-    setup_maps: usize,
-    setup_map_ns: u64,
-    /// The run's latency percentiles again, under a name that says their unit.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    latency_ns: Option<&'a driver::LatencySummary>,
+/// What a vfio-nvme run did, as the report holds it: an I/O run's or a sweep's results (boxed:
+/// both are large).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum VfioNvmeResults {
+    Run(Box<RunResults>),
+    Sweep(Box<SweepResults>),
 }
 
-impl<'a> RunOutput<'a> {
-    fn of(run: &'a driver::RunResult) -> RunOutput<'a> {
-        RunOutput {
-            run,
+/// A run's results: the driver's typed result whole, with the set-up mapping cost on top so
+/// that `compare` and `--fail-if workload.setup_map_ns` find it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunResults {
+    #[serde(flatten)]
+    pub run: driver::RunResult,
+    pub setup_maps: usize,
+    pub setup_map_ns: u64,
+    /// The run's latency percentiles again, under a name that says their unit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_ns: Option<driver::LatencySummary>,
+}
+
+impl RunResults {
+    pub fn of(run: driver::RunResult) -> RunResults {
+        RunResults {
             setup_maps: run.setup.maps.len(),
             setup_map_ns: run.setup.map_total_ns,
-            latency_ns: run.latency.as_ref(),
+            latency_ns: run.latency,
+            run,
         }
     }
 }
 
 /// A sweep's results: the driver's typed result, and each page size's IOTLB-entries estimate
 /// on top (`iotlb_entries_4k`, `iotlb_entries_2m`) where the sweep found a knee.
-#[derive(Debug, Serialize)]
-struct SweepOutput<'a> {
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SweepResults {
     #[serde(flatten)]
-    sweep: &'a driver::SweepResult,
+    pub sweep: driver::SweepResult,
     #[serde(flatten)]
-    iotlb_entries: BTreeMap<String, u64>,
+    pub iotlb_entries: BTreeMap<String, u64>,
 }
 
-impl<'a> SweepOutput<'a> {
-    fn of(sweep: &'a driver::SweepResult) -> SweepOutput<'a> {
+impl SweepResults {
+    pub fn of(sweep: driver::SweepResult) -> SweepResults {
         let iotlb_entries = sweep
             .series
             .iter()
@@ -168,7 +177,7 @@ impl<'a> SweepOutput<'a> {
                 Some((key, knee.entries_estimate))
             })
             .collect();
-        SweepOutput {
+        SweepResults {
             sweep,
             iotlb_entries,
         }
@@ -213,14 +222,16 @@ impl Workload for VfioNvme {
                     Self::drive(ctl, |cancel| driver::run(params, cancel)).map_err(classify)?;
                 write_file(&self.ccdf_csv, &result.ccdf_csv())?;
                 let work = Headline::counted(WorkUnit::Io, result.ios as f64, "iops", result.iops);
-                WorkloadOutput::typed(&RunOutput::of(&result), work, Vec::new())
+                let results = VfioNvmeResults::Run(Box::new(RunResults::of(result)));
+                Ok(WorkloadOutput::new(results, work, Vec::new()))
             }
             Job::Sweep(params) => {
                 let result = Self::drive(ctl, |cancel| driver::iotlb_sweep(params, cancel))
                     .map_err(classify)?;
                 write_file(&self.svg, &result.svg())?;
                 let work = Headline::uncounted(WorkUnit::Io);
-                WorkloadOutput::typed(&SweepOutput::of(&result), work, Vec::new())
+                let results = VfioNvmeResults::Sweep(Box::new(SweepResults::of(result)));
+                Ok(WorkloadOutput::new(results, work, Vec::new()))
             }
         }
     }

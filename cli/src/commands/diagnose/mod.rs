@@ -182,18 +182,19 @@ fn measure(
                 .iter()
                 .map(|l| format!("not restored: {l}"))
                 .collect();
-            let (results, failure) = match result {
-                Ok(output) => {
-                    warnings.extend(output.warnings);
-                    (output.results, None)
-                }
-                Err(e) => {
-                    warnings.push(format!("the workload failed: {e}"));
-                    let mut results = Map::new();
-                    results.insert("error".into(), e.to_string().into());
-                    (results, Some(workload_failure(e)))
-                }
-            };
+            let (results, failure) =
+                match result.and_then(iommutop_workloads::WorkloadOutput::reported) {
+                    Ok(output) => {
+                        warnings.extend(output.warnings);
+                        (output.results, None)
+                    }
+                    Err(e) => {
+                        warnings.push(format!("the workload failed: {e}"));
+                        let mut results = Map::new();
+                        results.insert("error".into(), e.to_string().into());
+                        (results, Some(workload_failure(e)))
+                    }
+                };
             let failure = failure.or_else(|| {
                 (!not_restored.is_empty()).then(|| {
                     Failure::from(anyhow!(

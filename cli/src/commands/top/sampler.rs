@@ -385,7 +385,7 @@ impl Sampler {
             params,
             not_restored,
         } = finished;
-        let (results, mut warnings, error) = match result {
+        let (results, mut warnings, error) = match result.and_then(WorkloadOutput::reported) {
             Ok(output) => (output.results, output.warnings, None),
             Err(e) => {
                 let mut results = Map::new();

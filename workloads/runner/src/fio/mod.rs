@@ -577,7 +577,11 @@ impl Workload for Fio {
             results.probe_window_s = Some(window.duration_s);
         }
         results.command = self.job.argv();
-        WorkloadOutput::typed(&results, headline(&run.result), warnings)
+        Ok(WorkloadOutput::new(
+            results,
+            headline(&run.result),
+            warnings,
+        ))
     }
 
     fn restore(&mut self) -> Vec<String> {
@@ -724,7 +728,9 @@ mod tests {
         let (objects, _) =
             parse::split_objects(include_str!("../../testdata/fio-randread-4k-qd32x4.json"));
         let r = parse_report(objects.last().unwrap()).unwrap();
-        let m = crate::results_map(&FioResults::of(&r)).expect("encodes");
+        let m = crate::WorkloadResults::from(FioResults::of(&r))
+            .to_report(None)
+            .expect("encodes");
         assert_eq!(m["read_ios"], json!(110463));
         assert_eq!(m["read_clat_p99_us"], json!(6520.83));
         assert!(m.get("write_iops").is_none());

@@ -348,7 +348,11 @@ impl Workload for Tlb {
         if interrupted {
             warnings.push("interrupted: the curves stop at the last working set measured".into());
         }
-        WorkloadOutput::typed(&results, Headline::uncounted(WorkUnit::Access), warnings)
+        Ok(WorkloadOutput::new(
+            results,
+            Headline::uncounted(WorkUnit::Access),
+            warnings,
+        ))
     }
 
     fn restore(&mut self) -> Vec<String> {
@@ -546,13 +550,14 @@ mod tests {
             tlb.run(&mut ctl).unwrap()
         };
         assert_eq!(live, 7, "4k … 256k");
-        let curve = out.results["curve"].as_array().unwrap();
+        let results = out.reported().unwrap().results;
+        let curve = results["curve"].as_array().unwrap();
         assert_eq!(curve.len(), 7);
         assert!(curve
             .iter()
             .all(|p| p["ns_per_access"].as_f64().unwrap() > 0.0));
-        assert_eq!(out.results["sizes_per_page_size"], json!(7));
-        let text = summarize(&out.results);
+        assert_eq!(results["sizes_per_page_size"], json!(7));
+        let text = summarize(&results);
         assert!(text.contains("      256k"), "{text}");
     }
 
