@@ -343,7 +343,7 @@ fn profiles_json_file_is_written_beside_the_table() {
 /// root needed to see it), in one line naming the command, the form and those it has.
 #[test]
 fn a_format_a_command_has_no_form_for_is_refused() {
-    let cases: [(&[&str], &[&str]); 9] = [
+    let cases: [(&[&str], &[&str]); 10] = [
         (
             &["profiles", "--format", "html"],
             &["profiles", "html", "--format text or json"],
@@ -379,6 +379,10 @@ fn a_format_a_command_has_no_form_for_is_refused() {
         (
             &["diagnose", "--json", "-"],
             &["diagnose --json -", "give --json a file"],
+        ),
+        (
+            &["record", "--print", "--format", "json"],
+            &["--print", "--format json", "give --json a file"],
         ),
     ];
     for (args, needles) in cases {

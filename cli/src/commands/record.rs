@@ -21,7 +21,8 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
     let target = stream_target("record", args.format, args.json.as_deref())?;
     if args.print && matches!(target, Some(JsonTarget::Stream)) {
         return Err(Failure::usage(anyhow!(
-            "--print and `--json -` would both write to stdout: give --json a file"
+            "--print and the JSON stream (`--json -`, --format json) would both write to stdout: \
+             give --json a file"
         )));
     }
     let mut sink = ReportSink::open(target)?;
