@@ -92,6 +92,16 @@ format it has no form for.";
 const JSON_HELP: &str = "Also write the result as JSON to FILE, or to standard output with `-` \
 (the text then goes to standard error).";
 
+/// `--format` of `record` and `run`, which stream rather than print a finished result.
+const STREAM_FORMAT_HELP: &str = "What to print: text (the summary; with --print, each \
+interval's table too) or json (one JSON object per interval, then the report: what `--json -` \
+streams); markdown and html are refused.";
+
+/// `--json` of the commands that print a table (`probes`, `profiles`): as every command's, and
+/// alone as `--json -`.
+const JSON_TABLE_HELP: &str = "Also write the result as JSON to FILE, or to standard output with \
+`-` (the table then goes to standard error); `--json` alone is `--json -`.";
+
 /// What a command prints to standard output (`--format`), the same choices on every command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
@@ -126,9 +136,9 @@ pub struct CompletionsArgs {
 
 #[derive(Debug, Args)]
 pub struct ProbesArgs {
-    /// Print JSON instead of a table (as `--format json`).
-    #[arg(long)]
-    pub json: bool,
+    #[arg(long, value_name = "FILE|-", num_args = 0..=1, default_missing_value = "-",
+          help = JSON_TABLE_HELP)]
+    pub json: Option<PathBuf>,
     /// What to print: text (a table) or json; markdown and html are refused.
     #[arg(long, value_enum, default_value = "text")]
     pub format: OutputFormat,
@@ -158,6 +168,8 @@ pub struct RecordArgs {
     /// Write the report as JSON to FILE, or `-` to stream one JSON object per interval to stdout.
     #[arg(long, value_name = "FILE|-")]
     pub json: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "text", help = STREAM_FORMAT_HELP)]
+    pub format: OutputFormat,
     /// Record with --device's IOMMU group switched to this domain type (unbound, switched and
     /// bound again before the probes attach; restored after, also on Ctrl-C).
     #[arg(long, value_name = "TYPE", requires = "device",
@@ -200,6 +212,10 @@ pub struct DiagnoseArgs {
     /// `rr-DMA.json` when the group starts in identity).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// What to print: text (the system, the verdict and the advice); json, markdown and html
+    /// are refused (--json FILE writes the report, --html FILE.html its page).
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: OutputFormat,
     /// Run the workload this long (the profile's duration_s; a command is stopped after it).
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
     pub duration: Option<f64>,
@@ -258,6 +274,8 @@ pub struct RunArgs {
     /// Write the report as JSON to FILE, or `-` to stream one JSON object per interval to stdout.
     #[arg(long, value_name = "FILE|-")]
     pub json: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "text", help = STREAM_FORMAT_HELP)]
+    pub format: OutputFormat,
     #[arg(long, value_name = "FILE.html", help = HTML_HELP)]
     pub html: Option<PathBuf>,
     /// Run the workload this long (its `duration_s`; for dma-contention, each step's).
@@ -314,9 +332,9 @@ pub struct WorkloadArgs {
 
 #[derive(Debug, Args)]
 pub struct ProfilesArgs {
-    /// Print JSON instead of a table (as `--format json`).
-    #[arg(long)]
-    pub json: bool,
+    #[arg(long, value_name = "FILE|-", num_args = 0..=1, default_missing_value = "-",
+          help = JSON_TABLE_HELP)]
+    pub json: Option<PathBuf>,
     /// What to print: text (a table) or json; markdown and html are refused.
     #[arg(long, value_enum, default_value = "text")]
     pub format: OutputFormat,
@@ -340,6 +358,11 @@ pub struct TopArgs {
     /// workload ends).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// What to print: text (the view, or --batch's table), or with --batch json (one JSON
+    /// object per interval, then the report, as `record --json -` streams); markdown and html
+    /// are refused.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: OutputFormat,
     /// Attach only these probe points (comma-separated, `iommutop probes` lists them) and the
     /// DMA API points the IOMMU-side ones need for attribution: less cost, fewer numbers.
     #[arg(long, value_name = "LIST", value_parser = parse_points)]

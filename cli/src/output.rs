@@ -227,6 +227,19 @@ pub fn print_text(text: &str) -> Outcome {
     }
 }
 
+/// [`emit`] of a command that prints a table or JSON: the table, or with `json_form` the JSON, to
+/// standard output, and the JSON to `--json`'s FILE (`-`: standard output, the table to stderr).
+pub fn emit_table_or_json(
+    json_form: bool,
+    table: &str,
+    json: &serde_json::Value,
+    target: Option<&Path>,
+) -> Outcome {
+    let json = serde_json::to_string_pretty(json)? + "\n";
+    let form = if json_form { &json } else { table };
+    emit(form, target.map(|p| (p, json.as_str())))
+}
+
 /// Where a command's result goes, the same on every command: `form` (what `--format` chose) to
 /// standard output, and the JSON to `--json`'s FILE; with `--json -` the JSON alone goes to
 /// standard output and `form` to standard error (once, when `form` is that JSON).
@@ -251,13 +264,38 @@ pub fn emit(form: &str, json: Option<(&Path, &str)>) -> Outcome {
     }
 }
 
-/// For a command that prints a table or JSON (`probes`, `profiles`): whether JSON was asked, by
-/// `--format json` or the older `--json`; markdown and html are refused (exit 2).
-pub fn json_or_text(command: &str, format: OutputFormat, json: bool) -> Outcome<bool> {
+/// For a command that prints a table or JSON (`probes`, `profiles`): whether `--format` asked for
+/// JSON; markdown and html are refused (exit 2).
+pub fn json_or_text(command: &str, format: OutputFormat) -> Outcome<bool> {
     match format {
-        OutputFormat::Text => Ok(json),
+        OutputFormat::Text => Ok(false),
         OutputFormat::Json => Ok(true),
         format => Err(unsupported_format(
+            command,
+            format,
+            &[OutputFormat::Text, OutputFormat::Json],
+        )),
+    }
+}
+
+/// Where a recording command's JSON goes, from `--format` and `--json` (the same on `record`,
+/// `run` and `top --batch`): `--format json` is `--json -`, the NDJSON stream on stdout; markdown
+/// and html are refused (exit 2), and so is `--format json` beside `--json FILE` (one JSON each).
+pub fn stream_target(
+    command: &str,
+    format: OutputFormat,
+    json: Option<&Path>,
+) -> Outcome<Option<JsonTarget>> {
+    let target = json.map(JsonTarget::parse);
+    match (format, target) {
+        (OutputFormat::Text, target) => Ok(target),
+        (OutputFormat::Json, None | Some(JsonTarget::Stream)) => Ok(Some(JsonTarget::Stream)),
+        (OutputFormat::Json, Some(JsonTarget::File(path))) => Err(Failure::usage(anyhow!(
+            "--format json streams the JSON to stdout and --json {} writes it to a file: give \
+             one of them",
+            path.display()
+        ))),
+        (format, _) => Err(unsupported_format(
             command,
             format,
             &[OutputFormat::Text, OutputFormat::Json],

@@ -32,6 +32,47 @@ fn completions_name_every_command_for_each_shell() {
     assert_eq!(refused.status.code(), Some(2));
 }
 
+/// `run <TAB>` and `--profile <TAB>` offered files only: the script now names every profile
+/// `iommutop profiles` lists, the built-in ones and those of IOMMUTOP_PROFILES.
+#[test]
+fn bash_completion_offers_the_profile_names() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("my-own-profile.toml"),
+        "description = \"mine\"\nworkload = \"tlb\"\n",
+    )
+    .expect("write");
+    let output = iommutop()
+        .args(["completions", "bash"])
+        .env("IOMMUTOP_PROFILES", dir.path())
+        .output()
+        .expect("runs");
+    assert_succeeded(&output, "completions bash");
+    let script = String::from_utf8_lossy(&output.stdout);
+    let profiles = support::project_root().join("profiles");
+    let mut names: Vec<String> = std::fs::read_dir(&profiles)
+        .expect("profiles/")
+        .filter_map(|e| {
+            let name = e.expect("entry").file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".toml").map(str::to_string)
+        })
+        .collect();
+    assert!(!names.is_empty(), "no profiles in {}", profiles.display());
+    names.push("my-own-profile".to_string());
+    for name in &names {
+        assert!(
+            script.contains(name.as_str()),
+            "bash completion lacks {name}"
+        );
+    }
+    // Offered where a profile goes: `run`'s positional and --profile of diagnose and top.
+    let offered = script
+        .lines()
+        .filter(|l| l.contains("my-own-profile"))
+        .count();
+    assert!(offered >= 3, "offered {offered} times: {script}");
+}
+
 #[test]
 fn checked_in_manual_pages_are_current() {
     let dir = tempfile::tempdir().expect("tempdir");

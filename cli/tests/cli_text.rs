@@ -299,14 +299,14 @@ fn compare_shows_each_device_s_figures_under_one_finding_only() {
     assert!(flat.contains("figures as under 1. above"), "{text}");
 }
 
-/// `--json -` and `--format json` mean the same on `report` and `compare`: the JSON alone on
-/// stdout (the text, with `--json -`, on stderr).
+/// `--json -` and `--format json` mean the same on `report`, `compare` and `profiles`: the JSON
+/// alone on stdout (the text, with `--json -`, on stderr).
 #[test]
-fn json_to_stdout_is_the_same_on_report_and_compare() {
+fn json_to_stdout_is_the_same_on_report_compare_and_profiles() {
     let a = example(EXAMPLES[0]);
     let b = example(EXAMPLES[2]);
     let (a, b) = (a.to_str().expect("a"), b.to_str().expect("b"));
-    for args in [vec!["report", b], vec!["compare", a, b]] {
+    for args in [vec!["report", b], vec!["compare", a, b], vec!["profiles"]] {
         let dash = iommutop()
             .args(&args)
             .args(["--json", "-"])
@@ -320,11 +320,73 @@ fn json_to_stdout_is_the_same_on_report_and_compare() {
     }
 }
 
+/// `--json FILE` writes the JSON to FILE and leaves the table on stdout, as on `report`.
 #[test]
-fn a_format_a_command_has_no_form_for_is_refused() {
+fn profiles_json_file_is_written_beside_the_table() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("profiles.json");
     let output = iommutop()
-        .args(["profiles", "--format", "html"])
+        .args(["profiles", "--json"])
+        .arg(&path)
         .output()
         .expect("runs");
-    assert_one_line_error(&output, 2, &["profiles", "html", "--format text or json"]);
+    assert_succeeded(&output, "profiles --json FILE");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("PROFILE"));
+    let listed = read_json(&path);
+    assert_eq!(
+        listed,
+        serde_json::from_str::<Value>(&stdout_of(&["profiles", "--format", "json"])).expect("JSON")
+    );
+}
+
+/// Every command takes `--format`; one it has no form for is refused before anything runs (no
+/// root needed to see it), in one line naming the command, the form and those it has.
+#[test]
+fn a_format_a_command_has_no_form_for_is_refused() {
+    let cases: [(&[&str], &[&str]); 10] = [
+        (
+            &["profiles", "--format", "html"],
+            &["profiles", "html", "--format text or json"],
+        ),
+        (
+            &["probes", "--format", "markdown"],
+            &["probes", "markdown", "--format text or json"],
+        ),
+        (
+            &["record", "--format", "html"],
+            &["record", "html", "--format text or json"],
+        ),
+        (
+            &["run", "tcp-rr-1k", "--format", "markdown"],
+            &["run", "markdown", "--format text or json"],
+        ),
+        (
+            &["diagnose", "--format", "json"],
+            &["diagnose", "json", "--format text"],
+        ),
+        (
+            &["top", "--format", "json"],
+            &["top", "json", "--format text", "--batch --format json"],
+        ),
+        (
+            &["top", "--batch", "--format", "html"],
+            &["top --batch", "html", "--format text or json"],
+        ),
+        (
+            &["record", "--format", "json", "--json", "r.json"],
+            &["--format json", "--json r.json", "one of them"],
+        ),
+        (
+            &["diagnose", "--json", "-"],
+            &["diagnose --json -", "give --json a file"],
+        ),
+        (
+            &["record", "--print", "--format", "json"],
+            &["--print", "--format json", "give --json a file"],
+        ),
+    ];
+    for (args, needles) in cases {
+        let output = iommutop().args(args).output().expect("runs");
+        assert_one_line_error(&output, 2, needles);
+    }
 }

@@ -8,8 +8,8 @@ use assert_cmd::Command;
 use serde_json::Value;
 use std::path::PathBuf;
 use support::{
-    assert_one_line_error, assert_success, assert_valid_report, loaded_iommutop_programs, op_count,
-    pci_disk_of_build_dir, scratch_file,
+    assert_one_line_error, assert_success, assert_valid, assert_valid_report,
+    loaded_iommutop_programs, op_count, pci_disk_of_build_dir, schema_violations, scratch_file,
 };
 
 /// Tests that attach probes run one at a time: "nothing left attached" is checked by counting
@@ -66,6 +66,15 @@ fn probes_on_the_host_fall_back_to_tracepoints_and_say_why() {
         .expect("runs");
     assert_success(&output);
     let probes = json_of(&output.stdout);
+    assert_valid("probes.schema.json", &probes);
+    let mut untiered = probes.clone();
+    if let Some(point) = untiered["points"][0].as_object_mut() {
+        point.remove("tier");
+    }
+    assert!(
+        !schema_violations("probes.schema.json", &untiered).is_empty(),
+        "docs/probes.schema.json accepts a point without its tier"
+    );
     if host_supports_fentry() {
         return;
     }
@@ -113,6 +122,7 @@ fn this_kernel_computes_histogram_slots_as_user_space_reads_them() {
         .output()
         .expect("runs");
     assert_success(&output);
+    assert_valid("probes.schema.json", &json_of(&output.stdout));
     let check = &json_of(&output.stdout)["hist_slots"];
     assert_eq!(check["mismatches"], serde_json::json!([]), "{check}");
     assert!(check["values"].as_u64().unwrap_or(0) >= 64 * 2, "{check}");
@@ -126,6 +136,7 @@ fn the_verifier_accepts_every_embedded_program_this_kernel_can_load() {
         .output()
         .expect("runs");
     let verdicts = json_of(&output.stdout);
+    assert_valid("probes.schema.json", &verdicts);
     let programs = verdicts["programs"].as_array().expect("programs");
     let rejected: Vec<&Value> = programs
         .iter()
@@ -439,6 +450,24 @@ fn json_dash_streams_one_object_per_interval_then_the_report() {
         2,
         "one object per whole interval: {lines:#?}"
     );
+    for line in &lines {
+        assert_valid("stream.schema.json", line);
+    }
+    let mut timeless = intervals[0].clone();
+    if let Some(line) = timeless.as_object_mut() {
+        line.remove("t_s");
+    }
+    assert!(
+        !schema_violations("stream.schema.json", &timeless).is_empty(),
+        "docs/stream.schema.json accepts an interval without t_s"
+    );
+    // Its rows are the report's: a row that is no device row is refused too.
+    let mut bad_row = intervals[0].clone();
+    bad_row["devices"] = serde_json::json!([{"key": "0000:00:04.0"}]);
+    assert!(
+        !schema_violations("stream.schema.json", &bad_row).is_empty(),
+        "docs/stream.schema.json accepts a device row without the report's fields"
+    );
     for (i, line) in intervals.iter().enumerate() {
         assert!(
             line["time"].as_str().is_some_and(|t| t.ends_with('Z')),
@@ -621,6 +650,9 @@ fn record_device_drops_other_devices_rows_from_the_stream() {
     let lines = ndjson_lines(&output.stdout);
     let intervals: Vec<&Value> = lines.iter().filter(|l| l["type"] == "interval").collect();
     assert!(intervals.len() >= 2, "{lines:#?}");
+    for line in &lines {
+        assert_valid("stream.schema.json", line);
+    }
     for line in &intervals {
         for device in line["devices"].as_array().expect("devices") {
             let key = device["key"].as_str().expect("key");

@@ -9,8 +9,8 @@ use assert_cmd::Command;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use support::{
-    assert_one_line_error, assert_success, assert_valid_report, pci_disk_of_build_dir, read,
-    read_json, scratch_file,
+    assert_one_line_error, assert_success, assert_valid, assert_valid_report,
+    pci_disk_of_build_dir, read, read_json, scratch_file,
 };
 
 /// One view at a time: they attach probes.
@@ -67,6 +67,28 @@ fn batch_mode_prints_one_table_per_interval_to_a_pipe() {
         .count();
     assert_eq!(headers, 2, "{stdout}");
     assert_valid_report(&read_json(&json));
+}
+
+/// `top --batch --format json` streams what `record --json -` does instead of the table: one
+/// object per interval, then the report, each line valid against docs/stream.schema.json.
+#[test]
+fn batch_mode_with_format_json_streams_the_intervals_then_the_report() {
+    let output = iommutop()
+        .args(["top", "--batch", "-n", "2", "--interval", "0.5"])
+        .args(["--format", "json"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .expect("runs");
+    assert_success(&output);
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object a line"))
+        .collect();
+    let types: Vec<&str> = lines.iter().filter_map(|l| l["type"].as_str()).collect();
+    assert_eq!(types, ["interval", "interval", "report"], "{lines:#?}");
+    for line in &lines {
+        assert_valid("stream.schema.json", line);
+    }
 }
 
 /// `--sort` and `--filter` shape every batch block as the view's `s` and `/` would: the block

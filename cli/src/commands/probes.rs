@@ -1,8 +1,9 @@
-//! `iommutop probes`: which tier each probe point gets here, found by really attaching.
+//! `iommutop probes [--verify | --selftest] [--format text|json] [--json FILE|-]`: which tier
+//! each probe point gets here, found by really attaching.
 
 use crate::cli::ProbesArgs;
 use crate::exit::{Failure, Outcome};
-use crate::output::{json_or_text, stdout_width};
+use crate::output::{emit_table_or_json, json_or_text, stdout_width};
 use crate::privileges::require_bpf_privileges;
 use crate::probes::selftest::check_hist_slots;
 use crate::probes::table::{hook_kernels, point};
@@ -13,51 +14,60 @@ use serde_json::json;
 use std::process::ExitCode;
 
 pub fn run(args: &ProbesArgs) -> Outcome<ExitCode> {
-    let json = json_or_text("probes", args.format, args.json)?;
+    let json_form = json_or_text("probes", args.format)?;
     require_bpf_privileges()?;
+    let out = |table: &str, json: &serde_json::Value| {
+        emit_table_or_json(json_form, table, json, args.json.as_deref())
+    };
     if args.verify {
-        return verify(json);
+        return verify(&out);
     }
     if args.selftest {
-        return selftest(json);
+        return selftest(&out);
     }
     let probes =
         Probes::attach(false, &crate::probes::PointSelection::all(), None).map_err(load_failure)?;
-    if json {
-        let points: Vec<serde_json::Value> = probes.statuses().iter().map(status_json).collect();
-        let text = serde_json::to_string_pretty(&json!({ "points": points }))?;
-        println!("{text}");
-    } else {
-        print!("{}", table(probes.statuses(), stdout_width()));
-    }
+    let points: Vec<serde_json::Value> = probes.statuses().iter().map(status_json).collect();
+    out(
+        &table(probes.statuses(), stdout_width()),
+        &json!({ "points": points }),
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn selftest(json: bool) -> Outcome<ExitCode> {
+/// Writes a result as the table (text) and the JSON `--format` and `--json` ask for.
+type Out<'a> = &'a dyn Fn(&str, &serde_json::Value) -> Outcome;
+
+fn selftest(out: Out) -> Outcome<ExitCode> {
     let check = check_hist_slots().map_err(|e| Failure::environment(anyhow!(e)))?;
-    if json {
-        let mismatches: Vec<serde_json::Value> = check
+    let mismatches: Vec<serde_json::Value> = check
+        .mismatches
+        .iter()
+        .map(|m| json!({"value": m.value, "kernel": m.kernel, "user_space": m.user_space}))
+        .collect();
+    let text = if check.mismatches.is_empty() {
+        format!(
+            "hist slots: the kernel files all {} edge values in the slots iommutop reads them \
+             from\n",
+            check.values
+        )
+    } else {
+        check
             .mismatches
             .iter()
-            .map(|m| json!({"value": m.value, "kernel": m.kernel, "user_space": m.user_space}))
-            .collect();
-        let text = serde_json::to_string_pretty(&json!({
-            "hist_slots": {"values": check.values, "mismatches": mismatches}
-        }))?;
-        println!("{text}");
-    } else if check.mismatches.is_empty() {
-        println!(
-            "hist slots: the kernel files all {} edge values in the slots iommutop reads them from",
-            check.values
-        );
-    } else {
-        for m in &check.mismatches {
-            println!(
-                "hist slots: {} ns filed in slot {} by the kernel, read from slot {} by iommutop",
-                m.value, m.kernel, m.user_space
-            );
-        }
-    }
+            .map(|m| {
+                format!(
+                    "hist slots: {} ns filed in slot {} by the kernel, read from slot {} by \
+                     iommutop\n",
+                    m.value, m.kernel, m.user_space
+                )
+            })
+            .collect()
+    };
+    out(
+        &text,
+        &json!({"hist_slots": {"values": check.values, "mismatches": mismatches}}),
+    )?;
     Ok(if check.mismatches.is_empty() {
         ExitCode::SUCCESS
     } else {
@@ -65,37 +75,34 @@ fn selftest(json: bool) -> Outcome<ExitCode> {
     })
 }
 
-fn verify(json: bool) -> Outcome<ExitCode> {
+fn verify(out: Out) -> Outcome<ExitCode> {
     let verdicts = verify_all_programs().map_err(load_failure)?;
-    if json {
-        let programs: Vec<serde_json::Value> = verdicts
-            .iter()
-            .map(|v| {
-                json!({
-                    "program": v.program,
-                    "target": v.target,
-                    "tier": v.tier.name(),
-                    "status": verdict_status(v),
-                    "error": v.error,
-                })
+    let programs: Vec<serde_json::Value> = verdicts
+        .iter()
+        .map(|v| {
+            json!({
+                "program": v.program,
+                "target": v.target,
+                "tier": v.tier.name(),
+                "status": verdict_status(v),
+                "error": v.error,
             })
-            .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({ "programs": programs }))?
-        );
-    } else {
-        for v in &verdicts {
+        })
+        .collect();
+    let text: String = verdicts
+        .iter()
+        .map(|v| {
             let error = v.error.as_deref().unwrap_or("");
-            println!(
-                "{:<34} {:<30} {:<9} {}",
+            format!(
+                "{:<34} {:<30} {:<9} {}\n",
                 v.program,
                 v.target,
                 verdict_status(v),
                 error
-            );
-        }
-    }
+            )
+        })
+        .collect();
+    out(&text, &json!({ "programs": programs }))?;
     let rejected = verdicts
         .iter()
         .filter(|v| verdict_status(v) == "rejected")

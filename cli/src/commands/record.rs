@@ -1,11 +1,11 @@
-//! `iommutop record [--duration S] [--interval S] [--json FILE|-] [--device DEV [--domain TYPE]]
-//! [-- COMMAND ARGS...]`
+//! `iommutop record [--duration S] [--interval S] [--json FILE|-] [--format text|json]
+//! [--device DEV [--domain TYPE]] [-- COMMAND ARGS...]`
 
 use crate::cli::RecordArgs;
 use crate::commands::call_paths;
 use crate::domain::{DomainError, DomainSwitch};
 use crate::exit::{Code, Failure, Outcome};
-use crate::output::{IntervalText, JsonTarget, ReportSink};
+use crate::output::{stream_target, IntervalText, JsonTarget, ReportSink};
 use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
@@ -18,10 +18,11 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
     let interval = Duration::from_secs_f64(args.interval);
     let duration = args.duration.map(Duration::from_secs_f64);
     // Open the output before attaching anything, so a bad path fails fast.
-    let target = args.json.as_deref().map(JsonTarget::parse);
+    let target = stream_target("record", args.format, args.json.as_deref())?;
     if args.print && matches!(target, Some(JsonTarget::Stream)) {
         return Err(Failure::usage(anyhow!(
-            "--print and `--json -` would both write to stdout: give --json a file"
+            "--print and the JSON stream (`--json -`, --format json) would both write to stdout: \
+             give --json a file"
         )));
     }
     let mut sink = ReportSink::open(target)?;

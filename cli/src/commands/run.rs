@@ -1,4 +1,4 @@
-//! `iommutop run PROFILE [--json FILE|-] [--html F.html] [--duration S] [--set KEY=VALUE]...
+//! `iommutop run PROFILE [--json FILE|-] [--format text|json] [--html F.html] [--duration S] [--set KEY=VALUE]...
 //! [--interval S]`: a profile's workload under the probes, its own numbers and the probes' in one
 //! report.
 //!
@@ -12,7 +12,7 @@ use crate::commands::workload::{
     checked_profile_workload, load_profile, restore_leftovers, workload_failure,
 };
 use crate::exit::{Code, Failure, Outcome};
-use crate::output::{JsonTarget, ReportSink};
+use crate::output::{stream_target, ReportSink};
 use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
@@ -78,6 +78,7 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
              discarded runs before them)"
         )));
     }
+    let target = stream_target("run", args.format, args.json.as_deref())?;
     let device_filter = crate::device_filter::resolve(args.device.as_deref())?;
     let task_filter = crate::task_filter::resolve(&args.tasks)?;
     let profile = load_profile(&args.profile, &args.set, args.duration)?;
@@ -87,7 +88,7 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
         None => checked_profile_workload(&profile),
     };
     let interval = Duration::from_secs_f64(args.interval);
-    let mut sink = ReportSink::open(args.json.as_deref().map(JsonTarget::parse))?;
+    let mut sink = ReportSink::open(target)?;
     let stop = StopSignal::install()?;
     restore_leftovers();
     let mut session = Session::start(&args.points.clone().unwrap_or_default(), task_filter)?

@@ -166,16 +166,44 @@ pub fn read_guest_report(out: &Path, name: &str) -> serde_json::Value {
 
 /// Validates a report against docs/report.schema.json.
 pub fn assert_valid_report(report: &serde_json::Value) {
-    let schema: serde_json::Value =
-        serde_json::from_str(include_str!("../../../docs/report.schema.json")).expect("schema");
-    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
-    let errors: Vec<String> = validator
-        .iter_errors(report)
-        .map(|e| e.to_string())
-        .collect();
+    assert_valid("report.schema.json", report);
+}
+
+/// Where `value` breaks `docs/SCHEMA` (a JSON Schema there, which may refer to the others by
+/// file name, as stream.schema.json does to report.schema.json's rows), each with its place.
+pub fn schema_violations(schema: &str, value: &serde_json::Value) -> Vec<String> {
+    let docs = project_root().join("docs");
+    let mut options = jsonschema::options();
+    for entry in std::fs::read_dir(&docs).expect("docs/") {
+        let path = entry.expect("a docs/ entry").path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if name.ends_with(".schema.json") && name != schema {
+            let resource = jsonschema::Resource::from_contents(read_json(&path))
+                .unwrap_or_else(|e| panic!("{name} is no schema: {e}"));
+            options = options.with_resource(format!("{SCHEMA_BASE}{name}"), resource);
+        }
+    }
+    let validator = options
+        .build(&read_json(&docs.join(schema)))
+        .unwrap_or_else(|e| panic!("{schema} does not compile: {e}"));
+    validator
+        .iter_errors(value)
+        .map(|e| format!("{e} at {}", e.instance_path))
+        .collect()
+}
+
+/// Where the schemas of docs/ say they are (`$id`), so that they find each other.
+const SCHEMA_BASE: &str = "https://example.invalid/iommutop/";
+
+/// Fails the test, listing where, unless `value` is valid against `docs/SCHEMA`.
+#[track_caller]
+pub fn assert_valid(schema: &str, value: &serde_json::Value) {
+    let errors = schema_violations(schema, value);
     assert!(
         errors.is_empty(),
-        "report invalid against the schema: {errors:#?}"
+        "invalid against docs/{schema}: {errors:#?}"
     );
 }
 

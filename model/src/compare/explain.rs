@@ -54,8 +54,45 @@ pub struct Finding {
     /// What `a` and `b` measure: the workload's number, or the time in DMA map and unmap per
     /// unit of the finding's devices (summed).
     pub quantity: String,
+    /// The unit of `a`, `b` and `change`: `ns per transaction`, `transaction/s`, `%`.
+    pub unit: String,
     #[serde(flatten)]
     pub numbers: Numbers,
+    /// The numbers the details give in sentences, one per figure.
+    pub figures: Vec<Figure>,
+}
+
+/// One number of a finding's details, for machines: what it is, in A and B, and its change.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Figure {
+    /// The device it is of (its key); `None` for a figure of the whole run.
+    pub device: Option<String>,
+    /// What it counts or times, as the details name it (`IOTLB syncs`, `IOMMU work`).
+    pub what: String,
+    pub a: Option<f64>,
+    pub b: Option<f64>,
+    /// `b - a`; `None` when either side is unknown.
+    pub change: Option<f64>,
+    /// `per transaction`, `ns per transaction`, `%`.
+    pub unit: String,
+}
+
+impl Figure {
+    fn new(
+        device: Option<&str>,
+        what: &str,
+        (a, b): (Option<f64>, Option<f64>),
+        unit: String,
+    ) -> Figure {
+        Figure {
+            device: device.map(str::to_string),
+            what: what.to_string(),
+            a,
+            b,
+            change: a.zip(b).map(|(a, b)| b - a),
+            unit,
+        }
+    }
 }
 
 /// Said under a time or throughput change between lab runs.
@@ -149,29 +186,42 @@ fn ns(value: Option<f64>) -> String {
     value.map_or("-".into(), |v| human_ns(v.max(0.0).round() as u64))
 }
 
-/// `per transaction, A → B: IOMMU page-table maps 0.00 → 3.00, ...`
-fn work_line(c: &Comparison, d: &DeviceChange) -> String {
+/// A device's figures per unit, A and B: the counts, then the times (ns) either run measured.
+fn work_figures(c: &Comparison, d: &DeviceChange) -> Vec<Figure> {
     let pick = |f: fn(&super::DeviceWork) -> Option<f64>| {
         (d.a.as_ref().and_then(f), d.b.as_ref().and_then(f))
     };
+    let per = format!("per {}", c.device_unit);
+    let ns_per = format!("ns per {}", c.device_unit);
     let counts = [
         ("DMA maps", pick(|w| w.dma_maps)),
         ("IOMMU page-table maps", pick(|w| w.iommu_maps)),
         ("IOTLB syncs", pick(|w| w.iotlb_syncs)),
         ("IOTLB invalidations", pick(|w| w.iotlb_flushes)),
     ];
-    let mut parts: Vec<String> = counts
+    let times = [
+        ("IOMMU work", pick(|w| w.iommu_ns)),
+        ("time in DMA map+unmap", pick(|w| w.dma_ns)),
+    ];
+    let counts = counts
+        .into_iter()
+        .map(|(what, pair)| Figure::new(Some(d.key.as_str()), what, pair, per.clone()));
+    let times = times
+        .into_iter()
+        .filter(|(_, (a, b))| a.is_some() || b.is_some())
+        .map(|(what, pair)| Figure::new(Some(d.key.as_str()), what, pair, ns_per.clone()));
+    counts.chain(times).collect()
+}
+
+/// `per transaction, A → B: IOMMU page-table maps 0.00 → 3.00, ...`: [`work_figures`] as text.
+fn work_line(c: &Comparison, d: &DeviceChange) -> String {
+    let parts: Vec<String> = work_figures(c, d)
         .iter()
-        .map(|(what, (a, b))| format!("{what} {} → {}", f2(*a), f2(*b)))
+        .map(|f| {
+            let show = if f.unit.starts_with("ns ") { ns } else { f2 };
+            format!("{} {} → {}", f.what, show(f.a), show(f.b))
+        })
         .collect();
-    let (ia, ib) = pick(|w| w.iommu_ns);
-    if ia.is_some() || ib.is_some() {
-        parts.push(format!("IOMMU work {} → {}", ns(ia), ns(ib)));
-    }
-    let (ta, tb) = pick(|w| w.dma_ns);
-    if ta.is_some() || tb.is_some() {
-        parts.push(format!("time in DMA map+unmap {} → {}", ns(ta), ns(tb)));
-    }
     format!(
         "{} per {}, A → B: {}",
         d.label,
@@ -180,9 +230,19 @@ fn work_line(c: &Comparison, d: &DeviceChange) -> String {
     )
 }
 
+/// Every figure of `devices`' work lines, device by device.
+fn devices_figures(c: &Comparison, devices: &[&DeviceChange]) -> Vec<Figure> {
+    devices.iter().flat_map(|d| work_figures(c, d)).collect()
+}
+
 /// `DMA map+unmap ns per transaction`: what a device finding's numbers measure.
 fn dma_time_quantity(c: &Comparison) -> String {
     format!("DMA map+unmap ns per {}", c.unit)
+}
+
+/// `ns per transaction`: the unit of a device finding's numbers.
+fn dma_time_unit(c: &Comparison) -> String {
+    format!("ns per {}", c.unit)
 }
 
 /// The devices' time in DMA map and unmap per unit, summed, in A and B. The noise is judged
@@ -251,7 +311,9 @@ fn translation_finding(c: &Comparison, devices: &[&DeviceChange], on: &str, off:
         headline,
         details,
         quantity: dma_time_quantity(c),
+        unit: dma_time_unit(c),
         numbers: dma_time_numbers(devices),
+        figures: devices_figures(c, devices),
     }
 }
 
@@ -283,7 +345,9 @@ fn code_path_finding(c: &Comparison) -> Option<Finding> {
         ),
         details,
         quantity: dma_time_quantity(c),
+        unit: dma_time_unit(c),
         numbers: dma_time_numbers(&devices),
+        figures: devices_figures(c, &devices),
     })
 }
 
@@ -323,7 +387,9 @@ fn invalidation_findings(c: &Comparison) -> Vec<Finding> {
         ),
         details,
         quantity: dma_time_quantity(c),
+        unit: dma_time_unit(c),
         numbers: dma_time_numbers(&devices),
+        figures: devices_figures(c, &devices),
     }]
 }
 
@@ -378,7 +444,9 @@ fn cost_findings(c: &Comparison) -> Vec<Finding> {
         ),
         details,
         quantity: dma_time_quantity(c),
+        unit: dma_time_unit(c),
         numbers: dma_time_numbers(&devices),
+        figures: devices_figures(c, &devices),
     }]
 }
 
@@ -411,7 +479,9 @@ fn count_findings(c: &Comparison) -> Vec<Finding> {
         ),
         details,
         quantity: dma_time_quantity(c),
+        unit: dma_time_unit(c),
         numbers: dma_time_numbers(&devices),
+        figures: devices_figures(c, &devices),
     }]
 }
 
@@ -452,11 +522,21 @@ fn waiting_findings(c: &Comparison) -> Vec<Finding> {
             ),
             details: Vec::new(),
             quantity: "DMA map+unmap time switched out, % of measured".into(),
+            unit: "%".into(),
             numbers: Numbers::of(
                 share(&d.a).map(|s| s * 100.0),
                 share(&d.b).map(|s| s * 100.0),
                 None,
             ),
+            figures: vec![Figure::new(
+                Some(d.key.as_str()),
+                "DMA map+unmap time switched out",
+                (
+                    d.a.as_ref().and_then(|w| w.dma_offcpu_ns),
+                    d.b.as_ref().and_then(|w| w.dma_offcpu_ns),
+                ),
+                format!("ns per {}", c.device_unit),
+            )],
         }
     })
     .collect()
@@ -506,7 +586,9 @@ fn same_finding(c: &Comparison) -> Finding {
         ),
         details,
         quantity: dma_time_quantity(c),
+        unit: dma_time_unit(c),
         numbers: dma_time_numbers(&translated),
+        figures: devices_figures(c, &translated),
     }
 }
 
@@ -517,6 +599,7 @@ fn workload_finding(c: &Comparison, m: &MetricChange) -> Finding {
         .unwrap_or_default();
     let mut headline = format!("{}: {:.1} in A, {:.1} in B{change}", m.metric, m.a, m.b);
     let mut details = Vec::new();
+    let mut figures = Vec::new();
     match m.significance {
         None => headline.push_str(
             ": run-to-run noise not measurable (fewer than 3 steady interval samples in a \
@@ -537,8 +620,9 @@ fn workload_finding(c: &Comparison, m: &MetricChange) -> Finding {
                 s.band * 100.0,
                 s.basis()
             );
-            if let Some(line) = attribution(c, m) {
+            if let Some((line, numbers)) = attribution(c, m) {
                 details.push(line);
+                figures = numbers;
             }
             if c.lab {
                 details.push(LAB_CAVEAT.into());
@@ -551,13 +635,25 @@ fn workload_finding(c: &Comparison, m: &MetricChange) -> Finding {
         headline,
         details,
         quantity: m.metric.clone(),
+        unit: workload_unit(c, m),
         numbers: Numbers::of(Some(m.a), Some(m.b), m.significance),
+        figures,
+    }
+}
+
+/// `transaction/s` for the workload's headline rate; the metric's name for another number (its
+/// unit is not stated).
+fn workload_unit(c: &Comparison, m: &MetricChange) -> String {
+    match c.a.units.rate_metric.as_deref() {
+        Some(rate) if rate == m.metric && c.unit != "second" => format!("{}/s", c.unit),
+        _ => m.metric.clone(),
     }
 }
 
 /// How much of a rate's change translation accounts for: the change in translation time per
-/// unit against the change in time per unit (1 / rate, one request at a time as in TCP_RR).
-fn attribution(c: &Comparison, m: &MetricChange) -> Option<String> {
+/// unit against the change in time per unit (1 / rate, one request at a time as in TCP_RR); the
+/// sentence and its two figures.
+fn attribution(c: &Comparison, m: &MetricChange) -> Option<(String, Vec<Figure>)> {
     let rate_metric = c.a.units.rate_metric.as_deref()?;
     if m.metric != rate_metric || c.unit == "second" || m.a <= 0.0 || m.b <= 0.0 {
         return None;
@@ -569,11 +665,28 @@ fn attribution(c: &Comparison, m: &MetricChange) -> Option<String> {
     }
     let ratio = translation_gap / time_gap;
     let unit = &c.unit;
+    let figures = vec![
+        Figure::new(
+            None,
+            "time per unit (1 / rate)",
+            (Some(1e9 / m.a), Some(1e9 / m.b)),
+            format!("ns per {unit}"),
+        ),
+        Figure {
+            change: Some(translation_gap),
+            ..Figure::new(
+                None,
+                "translation time per unit",
+                (None, None),
+                format!("ns per {unit}"),
+            )
+        },
+    ];
     let signed = |ns: f64| {
         let sign = if ns < 0.0 { "-" } else { "+" };
         format!("{sign}{}", human_ns(ns.abs().round() as u64))
     };
-    Some(if ratio >= 0.1 {
+    let sentence = if ratio >= 0.1 {
         format!(
             "time per {unit} (1 / rate) changed by {}, translation time per {unit} by {}: \
              translation work in the kernel accounts for about {:.0}% of the change{}",
@@ -596,7 +709,8 @@ fn attribution(c: &Comparison, m: &MetricChange) -> Option<String> {
             signed(time_gap),
             signed(translation_gap)
         )
-    })
+    };
+    Some((sentence, figures))
 }
 
 /// One figure of a device's work, as text.

@@ -24,7 +24,7 @@ pub mod threshold;
 pub mod untimed;
 pub mod work;
 
-pub use explain::{Finding, FindingKind};
+pub use explain::{Figure, Finding, FindingKind};
 pub use noise::{NoiseSource, Significance, Spread};
 pub use numbers::Numbers;
 pub use threshold::{Evaluation, Threshold, ThresholdError};

@@ -1,5 +1,5 @@
-//! The numbers behind a finding or a threshold, for machines: A, B, the change in percent, the
-//! noise band in percent, and whether the change is beyond it (`compare --json`).
+//! The numbers behind a finding or a threshold, for machines: A, B, the change, the change in
+//! percent, the noise band in percent, and whether the change is beyond it (`compare --json`).
 
 use super::noise::{NoiseSource, Significance};
 use serde::Serialize;
@@ -9,6 +9,8 @@ use serde::Serialize;
 pub struct Numbers {
     pub a: Option<f64>,
     pub b: Option<f64>,
+    /// `b - a`, in the unit of A and B; `None` when either side is unknown.
+    pub change: Option<f64>,
     /// `(b - a) / |a|` in percent; `None` when A is zero or either side is unknown.
     pub delta_pct: Option<f64>,
     /// The change noise alone could explain, ± percent; `None` when not measurable.
@@ -25,6 +27,7 @@ impl Numbers {
         Numbers {
             a,
             b,
+            change: a.zip(b).map(|(a, b)| b - a),
             delta_pct: a
                 .zip(b)
                 .filter(|(a, _)| *a != 0.0)
@@ -50,12 +53,15 @@ mod tests {
             source: NoiseSource::Repeats,
         };
         let numbers = Numbers::of(Some(1000.0), Some(900.0), Some(significance));
+        assert_eq!(numbers.change, Some(-100.0));
         assert_eq!(numbers.delta_pct, Some(-10.0));
         assert_eq!(numbers.noise_pct, Some(5.0));
         assert_eq!(numbers.beyond_noise, Some(true));
         assert_eq!(numbers.noise_source, Some(NoiseSource::Repeats));
         let unknown = Numbers::of(Some(0.0), Some(3.0), None);
+        assert_eq!(unknown.change, Some(3.0));
         assert_eq!((unknown.delta_pct, unknown.noise_pct), (None, None));
+        assert_eq!(Numbers::of(None, Some(3.0), None).change, None);
         assert_eq!(unknown.beyond_noise, None);
     }
 }

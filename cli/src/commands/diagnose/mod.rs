@@ -10,7 +10,7 @@
 mod ab;
 mod plan;
 
-use crate::cli::DiagnoseArgs;
+use crate::cli::{DiagnoseArgs, OutputFormat};
 use crate::commands::record::{command_outcome, record_while, require_runnable};
 use crate::commands::run::{run_under_session, Finished};
 use crate::commands::workload::{
@@ -18,7 +18,7 @@ use crate::commands::workload::{
 };
 use crate::commands::{call_paths, html};
 use crate::exit::{Failure, Outcome};
-use crate::output::{JsonTarget, ReportSink};
+use crate::output::{unsupported_format, JsonTarget, ReportSink};
 use crate::probes::PointSelection;
 use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
@@ -38,6 +38,19 @@ use std::time::Duration;
 const INTERVAL: Duration = Duration::from_secs(1);
 
 pub fn run(args: &DiagnoseArgs) -> Outcome<ExitCode> {
+    if args.format != OutputFormat::Text {
+        return Err(unsupported_format(
+            "diagnose",
+            args.format,
+            &[OutputFormat::Text],
+        ));
+    }
+    if args.json.as_deref() == Some(Path::new("-")) {
+        return Err(Failure::usage(anyhow!(
+            "diagnose --json -: the verdict goes to stdout, the report to a file: give --json a \
+             file (FILE.json)"
+        )));
+    }
     let facts = sysinfo::collect(Path::new("/")).context("reading system facts")?;
     let baseline = match &args.baseline {
         Some(path) => Some((path, Report::read(path).map_err(Failure::usage)?)),

@@ -1,11 +1,12 @@
 //! `iommutop top --batch [-n COUNT]`: the live view's table as text, one timestamped block per
 //! interval on stdout, for pipes and logs (as `top -b` prints), sorted and filtered as
-//! `--sort` and `--filter` say; Ctrl-C or COUNT blocks end it.
+//! `--sort` and `--filter` say; Ctrl-C or COUNT blocks end it. With `--format json`, the
+//! intervals and the report as JSON instead, as `record --json -` streams them.
 
 use super::StartView;
-use crate::cli::TopArgs;
+use crate::cli::{OutputFormat, TopArgs};
 use crate::exit::{Failure, Outcome};
-use crate::output::{IntervalText, JsonTarget, ReportSink};
+use crate::output::{stream_target, IntervalText, JsonTarget, ReportSink};
 use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
@@ -23,10 +24,12 @@ pub fn run(args: &TopArgs, start: &StartView, interval: Duration) -> Outcome<Exi
              `iommutop run PROFILE --json -`"
         )));
     }
-    let target = args.json.as_deref().map(JsonTarget::parse);
-    if matches!(target, Some(JsonTarget::Stream)) {
+    let target = stream_target("top --batch", args.format, args.json.as_deref())?;
+    let streams = matches!(target, Some(JsonTarget::Stream));
+    if streams && args.format == OutputFormat::Text {
         return Err(Failure::usage(anyhow!(
-            "`--json -` would mix into the table on stdout: give `top --batch --json` a file"
+            "`--json -` would mix into the table on stdout: give `top --batch --json` a file, \
+             or --format json for JSON alone"
         )));
     }
     let mut sink = match target {
@@ -47,6 +50,11 @@ pub fn run(args: &TopArgs, start: &StartView, interval: Duration) -> Outcome<Exi
             break;
         }
         let snapshot = session.sample(None)?;
+        if streams {
+            sink.interval(&snapshot, None)?;
+            printed += 1;
+            continue;
+        }
         let block = text.render(&snapshot);
         if stdout
             .write_all(block.as_bytes())

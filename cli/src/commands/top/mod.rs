@@ -59,6 +59,7 @@ pub fn without_subcommand() -> Outcome<ExitCode> {
             set: Vec::new(),
             duration: None,
             json: None,
+            format: crate::cli::OutputFormat::Text,
             points: None,
             batch: false,
             iterations: None,
@@ -77,6 +78,13 @@ pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
     let start = StartView::from_args(args)?;
     if args.batch {
         return batch::run(args, &start, Duration::from_secs_f64(args.interval));
+    }
+    if args.format != crate::cli::OutputFormat::Text {
+        return Err(Failure::usage(anyhow!(
+            "`iommutop top` draws the view, which has no {} form: --format text, or \
+             `top --batch --format json` for JSON",
+            args.format.name()
+        )));
     }
     if !std::io::stdout().is_terminal() {
         return Err(Failure::usage(anyhow!(

@@ -1,0 +1,193 @@
+//! One output contract: what `compare --json` and `profiles --json` print is valid against its
+//! schema in docs/, and each schema refuses output that lacks what it requires (else a schema
+//! accepting anything would pass). Needs no root; `probes --json` and the `--json -` stream are
+//! checked on real output in host_probes.rs.
+
+mod support;
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::PathBuf;
+use support::{assert_success, assert_valid, schema_violations};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/{name}.json"))
+}
+
+fn iommutop() -> Command {
+    Command::cargo_bin("iommutop").expect("built")
+}
+
+/// What `compare A B --json - FLAGS...` writes to stdout, after checking it exited as `code`.
+fn compare_json(a: &str, b: &str, flags: &[&str], code: i32) -> Value {
+    let output = iommutop()
+        .arg("compare")
+        .arg(fixture(a))
+        .arg(fixture(b))
+        .args(["--json", "-"])
+        .args(flags)
+        .output()
+        .expect("runs");
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("compare --json - prints JSON")
+}
+
+/// `value` with the field at `path` (object keys and array indices) removed.
+fn without(value: &Value, path: &[&str]) -> Value {
+    let mut value = value.clone();
+    let (last, parents) = path.split_last().expect("a path");
+    let mut node = &mut value;
+    for key in parents {
+        node = match key.parse::<usize>() {
+            Ok(i) => &mut node[i],
+            Err(_) => &mut node[*key],
+        };
+    }
+    let removed = node.as_object_mut().and_then(|o| o.remove(*last));
+    assert!(removed.is_some(), "no {path:?} to remove in the output");
+    value
+}
+
+/// Fails unless docs/SCHEMA refuses `value`, saying that it accepted what it should not.
+#[track_caller]
+fn assert_refused(schema: &str, value: &Value, what: &str) {
+    assert!(
+        !schema_violations(schema, value).is_empty(),
+        "docs/{schema} accepts output {what}"
+    );
+}
+
+#[test]
+fn compare_json_is_valid_against_its_schema_and_the_schema_refuses_what_lacks_a_field() {
+    // Translation gained (passthrough against DMA-FQ), and a kernel upgrade with a threshold.
+    let gained = compare_json("tcp-rr-pt-6.12", "tcp-rr-intel-6.12", &[], 0);
+    assert_valid("compare.schema.json", &gained);
+    let upgrade = compare_json(
+        "tcp-rr-intel-6.1",
+        "tcp-rr-intel-6.12",
+        &["--fail-if", "workload.transactions_per_s < -50%"],
+        0,
+    );
+    assert_valid("compare.schema.json", &upgrade);
+    assert_eq!(upgrade["thresholds"].as_array().map(Vec::len), Some(1));
+
+    for path in [
+        &["comparison"][..],
+        &["comparison", "findings", "0", "unit"],
+        &["comparison", "findings", "0", "figures"],
+        &["comparison", "devices", "0", "transition"],
+        &["thresholds", "0", "change"],
+    ] {
+        assert_refused(
+            "compare.schema.json",
+            &without(&upgrade, path),
+            &format!("without {path:?}"),
+        );
+    }
+    let mut extra = gained.clone();
+    extra["comparison"]["findings"][0]["surprise"] = Value::Bool(true);
+    assert_refused(
+        "compare.schema.json",
+        &extra,
+        "with a field it does not describe",
+    );
+}
+
+/// The numbers of a finding were only in its sentences: each figure now carries A, B, their
+/// change and its unit, and those agree with the devices' own figures.
+#[test]
+fn compare_json_findings_carry_their_figures_as_numbers() {
+    let json = compare_json("tcp-rr-pt-6.12", "tcp-rr-intel-6.12", &[], 0);
+    let comparison = &json["comparison"];
+    let findings = comparison["findings"].as_array().expect("findings");
+    let translation = findings
+        .iter()
+        .find(|f| f["kind"] == "translation")
+        .expect("passthrough against DMA-FQ is a translation finding");
+    let unit = comparison["unit"].as_str().expect("unit");
+    assert_eq!(translation["unit"], format!("ns per {unit}"));
+    let (a, b) = (&translation["a"], &translation["b"]);
+    let change = translation["change"].as_f64().expect("a change");
+    let expected = b.as_f64().expect("b") - a.as_f64().expect("a");
+    assert!((change - expected).abs() < 1e-6, "{translation}");
+
+    let figures = translation["figures"].as_array().expect("figures");
+    assert!(!figures.is_empty(), "{translation}");
+    for figure in figures {
+        let key = figure["device"].as_str().expect("a device's figure");
+        let device = comparison["devices"]
+            .as_array()
+            .and_then(|d| d.iter().find(|d| d["key"] == key))
+            .unwrap_or_else(|| panic!("figure of {key}, a device the comparison lacks"));
+        let field = match figure["what"].as_str().expect("what") {
+            "DMA maps" => "dma_maps",
+            "IOMMU page-table maps" => "iommu_maps",
+            "IOTLB syncs" => "iotlb_syncs",
+            "IOTLB invalidations" => "iotlb_flushes",
+            "IOMMU work" => "iommu_ns",
+            "time in DMA map+unmap" => "dma_ns",
+            other => panic!("a figure no device field holds: {other}"),
+        };
+        assert_eq!(figure["a"], device["a"][field], "{figure}");
+        assert_eq!(figure["b"], device["b"][field], "{figure}");
+        if let (Some(a), Some(b)) = (figure["a"].as_f64(), figure["b"].as_f64()) {
+            let change = figure["change"].as_f64().expect("change");
+            assert!((change - (b - a)).abs() < 1e-9, "{figure}");
+        }
+    }
+    // The details still say it in sentences.
+    let details = translation["details"].to_string();
+    assert!(details.contains("IOTLB syncs"), "{details}");
+}
+
+#[test]
+fn profiles_json_is_valid_against_its_schema_with_an_invalid_profile_listed_too() {
+    let output = iommutop()
+        .args(["profiles", "--json"])
+        .output()
+        .expect("runs");
+    assert_success(&output);
+    let listed: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_valid("profiles.schema.json", &listed);
+    let built_in = std::fs::read_dir(support::project_root().join("profiles"))
+        .expect("profiles/")
+        .count();
+    assert_eq!(listed.as_array().map(Vec::len), Some(built_in));
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("broken.toml"), "description = 3\n").expect("write");
+    let output = iommutop()
+        .args(["profiles", "--format", "json"])
+        .env("IOMMUTOP_PROFILES", dir.path())
+        .output()
+        .expect("runs");
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "an invalid profile is bad input"
+    );
+    let listed: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_valid("profiles.schema.json", &listed);
+    let broken = listed
+        .as_array()
+        .and_then(|l| l.iter().position(|p| p["name"] == "broken"))
+        .expect("the broken profile is listed");
+    assert!(listed[broken]["error"].is_string(), "{}", listed[broken]);
+
+    let valid = (broken + 1).to_string();
+    assert_refused(
+        "profiles.schema.json",
+        &without(&listed, &[&valid, "workload"]),
+        "of a profile without its workload",
+    );
+    assert_refused(
+        "profiles.schema.json",
+        &without(&listed, &[&broken.to_string(), "error"]),
+        "of an invalid profile without its error",
+    );
+}
