@@ -74,12 +74,15 @@ profile | profile-dma)
 	# folded here, where the guest's symbols are. profile-dma attaches only the DMA API's points,
 	# so that a call's time holds no other probe's work to take out.
 	[ "$mode" = profile ] || RECORD_ARGS="--points dma_map,dma_unmap"
-	record profile "perf record -e cpu-clock -F 1999 -a -g -o $out/profile.perf.data -- \
+	# perf writes its data in the guest's own file system: on 7.3 its writes to the project's
+	# 9p share fail (EFAULT: "failed to write perf data, error: Bad address").
+	perf_data=$(mktemp /tmp/profile.perf.data.XXXXXX)
+	record profile "perf record -e cpu-clock -F 1999 -a -g -o $perf_data -- \
 sh -c '. $out/workloads.sh; netperf_rr profile 6 & fio_reads profile 6 --rw=randread --bs=4k \
 --iodepth=32 --numjobs=4; wait' >$out/profile.perf.out 2>&1"
-	perf script -i "$out/profile.perf.data" -F cpu,time,period,ip,sym 2>"$out/profile.perf.err" |
+	perf script -i "$perf_data" -F cpu,time,period,ip,sym 2>"$out/profile.perf.err" |
 		python3 "$(dirname "$0")/../../../scripts/lib/profile_fold.py" >"$out/profile.perf.folded"
-	rm -f "$out/profile.perf.data"
+	rm -f "$perf_data"
 	;;
 rr)
 	record rr "netperf_rr rr 6"
