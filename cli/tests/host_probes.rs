@@ -805,6 +805,6 @@ fn record_print_shows_a_table_per_interval_then_the_summary() {
     assert_one_line_error(
         &refused,
         2,
-        &["--print and `--json -` would both write to stdout"],
+        &["--print and the JSON stream (`--json -`, --format json) would both write to stdout"],
     );
 }
