@@ -1,13 +1,14 @@
 //! Attaching a probe point: each of its hooks on the cheapest tier that takes it (fentry, kprobe,
 //! tracepoint), with what the running kernel offers learnt on the way, and the scheduler's switch.
 
+use super::hook_error::HookError;
 use super::kallsyms::KernelFunctions;
 use super::load::program;
 use super::status::{HookOutcome, PointStatus, Refusal};
 use super::table::{symbols_asked_about, FunctionHook, Point, Programs, Tier, TracepointHook};
-use super::verifier_log::{describe, missing_func_ret};
+use super::verifier_log::describe;
 use super::LOADER_LOG;
-use aya::programs::{BtfTracePoint, FEntry, FExit, KProbe};
+use aya::programs::{BtfTracePoint, FEntry, FExit, KProbe, ProgramError};
 use aya::{Btf, Ebpf};
 use std::time::Instant;
 
@@ -135,7 +136,7 @@ pub(super) fn attach_point(
 /// the verifier refuses for it, so that no later one is tried.
 pub(super) struct KernelSupport {
     functions: Option<KernelFunctions>,
-    fexit_refusal: Option<String>,
+    fexit_reads_no_return: bool,
 }
 
 impl KernelSupport {
@@ -143,7 +144,7 @@ impl KernelSupport {
     pub(super) fn probe(kallsyms: Option<&str>) -> KernelSupport {
         KernelSupport {
             functions: kallsyms.map(|text| KernelFunctions::parse(text, &symbols_asked_about())),
-            fexit_refusal: None,
+            fexit_reads_no_return: false,
         }
     }
 
@@ -176,32 +177,26 @@ impl KernelSupport {
     fn absence(&self, symbol: &str) -> Option<HookOutcome> {
         let functions = self.functions.as_ref()?;
         (!functions.contains(symbol)).then(|| {
-            HookOutcome::absent(
+            HookOutcome::new(
                 symbol,
-                "not in this kernel (renamed, inlined, another vendor's or a module not loaded)",
+                Err(HookError::Absent(
+                    "not in this kernel (renamed, inlined, another vendor's or a module not loaded)"
+                        .into(),
+                )),
             )
         })
     }
 
     fn attach_fentry(&mut self, ebpf: &mut Ebpf, btf: &Btf, hook: &FunctionHook) -> HookOutcome {
         let Some(programs) = hook.fentry else {
-            return HookOutcome::new(
-                hook.symbol,
-                Err(format!(
-                    "no fentry program: {} is only in kernels whose fexit cannot read a return value",
-                    hook.symbol
-                )),
-            );
+            return HookOutcome::new(hook.symbol, Err(HookError::NoFentryProgram(hook.symbol)));
         };
-        if let Some(refusal) = &self.fexit_refusal {
-            return HookOutcome::new(hook.symbol, Err(refusal.clone()));
+        if self.fexit_reads_no_return {
+            return HookOutcome::new(hook.symbol, Err(HookError::NoFuncRet));
         }
-        let outcome = attach_fentry(ebpf, btf, hook.symbol, programs);
-        if let Some(refusal) = outcome.error.as_deref().and_then(missing_func_ret) {
-            self.fexit_refusal = Some(refusal.to_string());
-            return HookOutcome::new(hook.symbol, Err(refusal.to_string()));
-        }
-        outcome
+        let result = attach_fentry(ebpf, btf, hook.symbol, programs);
+        self.fexit_reads_no_return = result == Err(HookError::NoFuncRet);
+        HookOutcome::new(hook.symbol, result)
     }
 }
 
@@ -228,78 +223,78 @@ fn log_verified_size<E>(
     }
 }
 
-fn attach_fentry(ebpf: &mut Ebpf, btf: &Btf, symbol: &str, programs: Programs) -> HookOutcome {
-    let result = (|| -> Result<(), String> {
-        // The exit is attached first: an exit without its entry is harmless, the reverse leaves
-        // frames that are never popped.
-        let exit = programs.exit;
-        let fexit: &mut FExit = program(ebpf, exit)?;
-        timed(exit, "verified", || fexit.load(symbol, btf)).map_err(|e| describe(&e))?;
-        log_verified_size(exit, || fexit.info());
-        let exit_link = timed(exit, "attached", || fexit.attach()).map_err(|e| describe(&e))?;
-        let Some(entry) = programs.entry else {
-            return Ok(());
-        };
-        let fentry: &mut FEntry = program(ebpf, entry)?;
-        let entry_result = timed(entry, "verified", || fentry.load(symbol, btf))
-            .map_err(|e| describe(&e))
-            .and_then(|()| {
-                log_verified_size(entry, || fentry.info());
-                timed(entry, "attached", || fentry.attach())
-                    .map(|_| ())
-                    .map_err(|e| describe(&e))
-            });
-        if let Err(e) = entry_result {
-            let fexit: &mut FExit = program(ebpf, exit)?;
-            let _ = fexit.detach(exit_link);
-            return Err(e);
-        }
-        Ok(())
-    })();
-    HookOutcome::new(symbol, result)
+fn attach_fentry(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    symbol: &str,
+    programs: Programs,
+) -> Result<(), HookError> {
+    // The exit is attached first: an exit without its entry is harmless, the reverse leaves
+    // frames that are never popped.
+    let exit = programs.exit;
+    let fexit: &mut FExit = program(ebpf, exit).map_err(HookError::Object)?;
+    timed(exit, "verified", || fexit.load(symbol, btf))?;
+    log_verified_size(exit, || fexit.info());
+    let exit_link = timed(exit, "attached", || fexit.attach())?;
+    let Some(entry) = programs.entry else {
+        return Ok(());
+    };
+    let fentry: &mut FEntry = program(ebpf, entry).map_err(HookError::Object)?;
+    let entry_result = timed(entry, "verified", || fentry.load(symbol, btf)).and_then(|()| {
+        log_verified_size(entry, || fentry.info());
+        timed(entry, "attached", || fentry.attach()).map(|_| ())
+    });
+    if let Err(e) = entry_result {
+        let fexit: &mut FExit = program(ebpf, exit).map_err(HookError::Object)?;
+        let _ = fexit.detach(exit_link);
+        return Err(e.into());
+    }
+    Ok(())
 }
 
 fn attach_kprobe(ebpf: &mut Ebpf, hook: &FunctionHook) -> HookOutcome {
-    let Programs { entry, exit } = hook.kprobe;
-    let result = (|| -> Result<(), String> {
-        let kretprobe: &mut KProbe = program(ebpf, exit)?;
-        load_once(kretprobe)?;
-        let exit_link = kretprobe.attach(hook.symbol, 0).map_err(|e| describe(&e))?;
-        let Some(entry) = entry else {
-            return Ok(());
-        };
-        let kprobe: &mut KProbe = program(ebpf, entry)?;
-        let entry_result = load_once(kprobe).and_then(|()| {
-            kprobe
-                .attach(hook.symbol, 0)
-                .map(|_| ())
-                .map_err(|e| describe(&e))
-        });
-        if let Err(e) = entry_result {
-            let kretprobe: &mut KProbe = program(ebpf, exit)?;
-            let _ = kretprobe.detach(exit_link);
-            return Err(e);
-        }
-        Ok(())
-    })();
+    let result = attach_kprobe_programs(ebpf, hook.symbol, hook.kprobe);
     HookOutcome::new(hook.symbol, result)
+}
+
+fn attach_kprobe_programs(
+    ebpf: &mut Ebpf,
+    symbol: &str,
+    Programs { entry, exit }: Programs,
+) -> Result<(), HookError> {
+    let kretprobe: &mut KProbe = program(ebpf, exit).map_err(HookError::Object)?;
+    load_once(kretprobe)?;
+    let exit_link = kretprobe.attach(symbol, 0)?;
+    let Some(entry) = entry else {
+        return Ok(());
+    };
+    let kprobe: &mut KProbe = program(ebpf, entry).map_err(HookError::Object)?;
+    let entry_result = load_once(kprobe).and_then(|()| kprobe.attach(symbol, 0).map(|_| ()));
+    if let Err(e) = entry_result {
+        let kretprobe: &mut KProbe = program(ebpf, exit).map_err(HookError::Object)?;
+        let _ = kretprobe.detach(exit_link);
+        return Err(e.into());
+    }
+    Ok(())
 }
 
 fn attach_tracepoint(ebpf: &mut Ebpf, btf: &Btf, hook: &TracepointHook) -> HookOutcome {
     let label = format!("{}:{}", hook.category, hook.name);
-    let result = (|| -> Result<(), String> {
-        let tracepoint: &mut BtfTracePoint = program(ebpf, hook.program)?;
-        if tracepoint.fd().is_ok() {
-            return Err(format!(
-                "program {} already serves another tracepoint",
-                hook.program
-            ));
-        }
-        tracepoint.load(hook.name, btf).map_err(|e| describe(&e))?;
-        tracepoint.attach().map_err(|e| describe(&e))?;
-        Ok(())
-    })();
-    HookOutcome::new_tracepoint(label, result)
+    HookOutcome::new(label, attach_tracepoint_program(ebpf, btf, hook))
+}
+
+fn attach_tracepoint_program(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    hook: &TracepointHook,
+) -> Result<(), HookError> {
+    let tracepoint: &mut BtfTracePoint = program(ebpf, hook.program).map_err(HookError::Object)?;
+    if tracepoint.fd().is_ok() {
+        return Err(HookError::ProgramTaken(hook.program));
+    }
+    tracepoint.load(hook.name, btf)?;
+    tracepoint.attach()?;
+    Ok(())
 }
 
 /// The program that keeps how long tasks with calls in flight are switched out, and its event.
@@ -315,9 +310,9 @@ pub(super) fn attach_waiting(ebpf: &mut Ebpf, btf: &Btf) -> Result<(), String> {
 }
 
 /// kprobe programs may serve several functions: load them the first time only.
-pub(super) fn load_once(program: &mut KProbe) -> Result<(), String> {
+pub(super) fn load_once(program: &mut KProbe) -> Result<(), ProgramError> {
     if program.fd().is_ok() {
         return Ok(());
     }
-    program.load().map_err(|e| describe(&e))
+    program.load()
 }

@@ -6,6 +6,7 @@ mod attach;
 mod capacity;
 mod convert;
 mod dispatch;
+mod hook_error;
 mod kallsyms;
 mod load;
 pub mod loader;

@@ -3,16 +3,6 @@
 
 use super::settings::debug_verifier;
 
-/// BPF_FUNC_get_func_ret's number, which a verifier that does not know the helper prints.
-const GET_FUNC_RET_HELPER: &str = "unknown#184";
-
-/// Plain words for a verifier that refused an fexit program for want of bpf_get_func_ret.
-pub(super) fn missing_func_ret(error: &str) -> Option<&'static str> {
-    (error.contains(GET_FUNC_RET_HELPER) || error.contains("bpf_get_func_ret")).then_some(
-        "this kernel's fexit programs cannot read a return value (bpf_get_func_ret is Linux 5.17+): kprobes instead",
-    )
-}
-
 /// One line for an aya error and its causes: the syscall's answer, and the verifier's last word
 /// when it said one (the whole log is printed with IOMMUTOP_DEBUG_VERIFIER=1).
 pub(super) fn describe(error: &dyn std::error::Error) -> String {
@@ -96,15 +86,6 @@ mod tests {
             "{line}"
         );
         assert!(line.contains("lockdown"), "{line}");
-    }
-
-    #[test]
-    fn a_missing_kprobe_pmu_is_named() {
-        let text =
-            "`/sys/bus/event_source/devices/kprobe/type`: No such file or directory (os error 2)";
-        let line = one_line(text);
-        assert!(line.starts_with("this kernel has no kprobe PMU"), "{line}");
-        assert!(super::super::status::HookOutcome::new("f", Err(line)).absent);
     }
 
     #[test]

@@ -2,12 +2,13 @@
 //! target it serves, so that the verifier judges all of them, not only the winners of a tier.
 
 use super::attach::{load_once, WAITING_EVENT, WAITING_PROGRAM};
+use super::hook_error::HookError;
 use super::load::{load_btf, load_for_verification, program, LoadError};
 use super::settings::ProbeSettings;
 use super::status::HookOutcome;
 use super::table::{Tier, POINTS};
-use super::verifier_log::{describe, missing_func_ret};
-use aya::programs::{BtfTracePoint, FEntry, FExit, KProbe};
+use aya::programs::{BtfTracePoint, FEntry, FExit, Program, ProgramError};
+use aya::Ebpf;
 
 /// The verifier's verdict on one embedded program, for `iommutop probes --verify`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,8 +29,8 @@ pub fn verify_all_programs(settings: &ProbeSettings) -> Result<Vec<ProgramVerdic
     let btf = load_btf(settings)?;
     let mut ebpf = load_for_verification(&btf, settings)?;
     let mut verdicts = Vec::new();
-    let mut record = |program: &str, target: String, tier: Tier, result: Result<(), String>| {
-        let outcome = HookOutcome::new(&target, result);
+    let mut record = |program: &str, target: String, tier: Tier, result: Result<(), HookError>| {
+        let outcome = HookOutcome::new(target.clone(), result);
         verdicts.push(ProgramVerdict {
             program: program.to_string(),
             target,
@@ -42,27 +43,25 @@ pub fn verify_all_programs(settings: &ProbeSettings) -> Result<Vec<ProgramVerdic
         for hook in point.functions {
             if let Some(programs) = hook.fentry {
                 if let Some(entry) = programs.entry {
-                    let result = program::<FEntry>(&mut ebpf, entry)
-                        .and_then(|p| p.load(hook.symbol, &btf).map_err(|e| describe(&e)));
+                    let result =
+                        loaded(&mut ebpf, entry, |p: &mut FEntry| p.load(hook.symbol, &btf));
                     record(entry, hook.symbol.to_string(), Tier::Fentry, result);
                 }
                 let exit = programs.exit;
-                let result = program::<FExit>(&mut ebpf, exit)
-                    .and_then(|p| p.load(hook.symbol, &btf).map_err(|e| describe(&e)))
-                    .map_err(|e| missing_func_ret(&e).map_or(e, str::to_string));
+                let result = loaded(&mut ebpf, exit, |p: &mut FExit| p.load(hook.symbol, &btf));
                 record(exit, hook.symbol.to_string(), Tier::Fentry, result);
             }
             for name in hook.kprobe.names() {
-                let result = program::<KProbe>(&mut ebpf, name).and_then(load_once);
+                let result = loaded(&mut ebpf, name, load_once);
                 record(name, hook.symbol.to_string(), Tier::Kprobe, result);
             }
         }
         for hook in point.tracepoints {
-            let result = program::<BtfTracePoint>(&mut ebpf, hook.program).and_then(|p| {
+            let result = loaded(&mut ebpf, hook.program, |p: &mut BtfTracePoint| {
                 if p.fd().is_ok() {
                     return Ok(()); // already judged against the other event of its shape
                 }
-                p.load(hook.name, &btf).map_err(|e| describe(&e))
+                p.load(hook.name, &btf)
             });
             record(
                 hook.program,
@@ -72,8 +71,9 @@ pub fn verify_all_programs(settings: &ProbeSettings) -> Result<Vec<ProgramVerdic
             );
         }
     }
-    let waiting = program::<BtfTracePoint>(&mut ebpf, WAITING_PROGRAM)
-        .and_then(|p| p.load(WAITING_EVENT, &btf).map_err(|e| describe(&e)));
+    let waiting = loaded(&mut ebpf, WAITING_PROGRAM, |p: &mut BtfTracePoint| {
+        p.load(WAITING_EVENT, &btf)
+    });
     record(
         WAITING_PROGRAM,
         format!("sched:{WAITING_EVENT}"),
@@ -95,4 +95,17 @@ pub fn verify_all_programs(settings: &ProbeSettings) -> Result<Vec<ProgramVerdic
         });
     }
     Ok(verdicts)
+}
+
+/// Loads the program `name` of the object as `load` says.
+fn loaded<'a, T: 'a>(
+    ebpf: &'a mut Ebpf,
+    name: &str,
+    load: impl FnOnce(&'a mut T) -> Result<(), ProgramError>,
+) -> Result<(), HookError>
+where
+    &'a mut T: TryFrom<&'a mut Program>,
+{
+    let program: &'a mut T = program(ebpf, name).map_err(HookError::Object)?;
+    Ok(load(program)?)
 }
