@@ -109,14 +109,20 @@ impl ProbeMaps {
             .map_err(|e| sample_error("iommutop_owners", e))
     }
 
-    /// Reads every map once and sums the per-CPU values.
-    pub fn sample(&self, ebpf: &Ebpf) -> Result<RawSample, SampleError> {
-        let monotonic_ns = monotonic_ns();
+    /// Each key's name (a device's, a disk's, a NIC's), by its kind and id.
+    fn key_names(&self) -> Result<BTreeMap<(u32, u64), String>, SampleError> {
         let mut names = BTreeMap::new();
         for entry in self.names.iter() {
             let (key, name) = entry.map_err(|e| sample_error("iommutop_names", e))?;
             names.insert((key.kind, key.id), name_from_kernel(&name.name));
         }
+        Ok(names)
+    }
+
+    /// Reads every map once and sums the per-CPU values.
+    pub fn sample(&self, ebpf: &Ebpf) -> Result<RawSample, SampleError> {
+        let monotonic_ns = monotonic_ns();
+        let names = self.key_names()?;
         let mut sources = Vec::new();
         for entry in self.rows.iter() {
             let (key, row) = entry.map_err(|e| sample_error("iommutop_rows", e))?;
@@ -166,11 +172,7 @@ impl ProbeMaps {
         }
         let kallsyms = Kallsyms::load(Path::new("/proc/kallsyms"))
             .map_err(|e| sample_error("iommutop_stacks", format!("/proc/kallsyms: {e}")))?;
-        let mut names = BTreeMap::new();
-        for entry in self.names.iter() {
-            let (key, name) = entry.map_err(|e| sample_error("iommutop_names", e))?;
-            names.insert((key.kind, key.id), name_from_kernel(&name.name));
-        }
+        let names = self.key_names()?;
         let mut samples = Vec::new();
         for entry in self.stack_samples.iter() {
             let (key, per_cpu) = entry.map_err(|e| sample_error("iommutop_stack_samples", e))?;
