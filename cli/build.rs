@@ -75,7 +75,7 @@ fn main() {
     };
     // The probe object, twice: with each task's calls in flight in the slot of its thread id,
     // and for kernels whose kprobes have no BTF task pointers (5.10), in a hash keyed by thread
-    // id. The loader picks one (cli/src/probes/loader.rs).
+    // id. The loader picks one (cli/src/probes/load.rs).
     for (linked, directory, defines) in [
         ("iommutop.bpf.o", "task-slots", &[][..]),
         (

@@ -3,7 +3,7 @@
 
 use crate::exit::Outcome;
 use crate::privileges::require_bpf_privileges;
-use crate::probes::{load_failure, PointSelection, PointStatus, Probes};
+use crate::probes::{load_failure, PointSelection, PointStatus, ProbeSettings, Probes};
 use crate::sysinfo;
 use anyhow::Context;
 use iommutop_model::facts::HostFacts;
@@ -74,7 +74,9 @@ impl Session {
     pub fn start(points: &PointSelection, task_filter: Option<TaskFilter>) -> Outcome<Session> {
         require_bpf_privileges()?;
         let facts = host_facts()?;
-        let probes = Probes::attach(true, points, task_filter.as_ref()).map_err(load_failure)?;
+        let settings = ProbeSettings::from_env().map_err(load_failure)?;
+        let probes =
+            Probes::attach(&settings, true, points, task_filter.as_ref()).map_err(load_failure)?;
         let first = probes.sample().context("first sample")?;
         Ok(Session {
             probes,

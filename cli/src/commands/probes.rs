@@ -7,7 +7,10 @@ use crate::output::{emit_table_or_json, json_or_text, stdout_width};
 use crate::privileges::require_bpf_privileges;
 use crate::probes::selftest::check_hist_slots;
 use crate::probes::table::{hook_kernels, point};
-use crate::probes::{load_failure, verify_all_programs, PointStatus, Probes, ProgramVerdict};
+use crate::probes::{
+    load_failure, verify_all_programs, PointSelection, PointStatus, ProbeSettings, Probes,
+    ProgramVerdict,
+};
 use anyhow::anyhow;
 use iommutop_model::text::{Align, Table};
 use serde_json::json;
@@ -25,8 +28,9 @@ pub fn run(args: &ProbesArgs) -> Outcome<ExitCode> {
     if args.selftest {
         return selftest(&out);
     }
+    let settings = ProbeSettings::from_env().map_err(load_failure)?;
     let probes =
-        Probes::attach(false, &crate::probes::PointSelection::all(), None).map_err(load_failure)?;
+        Probes::attach(&settings, false, &PointSelection::all(), None).map_err(load_failure)?;
     let points: Vec<serde_json::Value> = probes.statuses().iter().map(status_json).collect();
     out(
         &table(probes.statuses(), stdout_width()),
@@ -76,7 +80,8 @@ fn selftest(out: Out) -> Outcome<ExitCode> {
 }
 
 fn verify(out: Out) -> Outcome<ExitCode> {
-    let verdicts = verify_all_programs().map_err(load_failure)?;
+    let settings = ProbeSettings::from_env().map_err(load_failure)?;
+    let verdicts = verify_all_programs(&settings).map_err(load_failure)?;
     let programs: Vec<serde_json::Value> = verdicts
         .iter()
         .map(|v| {

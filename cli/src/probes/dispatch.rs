@@ -6,7 +6,8 @@
 //! with the pair). The medians are what the probes take out of a call's time
 //! (`iommutop_dispatch_ns`, `iommutop_nested_dispatch_ns`, ebpf/lib/track.bpf.h).
 
-use super::loader::{describe, program};
+use super::load::program;
+use super::verifier_log::describe;
 use aya::maps::{Array, MapData};
 use aya::programs::{FEntry, FExit, TestRun};
 use aya::{Btf, Ebpf, EbpfLoader};

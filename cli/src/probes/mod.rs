@@ -2,25 +2,39 @@
 
 mod abi;
 mod arity;
+mod attach;
 mod capacity;
 mod convert;
 mod dispatch;
+mod hook_error;
 mod kallsyms;
+mod load;
 pub mod loader;
+mod maps;
 pub mod selection;
 pub mod selftest;
+mod settings;
 pub mod status;
 pub mod table;
 #[cfg(test)]
 mod tracker_test;
+mod verifier_log;
+mod verify;
 
 use crate::exit::Failure;
-pub use loader::{verify_all_programs, LoadError, Probes, ProgramVerdict};
+pub use load::LoadError;
+pub use loader::Probes;
 pub use selection::PointSelection;
+pub use settings::ProbeSettings;
 pub use status::PointStatus;
+pub use verify::{verify_all_programs, ProgramVerdict};
+
+/// The log target of every decision the loader makes, in whichever module (`RUST_LOG` names it).
+const LOADER_LOG: &str = "iommutop::probes::loader";
 
 /// Load errors that mean "this system can't" rather than "this run failed".
-pub fn load_failure(error: LoadError) -> Failure {
+pub fn load_failure(error: impl Into<LoadError>) -> Failure {
+    let error: LoadError = error.into();
     match error {
         LoadError::NoBtf { .. } | LoadError::NothingAttached(_) => Failure::environment(error),
         LoadError::BadSetting(_) => Failure::usage(error),

@@ -2,7 +2,8 @@
 //! (`ebpf/selftest/`) with `BPF_PROG_TEST_RUN`: the histogram slot the probes file a latency in
 //! must be the one `iommutop_model::hist` reads it back from, for every value.
 
-use super::loader::{describe, program};
+use super::load::program;
+use super::verifier_log::describe;
 use aya::programs::{RawTracePoint, RawTracePointRunOptions, TestRun};
 use aya::{Ebpf, EbpfLoader};
 use iommutop_model::hist::{slot_lower_bound, slot_of, SLOT_VECTORS};

@@ -1,5 +1,6 @@
 //! What the loader found for each probe point: the tier it got, its hooks, why others failed.
 
+use super::hook_error::HookError;
 use super::table::Tier;
 use iommutop_model::sample::Op;
 
@@ -24,40 +25,16 @@ pub struct HookOutcome {
 }
 
 impl HookOutcome {
-    pub fn new(symbol: &str, result: Result<(), String>) -> HookOutcome {
-        Self::from_result(symbol.to_string(), result)
-    }
-
-    pub fn new_tracepoint(label: String, result: Result<(), String>) -> HookOutcome {
-        Self::from_result(label, result)
-    }
-
-    fn from_result(hook: String, result: Result<(), String>) -> HookOutcome {
-        match result {
-            Ok(()) => HookOutcome {
-                hook,
-                error: None,
-                absent: false,
-                tier: None,
-            },
-            Err(error) => {
-                let absent = is_absence(&error);
-                HookOutcome {
-                    hook,
-                    error: Some(error),
-                    absent,
-                    tier: None,
-                }
-            }
-        }
-    }
-
-    /// A function this kernel does not have, with the reason in plain words.
-    pub fn absent(symbol: &str, reason: &str) -> HookOutcome {
+    /// The outcome of the hook `hook` (a function's name, or `category:event`).
+    pub fn new(hook: impl Into<String>, result: Result<(), HookError>) -> HookOutcome {
+        let (error, absent) = match result {
+            Ok(()) => (None, false),
+            Err(error) => (Some(error.to_string()), error.is_absence()),
+        };
         HookOutcome {
-            hook: symbol.to_string(),
-            error: Some(reason.to_string()),
-            absent: true,
+            hook: hook.into(),
+            error,
+            absent,
             tier: None,
         }
     }
@@ -94,14 +71,6 @@ impl HookOutcome {
             .collect::<Vec<_>>()
             .join("; ")
     }
-}
-
-/// Errors that mean "this kernel has no such function or event", as opposed to a refusal.
-fn is_absence(error: &str) -> bool {
-    error.contains("unknown BTF type")
-        || error.contains("No such file or directory")
-        || error.contains("not found")
-        || error.contains("ENOENT")
 }
 
 /// Everything known about one logical point after attaching.
@@ -142,12 +111,14 @@ mod tests {
     fn absent_functions_are_not_failures() {
         let o = HookOutcome::new(
             "dma_map_phys",
-            Err("unknown BTF type `dma_map_phys`".into()),
+            Err(HookError::Absent("unknown BTF type `dma_map_phys`".into())),
         );
         assert!(o.absent);
         let o = HookOutcome::new(
             "dma_map_page_attrs",
-            Err("load: Operation not permitted (os error 1)".into()),
+            Err(HookError::Refused(
+                "load: Operation not permitted (os error 1)".into(),
+            )),
         );
         assert!(!o.absent);
     }
@@ -155,9 +126,9 @@ mod tests {
     #[test]
     fn summary_groups_hooks_with_the_same_error_and_hides_absent_ones() {
         let outcomes = vec![
-            HookOutcome::new("a", Err("EPERM".into())),
-            HookOutcome::new("b", Err("EPERM".into())),
-            HookOutcome::new("c", Err("unknown BTF type `c`".into())),
+            HookOutcome::new("a", Err(HookError::Refused("EPERM".into()))),
+            HookOutcome::new("b", Err(HookError::Refused("EPERM".into()))),
+            HookOutcome::new("c", Err(HookError::Absent("unknown BTF type `c`".into()))),
         ];
         assert_eq!(HookOutcome::summarize_failures(&outcomes), "a, b: EPERM");
     }

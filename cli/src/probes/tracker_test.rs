@@ -11,7 +11,9 @@ use super::abi::{
     iommutop_dev_key, iommutop_dev_stats, iommutop_key_kind, iommutop_op, IOMMUTOP_MAX_NESTING,
 };
 use super::convert::sum_per_cpu;
-use super::loader::{describe, program, HEALTH_NAMES};
+use super::load::program;
+use super::maps::HEALTH_NAMES;
+use super::verifier_log::describe;
 use aya::maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray};
 use aya::programs::{RawTracePoint, RawTracePointRunOptions, TestRun};
 use aya::{Ebpf, EbpfLoader};

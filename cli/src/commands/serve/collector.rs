@@ -7,7 +7,7 @@
 use super::encode::{render, Exposition, HostLabels, PointTier};
 use super::totals::Totals;
 use crate::exit::{Failure, Outcome};
-use crate::probes::{load_failure, PointSelection, Probes};
+use crate::probes::{load_failure, PointSelection, ProbeSettings, Probes};
 use crate::sysinfo;
 use anyhow::{anyhow, Context};
 use iommutop_model::facts::HostFacts;
@@ -118,7 +118,8 @@ impl Collector {
         task_filter: Option<&TaskFilter>,
     ) -> Outcome<Collector> {
         let facts = host_facts()?;
-        let probes = Probes::attach(true, points, task_filter).map_err(load_failure)?;
+        let settings = ProbeSettings::from_env().map_err(load_failure)?;
+        let probes = Probes::attach(&settings, true, points, task_filter).map_err(load_failure)?;
         let points = probes
             .statuses()
             .iter()

@@ -1,0 +1,228 @@
+//! Turns the embedded BPF object into a loaded one: which object (where calls in flight are
+//! kept), the knobs set before load, the maps' sizes, and typed handles by name.
+
+use super::arity::function_arities;
+use super::kallsyms::PreemptCount;
+use super::settings::{BadSetting, ProbeSettings, DEFAULT_STACK_INTERVAL_MS};
+use super::table::POINTS;
+use super::verifier_log::describe;
+use super::LOADER_LOG;
+use aya::programs::Program;
+use aya::{Btf, Ebpf, EbpfLoader};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The BPF object built from `ebpf/progs/*.bpf.c` by build.rs: each task's calls in flight in the
+/// slot of its thread id.
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/iommutop.bpf.o"));
+
+/// The same, with each task's calls in flight in a hash keyed by its thread id.
+static HASHED_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/iommutop-hashed.bpf.o"));
+
+/// Where the probes keep a task's calls in flight (ebpf/lib/stacks.bpf.h).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskStacks {
+    /// In a slot indexed by its thread id (a few loads), or, while another task holds that slot,
+    /// in an LRU hash keyed by thread id (a hash lookup).
+    SlotsByThread,
+    /// Every task's in the LRU hash keyed by thread id: kernels without BTF task pointers and
+    /// BPF atomics that return a value, which the slots need (5.10).
+    HashedByThread,
+}
+
+impl TaskStacks {
+    /// The slots where this kernel gives kprobe programs too a BTF task pointer (5.11; the probes
+    /// fall back to kprobes per hook, and every program of the object must load); the hash
+    /// otherwise. (The slots' atomics came in 5.12: no Debian kernel is 5.11.)
+    pub fn for_this_kernel() -> TaskStacks {
+        let task_pointers = aya::sys::is_helper_supported(
+            aya::programs::ProgramType::KProbe,
+            aya::sys::BpfHelper::BPF_FUNC_get_current_task_btf,
+        )
+        .unwrap_or(false);
+        if task_pointers {
+            TaskStacks::SlotsByThread
+        } else {
+            TaskStacks::HashedByThread
+        }
+    }
+
+    fn object(self) -> &'static [u8] {
+        match self {
+            TaskStacks::SlotsByThread => OBJECT,
+            TaskStacks::HashedByThread => HASHED_OBJECT,
+        }
+    }
+
+    pub(super) fn describe(self) -> &'static str {
+        match self {
+            TaskStacks::SlotsByThread => {
+                "slots indexed by thread id, or a hash keyed by thread id where another task holds the slot"
+            }
+            TaskStacks::HashedByThread => {
+                "a hash keyed by thread id (this kernel's kprobes have no BTF task pointers)"
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("kernel BTF not readable at {path}: {reason}; iommutop needs a kernel built with CONFIG_DEBUG_INFO_BTF")]
+    NoBtf { path: String, reason: String },
+    #[error("loading the BPF object failed: {0} (needs root, or CAP_BPF and CAP_PERFMON)")]
+    Object(String),
+    #[error("the BPF object has no map `{0}`: the binary and ebpf/ are out of step, rebuild")]
+    MissingMap(&'static str),
+    #[error("no probe point could be attached on this kernel: {0}")]
+    NothingAttached(String),
+    #[error("{0}")]
+    BadSetting(#[from] BadSetting),
+}
+
+/// What the probe programs are told before load beyond the settings (`const volatile` knobs,
+/// ebpf/lib/common.bpf.h): what start-up found out, and the task filter.
+pub struct Knobs {
+    /// The kernel's dispatch around probe programs, taken out of self times, in ns.
+    pub dispatch_ns: u64,
+    /// What a probed call nested in another costs that call beyond its programs' runs, in ns.
+    pub nested_dispatch_ns: u64,
+    /// Only this process's task-context work is counted (`--pid`; 0: every process's).
+    pub filter_tgid: u32,
+    /// Only this cgroup's task-context work is counted (`--cgroup`; 0: every cgroup's).
+    pub filter_cgroup: u64,
+    /// Where each CPU's preempt count is; without it, interrupts are not told from tasks' work.
+    pub preempt: Option<PreemptCount>,
+    pub task_stacks: TaskStacks,
+}
+
+/// The kernel's BTF, from where the settings say.
+pub fn load_btf(settings: &ProbeSettings) -> Result<Btf, LoadError> {
+    let path = &settings.kernel_btf;
+    Btf::parse_file(Path::new(path), aya::Endianness::default()).map_err(|e| LoadError::NoBtf {
+        path: path.clone(),
+        reason: e.to_string(),
+    })
+}
+
+/// Relocates the object against the kernel's BTF with every knob set and creates its maps, sized
+/// as the settings say.
+pub fn load_probes(btf: &Btf, settings: &ProbeSettings, knobs: &Knobs) -> Result<Ebpf, LoadError> {
+    let per_cpu_offsets: u64 = knobs.preempt.map_or(0, |p| p.per_cpu_offsets);
+    let preempt_count_at: u64 = knobs.preempt.map_or(0, |p| p.symbol);
+    let in_pcpu_hot = u32::from(knobs.preempt.is_some_and(|p| p.in_pcpu_hot));
+    let return_slots = fexit_return_slots(&settings.kernel_btf);
+    new_loader(btf, &return_slots)
+        .override_global(
+            "iommutop_stack_interval_ns",
+            &settings.stack_interval_ns,
+            true,
+        )
+        .override_global("iommutop_dispatch_ns", &knobs.dispatch_ns, true)
+        .override_global(
+            "iommutop_nested_dispatch_ns",
+            &knobs.nested_dispatch_ns,
+            true,
+        )
+        .override_global(
+            "iommutop_task_slot_mask",
+            &settings.task_slot_mask,
+            knobs.task_stacks == TaskStacks::SlotsByThread,
+        )
+        .map_max_entries("iommutop_stats", settings.stats_rows)
+        .map_max_entries("iommutop_row_hints", settings.row_hints)
+        .override_global("iommutop_filter_tgid", &knobs.filter_tgid, true)
+        .override_global("iommutop_filter_cgroup", &knobs.filter_cgroup, true)
+        .override_global("iommutop_per_cpu_offsets", &per_cpu_offsets, true)
+        .override_global("iommutop_preempt_count_at", &preempt_count_at, true)
+        .override_global("iommutop_preempt_count_in_pcpu_hot", &in_pcpu_hot, true)
+        .load(knobs.task_stacks.object())
+        .map_err(|e| LoadError::Object(describe(&e)))
+}
+
+/// Relocates the object, without attaching, with every optional path live (the verifier skips
+/// what a knob left at 0 turns off): call-path sampling as shipped, --pid and --cgroup, the
+/// preempt count read (the addresses are never read: these programs are judged, not attached).
+pub fn load_for_verification(btf: &Btf, settings: &ProbeSettings) -> Result<Ebpf, LoadError> {
+    let (stack_interval, any_pid, any_cgroup, any_address) =
+        (DEFAULT_STACK_INTERVAL_MS * 1_000_000, 1u32, 1u64, 1u64);
+    let return_slots = fexit_return_slots(&settings.kernel_btf);
+    new_loader(btf, &return_slots)
+        .allow_unsupported_maps()
+        .override_global("iommutop_stack_interval_ns", &stack_interval, true)
+        .override_global("iommutop_filter_tgid", &any_pid, true)
+        .override_global("iommutop_filter_cgroup", &any_cgroup, true)
+        .override_global("iommutop_per_cpu_offsets", &any_address, true)
+        .override_global("iommutop_preempt_count_at", &any_address, true)
+        .map_max_entries("iommutop_stats", settings.stats_rows)
+        .load(TaskStacks::for_this_kernel().object())
+        .map_err(|e| LoadError::Object(describe(&e)))
+}
+
+/// A loader against `btf` with each fexit program told where its return value is.
+fn new_loader<'a>(btf: &'a Btf, return_slots: &'a [(String, u32)]) -> EbpfLoader<'a> {
+    let mut loader = EbpfLoader::new();
+    for (knob, slot) in return_slots {
+        loader.override_global(knob, slot, true);
+    }
+    loader.btf(Some(btf));
+    loader
+}
+
+/// Where each fexit program finds its function's return value in this kernel: the knob
+/// `<program>__ret_at` (ebpf/lib/common.bpf.h) and the function's parameter count in the kernel's
+/// BTF. Empty when the BTF cannot be read as such: the programs then call bpf_get_func_ret (5.17+).
+fn fexit_return_slots(path: &str) -> Vec<(String, u32)> {
+    let hooks: Vec<(&str, &str)> = POINTS
+        .iter()
+        .flat_map(|point| point.functions)
+        .filter_map(|hook| hook.fentry.map(|programs| (hook.symbol, programs.exit)))
+        .collect();
+    let wanted = hooks.iter().map(|(symbol, _)| *symbol).collect();
+    let arities = match std::fs::read(path)
+        .map_err(|e| e.to_string())
+        .and_then(|btf| function_arities(&btf, &wanted).map_err(|e| e.to_string()))
+    {
+        Ok(arities) => arities,
+        Err(e) => {
+            log::info!(target: LOADER_LOG, "{path}: {e}: fexit programs read return values with bpf_get_func_ret");
+            return Vec::new();
+        }
+    };
+    let slots: BTreeMap<String, u32> = hooks
+        .into_iter()
+        .filter_map(|(symbol, exit)| {
+            let arity = arities.get(symbol)?;
+            let slot = if arity.returns_value {
+                arity.params
+            } else {
+                super::abi::IOMMUTOP_RET_VOID
+            };
+            Some((format!("{exit}__ret_at"), slot))
+        })
+        .collect();
+    log::debug!(target: LOADER_LOG, "fexit return values at: {slots:?}");
+    slots.into_iter().collect()
+}
+
+pub(super) fn take_map<T, E: std::fmt::Display>(
+    ebpf: &mut Ebpf,
+    name: &'static str,
+    convert: impl FnOnce(aya::maps::Map) -> Result<T, E>,
+) -> Result<T, LoadError> {
+    let map = ebpf.take_map(name).ok_or(LoadError::MissingMap(name))?;
+    convert(map).map_err(|e| LoadError::Object(format!("map `{name}`: {e}")))
+}
+
+pub(super) fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, String>
+where
+    &'a mut T: TryFrom<&'a mut Program>,
+{
+    let program = ebpf
+        .program_mut(name)
+        .ok_or_else(|| format!("the BPF object has no program `{name}` (rebuild)"))?;
+    program
+        .try_into()
+        .map_err(|_| format!("program `{name}` is not of the expected type"))
+}

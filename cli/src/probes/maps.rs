@@ -1,0 +1,372 @@
+//! Typed handles on the object's maps, taken by name at load, and reading them into samples: the
+//! statistics rows with their keys' names, the health counters, the programs' own counts and the
+//! sampled call paths. One write: a device's owner process, whose work it is charged.
+
+use super::abi::{
+    iommutop_dev_key, iommutop_dev_name, iommutop_dev_stats, iommutop_key_kind, iommutop_stack_key,
+    iommutop_stack_value, IOMMUTOP_NAME_LEN,
+};
+use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
+use super::kallsyms::Kallsyms;
+use super::load::{take_map, LoadError};
+use super::table::POINTS;
+use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, StackTraceMap};
+use aya::{Ebpf, Pod};
+use iommutop_model::report::StackSample;
+use iommutop_model::sample::{Op, RawSample, RawSource, SourceKind};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+// SAFETY: the key is bindgen's view of `struct iommutop_dev_key`: integers only, explicit padding,
+// no invalid bit patterns (checked by bindgen's layout tests and the size asserts in convert.rs).
+unsafe impl Pod for iommutop_dev_key {}
+// SAFETY: as above, `struct iommutop_dev_stats` is integers and arrays of integers only.
+unsafe impl Pod for iommutop_dev_stats {}
+// SAFETY: as above, `struct iommutop_dev_name` is a char array.
+unsafe impl Pod for iommutop_dev_name {}
+// SAFETY: as above, `struct iommutop_stack_key` is integers with explicit padding.
+unsafe impl Pod for iommutop_stack_key {}
+// SAFETY: as above, `struct iommutop_stack_value` is two u64.
+unsafe impl Pod for iommutop_stack_value {}
+
+/// Names of `enum iommutop_health`, in order.
+pub(super) const HEALTH_NAMES: [&str; 8] = [
+    "device_map_full",
+    "nesting_overflow",
+    "exit_without_entry",
+    "stack_lost",
+    "abandoned_frames",
+    "task_map_full",
+    "process_map_full",
+    "row_busy",
+];
+const _: () =
+    assert!(HEALTH_NAMES.len() == super::abi::iommutop_health::IOMMUTOP_HEALTH_COUNT as usize);
+
+/// The health counter of program runs the kernel skipped (see [`recursion_misses`]).
+pub const RECURSION_MISSES: &str = "recursion_misses";
+
+#[derive(Debug, thiserror::Error)]
+#[error("reading BPF map `{map}`: {reason}")]
+pub struct SampleError {
+    map: &'static str,
+    reason: String,
+}
+
+/// The object's maps, each under its type.
+pub struct ProbeMaps {
+    /// Rows of per-CPU statistics; `rows` says which key each row is (ebpf/lib/maps.bpf.h).
+    stats: PerCpuArray<MapData, iommutop_dev_stats>,
+    rows: BpfHashMap<MapData, iommutop_dev_key, u32>,
+    names: BpfHashMap<MapData, iommutop_dev_key, iommutop_dev_name>,
+    owners: BpfHashMap<MapData, u32, iommutop_dev_key>,
+    health: PerCpuArray<MapData, u64>,
+    stacks: StackTraceMap<MapData>,
+    stack_samples: PerCpuHashMap<MapData, iommutop_stack_key, iommutop_stack_value>,
+}
+
+impl ProbeMaps {
+    /// Takes every map out of the loaded object: a renamed or retyped map fails here, at start.
+    pub fn take(ebpf: &mut Ebpf) -> Result<ProbeMaps, LoadError> {
+        let stats = take_map(ebpf, "iommutop_stats", PerCpuArray::try_from)?;
+        let rows = take_map(ebpf, "iommutop_rows", BpfHashMap::try_from)?;
+        let stacks = take_map(ebpf, "iommutop_stacks", StackTraceMap::try_from)?;
+        let stack_samples = take_map(ebpf, "iommutop_stack_samples", PerCpuHashMap::try_from)?;
+        let names = take_map(ebpf, "iommutop_names", BpfHashMap::try_from)?;
+        let owners = take_map(ebpf, "iommutop_owners", BpfHashMap::try_from)?;
+        let health = take_map(ebpf, "iommutop_health", PerCpuArray::try_from)?;
+        Ok(ProbeMaps {
+            stats,
+            rows,
+            names,
+            owners,
+            health,
+            stacks,
+            stack_samples,
+        })
+    }
+
+    /// Charges IOMMU work done outside any DMA API call by process `tgid` or its children (a
+    /// userspace driver's VFIO mappings) to the PCI device `pci_address`, under that device's
+    /// row, instead of to `unattributed`.
+    pub fn charge_to_device(&mut self, tgid: u32, pci_address: &str) -> Result<(), SampleError> {
+        let key = iommutop_dev_key {
+            id: owned_device_id(pci_address),
+            kind: iommutop_key_kind::IOMMUTOP_KEY_DEVICE,
+            pad: 0,
+        };
+        let mut name = iommutop_dev_name {
+            name: [0; IOMMUTOP_NAME_LEN as usize],
+        };
+        for (slot, byte) in name.name.iter_mut().zip(pci_address.bytes()) {
+            *slot = byte as _;
+        }
+        self.names
+            .insert(key, name, 0)
+            .map_err(|e| sample_error("iommutop_names", e))?;
+        self.owners
+            .insert(tgid, key, 0)
+            .map_err(|e| sample_error("iommutop_owners", e))
+    }
+
+    /// Each key's name (a device's, a disk's, a NIC's), by its kind and id.
+    fn key_names(&self) -> Result<BTreeMap<(u32, u64), String>, SampleError> {
+        let mut names = BTreeMap::new();
+        for entry in self.names.iter() {
+            let (key, name) = entry.map_err(|e| sample_error("iommutop_names", e))?;
+            names.insert((key.kind, key.id), name_from_kernel(&name.name));
+        }
+        Ok(names)
+    }
+
+    /// Reads every map once and sums the per-CPU values.
+    pub fn sample(&self, ebpf: &Ebpf) -> Result<RawSample, SampleError> {
+        let monotonic_ns = monotonic_ns();
+        let names = self.key_names()?;
+        let mut sources = Vec::new();
+        for entry in self.rows.iter() {
+            let (key, row) = entry.map_err(|e| sample_error("iommutop_rows", e))?;
+            let Some(kind) = source_kind(key.kind) else {
+                continue;
+            };
+            let per_cpu = self
+                .stats
+                .get(&row, 0)
+                .map_err(|e| sample_error("iommutop_stats", e))?;
+            sources.push(RawSource {
+                kind,
+                id: key.id,
+                name: names.get(&(key.kind, key.id)).cloned().unwrap_or_default(),
+                ops: sum_per_cpu(per_cpu.iter()),
+            });
+        }
+        sources.sort_by(|a, b| (a.kind, &a.name, a.id).cmp(&(b.kind, &b.name, b.id)));
+        let mut health = BTreeMap::new();
+        for (index, name) in HEALTH_NAMES.iter().enumerate() {
+            let per_cpu = self
+                .health
+                .get(&(index as u32), 0)
+                .map_err(|e| sample_error("iommutop_health", e))?;
+            health.insert((*name).to_string(), per_cpu.iter().sum());
+        }
+        let misses = misses_by_program(ebpf);
+        health.insert(
+            RECURSION_MISSES.to_string(),
+            misses.values().fold(0u64, |sum, n| sum.saturating_add(*n)),
+        );
+        for (op, calls) in possibly_missed_calls(&misses) {
+            health.insert(format!("{MISSED_CALLS_PREFIX}{op}"), calls);
+        }
+        Ok(RawSample {
+            monotonic_ns,
+            sources,
+            health,
+            program_stats: program_stats(ebpf),
+        })
+    }
+
+    /// The sampled call paths so far, symbolized, heaviest (by summed latency) first.
+    pub fn stack_samples(&self) -> Result<Vec<StackSample>, SampleError> {
+        if self.stack_samples.keys().next().is_none() {
+            return Ok(Vec::new()); // nothing to name: spare reading the kernel's symbols
+        }
+        let kallsyms = Kallsyms::load(Path::new("/proc/kallsyms"))
+            .map_err(|e| sample_error("iommutop_stacks", format!("/proc/kallsyms: {e}")))?;
+        let names = self.key_names()?;
+        let mut samples = Vec::new();
+        for entry in self.stack_samples.iter() {
+            let (key, per_cpu) = entry.map_err(|e| sample_error("iommutop_stack_samples", e))?;
+            let (count, total_ns) = per_cpu
+                .iter()
+                .fold((0, 0), |(c, t), v| (c + v.samples, t + v.total_ns));
+            let Ok(stack_id) = u32::try_from(key.stack_id) else {
+                continue;
+            };
+            let Ok(trace) = self.stacks.get(&stack_id, 0) else {
+                continue;
+            };
+            let frames = trace
+                .frames()
+                .iter()
+                .map(|f| kallsyms.name_of(f.ip))
+                .skip_while(|name| is_probe_machinery(name))
+                .collect();
+            let device = match source_kind(key.kind) {
+                Some(SourceKind::Deferred) => "deferred".to_string(),
+                _ => names
+                    .get(&(key.kind, key.dev_id))
+                    .cloned()
+                    .unwrap_or_default(),
+            };
+            let op = Op::ALL
+                .get(key.op as usize)
+                .map_or("unknown", |op| op.name());
+            samples.push(StackSample {
+                device,
+                op: op.to_string(),
+                samples: count,
+                total_ns,
+                frames,
+            });
+        }
+        samples.sort_by_key(|s| std::cmp::Reverse(s.total_ns));
+        Ok(samples)
+    }
+}
+
+/// Runs of each of our programs that the kernel skipped because the same program was already
+/// running on that CPU (preempted, or interrupted by what it probes): each is an entry, an
+/// exit or an event never seen. The kernel counts them per program (5.12+; a kprobe's skips only
+/// on recent kernels) and shows them in the program's fdinfo.
+fn misses_by_program(ebpf: &Ebpf) -> BTreeMap<String, u64> {
+    ebpf.programs()
+        .filter_map(|(name, program)| {
+            use std::os::fd::{AsFd, AsRawFd};
+            let raw = program.fd().ok()?.as_fd().as_raw_fd();
+            let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{raw}")).ok()?;
+            Some((name.to_string(), fdinfo_field(&info, "recursion_misses")?))
+        })
+        .collect()
+}
+
+fn program_stats(ebpf: &Ebpf) -> BTreeMap<String, (u64, u64)> {
+    ebpf.programs()
+        .filter_map(|(name, program)| {
+            let info = program.info().ok()?;
+            Some((
+                name.to_string(),
+                (info.run_count(), info.run_time().as_nanos() as u64),
+            ))
+        })
+        .collect()
+}
+
+/// The health counters of calls the probes may not have seen at all, per op:
+/// `missed_calls.<op>`.
+pub const MISSED_CALLS_PREFIX: &str = "missed_calls.";
+
+/// Per op, how many calls (or events) the probes may have missed entirely, from the runs the
+/// kernel skipped (`misses`, per program). A timed call is counted by whichever of its two
+/// programs ran, so it is lost only when both were skipped: at most the smaller of its entry's and
+/// its exit's misses, per hooked function (kprobe programs serve several functions: per point).
+/// A function hooked at its exit alone, and every count-only program, loses what it skipped.
+fn possibly_missed_calls(misses: &BTreeMap<String, u64>) -> BTreeMap<&'static str, u64> {
+    let of = |name: &str| misses.get(name).copied().unwrap_or(0);
+    let mut missed = BTreeMap::new();
+    for point in POINTS {
+        let mut calls = 0u64;
+        let (mut kprobe_entries, mut kprobe_exits) = (BTreeMap::new(), BTreeMap::new());
+        for hook in point.functions {
+            if let Some(programs) = hook.fentry {
+                calls += match programs.entry {
+                    Some(entry) => of(entry).min(of(programs.exit)),
+                    None => of(programs.exit),
+                };
+            }
+            if let Some(entry) = hook.kprobe.entry {
+                kprobe_entries.insert(entry, of(entry));
+            }
+            kprobe_exits.insert(hook.kprobe.exit, of(hook.kprobe.exit));
+        }
+        let (entries, exits): (u64, u64) =
+            (kprobe_entries.values().sum(), kprobe_exits.values().sum());
+        calls += entries.min(exits);
+        calls += point.tracepoints.iter().map(|t| of(t.program)).sum::<u64>();
+        if calls > 0 {
+            *missed.entry(point.op.name()).or_insert(0) += calls;
+        }
+    }
+    missed
+}
+
+/// A numeric `name:\tvalue` line of a /proc fdinfo file.
+fn fdinfo_field(info: &str, name: &str) -> Option<u64> {
+    info.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        (key.trim() == name).then(|| value.trim().parse().ok())?
+    })
+}
+
+/// Frames of our own program and the trampoline or kprobe that ran it, above the probed call.
+fn is_probe_machinery(name: &str) -> bool {
+    [
+        "bpf_prog_",
+        "bpf_trampoline_",
+        "kprobe_",
+        "ftrace_",
+        "arch_ftrace_",
+    ]
+    .iter()
+    .any(|prefix| name.starts_with(prefix))
+}
+
+/// A key id for work charged to a device by its owner: the PCI address packed into the low bits
+/// (domain, bus, device, function), where no kernel pointer (the ids of DMA API keys) can be.
+fn owned_device_id(pci_address: &str) -> u64 {
+    pci_address
+        .bytes()
+        .filter(u8::is_ascii_hexdigit)
+        .fold(0u64, |id, digit| {
+            (id << 4) | u64::from((digit as char).to_digit(16).unwrap_or(0))
+        })
+}
+
+fn sample_error(map: &'static str, e: impl std::fmt::Display) -> SampleError {
+    SampleError {
+        map,
+        reason: e.to_string(),
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into the valid, exclusively borrowed `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owned_device_ids_pack_the_pci_address_below_any_kernel_pointer() {
+        assert_eq!(owned_device_id("0000:00:04.0"), 0x40); // domain 0000, bus 00, device 04, function 0
+        assert_eq!(owned_device_id("10de:81:1f.7"), 0x0001_0de8_11f7);
+        assert!(owned_device_id("ffff:ff:ff.f") < 0xffff_8000_0000_0000);
+    }
+
+    #[test]
+    fn a_call_is_missed_only_when_both_its_programs_were_skipped() {
+        let misses = BTreeMap::from([
+            ("dma__map_phys__fentry".to_string(), 160),
+            ("dma__map_phys__fexit".to_string(), 166),
+            ("dma__unmap_phys__fentry".to_string(), 4),
+            ("dma__unmap_phys__fexit".to_string(), 0),
+            ("completion__block_rq__tp".to_string(), 7),
+        ]);
+        let missed = possibly_missed_calls(&misses);
+        assert_eq!(missed.get("dma_map"), Some(&160));
+        assert_eq!(
+            missed.get("dma_unmap"),
+            None,
+            "an exit seen counts the call"
+        );
+        assert_eq!(
+            missed.get("completion"),
+            Some(&7),
+            "a count-only run skipped is an event lost"
+        );
+    }
+
+    #[test]
+    fn fdinfo_fields_are_read_by_name() {
+        let info = "prog_type:\t26\nrun_time_ns:\t120\nrun_cnt:\t3\nrecursion_misses:\t7\n";
+        assert_eq!(fdinfo_field(info, "recursion_misses"), Some(7));
+        assert_eq!(fdinfo_field(info, "run_cnt"), Some(3));
+        assert_eq!(fdinfo_field(info, "verified_insns"), None);
+    }
+}

@@ -1,0 +1,151 @@
+//! The probes' `IOMMUTOP_*` settings, read from the environment once into [`ProbeSettings`]:
+//! a value a setting does not take is a one-line usage error naming the variable and what it takes.
+
+use super::abi::{IOMMUTOP_ROW_HINT_BITS, IOMMUTOP_TASK_SLOTS};
+use super::capacity::{rows_setting, stats_capacity};
+use std::sync::OnceLock;
+
+/// Each CPU samples the kernel call path of at most one DMA API call per this many ms, unless
+/// `IOMMUTOP_STACK_INTERVAL_MS` says otherwise (0 turns sampling off).
+pub const DEFAULT_STACK_INTERVAL_MS: u64 = 20;
+
+/// Where the kernel's BTF is read from unless `IOMMUTOP_KERNEL_BTF` says otherwise.
+const DEFAULT_KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
+
+/// A setting's value it does not take; the text names the variable and the values it takes.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadSetting(pub String);
+
+/// Every setting the probes are loaded with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeSettings {
+    /// Between two call-path samples per CPU (0: none), in ns (`IOMMUTOP_STACK_INTERVAL_MS`).
+    pub stack_interval_ns: u64,
+    /// How many thread-id slots the probes keep calls in flight in before the hash by thread id
+    /// (`IOMMUTOP_TASK_SLOTS`, a power of two up to `IOMMUTOP_TASK_SLOTS`; tests set 1, which
+    /// sends every task but the slot's holder to the hash), as the mask of a thread id.
+    pub task_slot_mask: u32,
+    /// The rows of statistics: what `IOMMUTOP_STATS_ROWS` says, else sized for this machine.
+    pub stats_rows: u32,
+    /// How many of the hints of which statistics row is a key's the probes keep
+    /// (`IOMMUTOP_ROW_HINTS`, 1 to `1 << IOMMUTOP_ROW_HINT_BITS`): a key whose hint index is
+    /// beyond them finds its row the slow way at every lookup, as tests make nearly every key do
+    /// with 1.
+    pub row_hints: u32,
+    /// Where the kernel's BTF is read from (`IOMMUTOP_KERNEL_BTF`); tests point it elsewhere to
+    /// exercise the no-BTF path.
+    pub kernel_btf: String,
+}
+
+impl ProbeSettings {
+    /// The settings the environment gives, each unset one at its default.
+    pub fn from_env() -> Result<ProbeSettings, BadSetting> {
+        Ok(ProbeSettings {
+            stack_interval_ns: setting("IOMMUTOP_STACK_INTERVAL_MS", stack_interval_setting)?
+                .unwrap_or(DEFAULT_STACK_INTERVAL_MS * 1_000_000),
+            task_slot_mask: setting("IOMMUTOP_TASK_SLOTS", task_slots_setting)?
+                .unwrap_or(IOMMUTOP_TASK_SLOTS - 1),
+            stats_rows: setting("IOMMUTOP_STATS_ROWS", rows_setting)?
+                .unwrap_or_else(stats_capacity),
+            row_hints: setting("IOMMUTOP_ROW_HINTS", row_hints_setting)?
+                .unwrap_or(1 << IOMMUTOP_ROW_HINT_BITS),
+            kernel_btf: std::env::var("IOMMUTOP_KERNEL_BTF")
+                .unwrap_or_else(|_| DEFAULT_KERNEL_BTF.into()),
+        })
+    }
+}
+
+/// Whether every aya error is printed whole, verifier log included, on stderr
+/// (`IOMMUTOP_DEBUG_VERIFIER` set), read once for the process: the error text is made where
+/// no settings are at hand (the calibration and selftest objects too).
+pub fn debug_verifier() -> bool {
+    static SET: OnceLock<bool> = OnceLock::new();
+    *SET.get_or_init(|| std::env::var_os("IOMMUTOP_DEBUG_VERIFIER").is_some())
+}
+
+/// The environment variable `name` as `parse` reads it, `None` when it is unset; a value `parse`
+/// refuses is a usage error (its message names the variable and what it takes).
+fn setting<T>(
+    name: &str,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<Option<T>, BadSetting> {
+    std::env::var(name)
+        .ok()
+        .map(|value| parse(&value).map_err(BadSetting))
+        .transpose()
+}
+
+fn stack_interval_setting(value: &str) -> Result<u64, String> {
+    value
+        .parse::<u64>()
+        .ok()
+        .and_then(|ms| ms.checked_mul(1_000_000))
+        .ok_or_else(|| {
+            format!(
+                "IOMMUTOP_STACK_INTERVAL_MS={value}: give milliseconds between call-path samples per CPU (0 turns them off), or unset it"
+            )
+        })
+}
+
+fn task_slots_setting(value: &str) -> Result<u32, String> {
+    match value.parse::<u32>() {
+        Ok(slots) if slots.is_power_of_two() && slots <= IOMMUTOP_TASK_SLOTS => Ok(slots - 1),
+        _ => Err(format!(
+            "IOMMUTOP_TASK_SLOTS={value}: give a power of two from 1 to {IOMMUTOP_TASK_SLOTS}, or unset it"
+        )),
+    }
+}
+
+fn row_hints_setting(value: &str) -> Result<u32, String> {
+    let most = 1u32 << IOMMUTOP_ROW_HINT_BITS;
+    match value.parse::<u32>() {
+        Ok(hints) if (1..=most).contains(&hints) => Ok(hints),
+        _ => Err(format!(
+            "IOMMUTOP_ROW_HINTS={value}: give a number of hints from 1 to {most}, or unset it"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_slots_take_powers_of_two_up_to_the_map_as_a_mask() {
+        assert_eq!(task_slots_setting("1"), Ok(0));
+        assert_eq!(task_slots_setting("64"), Ok(63));
+        assert_eq!(
+            task_slots_setting(&IOMMUTOP_TASK_SLOTS.to_string()),
+            Ok(IOMMUTOP_TASK_SLOTS - 1)
+        );
+        for bad in ["0", "3", "2048", "-1", "all", ""] {
+            let error = task_slots_setting(bad).expect_err(bad);
+            assert!(error.starts_with(&format!("IOMMUTOP_TASK_SLOTS={bad}: ")));
+            assert!(!error.contains('\n'), "one line: {error}");
+        }
+    }
+
+    #[test]
+    fn row_hints_take_1_to_the_table_s_size() {
+        let most = 1u32 << IOMMUTOP_ROW_HINT_BITS;
+        assert_eq!(row_hints_setting("1"), Ok(1));
+        assert_eq!(row_hints_setting(&most.to_string()), Ok(most));
+        for bad in ["0", "1025", "-1", "lots", ""] {
+            let error = row_hints_setting(bad).expect_err(bad);
+            assert!(error.starts_with(&format!("IOMMUTOP_ROW_HINTS={bad}: ")));
+            assert!(!error.contains('\n'), "one line: {error}");
+        }
+    }
+
+    #[test]
+    fn stack_interval_is_whole_milliseconds_in_ns() {
+        assert_eq!(stack_interval_setting("0"), Ok(0));
+        assert_eq!(stack_interval_setting("20"), Ok(20_000_000));
+        for bad in ["-1", "2.5", "20ms", "", "18446744073709551615"] {
+            let error = stack_interval_setting(bad).expect_err(bad);
+            assert!(error.starts_with(&format!("IOMMUTOP_STACK_INTERVAL_MS={bad}: ")));
+            assert!(!error.contains('\n'), "one line: {error}");
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! `iommutop probes --verify`: every program of the object loaded (not attached) against every
+//! target it serves, so that the verifier judges all of them, not only the winners of a tier.
+
+use super::attach::{load_once, WAITING_EVENT, WAITING_PROGRAM};
+use super::hook_error::HookError;
+use super::load::{load_btf, load_for_verification, program, LoadError};
+use super::settings::ProbeSettings;
+use super::status::HookOutcome;
+use super::table::{Tier, POINTS};
+use aya::programs::{BtfTracePoint, FEntry, FExit, Program, ProgramError};
+use aya::Ebpf;
+
+/// The verifier's verdict on one embedded program, for `iommutop probes --verify`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgramVerdict {
+    pub program: String,
+    /// The function or tracepoint it was loaded against.
+    pub target: String,
+    pub tier: Tier,
+    /// None: loaded (the verifier accepted it).
+    pub error: Option<String>,
+    /// The target does not exist in this kernel, so the program could not be tried.
+    pub absent: bool,
+}
+
+/// Loads (without attaching) every program of the object against every target it serves that
+/// this kernel has, so that the verifier judges all of them, not only the winners of a tier.
+pub fn verify_all_programs(settings: &ProbeSettings) -> Result<Vec<ProgramVerdict>, LoadError> {
+    let btf = load_btf(settings)?;
+    let mut ebpf = load_for_verification(&btf, settings)?;
+    let mut verdicts = Vec::new();
+    let mut record = |program: &str, target: String, tier: Tier, result: Result<(), HookError>| {
+        let outcome = HookOutcome::new(target.clone(), result);
+        verdicts.push(ProgramVerdict {
+            program: program.to_string(),
+            target,
+            tier,
+            absent: outcome.absent,
+            error: outcome.error,
+        });
+    };
+    for point in POINTS {
+        for hook in point.functions {
+            if let Some(programs) = hook.fentry {
+                if let Some(entry) = programs.entry {
+                    let result =
+                        loaded(&mut ebpf, entry, |p: &mut FEntry| p.load(hook.symbol, &btf));
+                    record(entry, hook.symbol.to_string(), Tier::Fentry, result);
+                }
+                let exit = programs.exit;
+                let result = loaded(&mut ebpf, exit, |p: &mut FExit| p.load(hook.symbol, &btf));
+                record(exit, hook.symbol.to_string(), Tier::Fentry, result);
+            }
+            for name in hook.kprobe.names() {
+                let result = loaded(&mut ebpf, name, load_once);
+                record(name, hook.symbol.to_string(), Tier::Kprobe, result);
+            }
+        }
+        for hook in point.tracepoints {
+            let result = loaded(&mut ebpf, hook.program, |p: &mut BtfTracePoint| {
+                if p.fd().is_ok() {
+                    return Ok(()); // already judged against the other event of its shape
+                }
+                p.load(hook.name, &btf)
+            });
+            record(
+                hook.program,
+                format!("{}:{}", hook.category, hook.name),
+                Tier::Tracepoint,
+                result,
+            );
+        }
+    }
+    let waiting = loaded(&mut ebpf, WAITING_PROGRAM, |p: &mut BtfTracePoint| {
+        p.load(WAITING_EVENT, &btf)
+    });
+    record(
+        WAITING_PROGRAM,
+        format!("sched:{WAITING_EVENT}"),
+        Tier::Tracepoint,
+        waiting,
+    );
+    let orphans: Vec<String> = ebpf
+        .programs()
+        .map(|(name, _)| name.to_string())
+        .filter(|name| !verdicts.iter().any(|v| &v.program == name))
+        .collect();
+    for name in orphans {
+        verdicts.push(ProgramVerdict {
+            program: name,
+            target: "-".into(),
+            tier: Tier::Tracepoint,
+            error: Some("not referenced by the probe table (cli/src/probes/table.rs)".into()),
+            absent: false,
+        });
+    }
+    Ok(verdicts)
+}
+
+/// Loads the program `name` of the object as `load` says.
+fn loaded<'a, T: 'a>(
+    ebpf: &'a mut Ebpf,
+    name: &str,
+    load: impl FnOnce(&'a mut T) -> Result<(), ProgramError>,
+) -> Result<(), HookError>
+where
+    &'a mut T: TryFrom<&'a mut Program>,
+{
+    let program: &'a mut T = program(ebpf, name).map_err(HookError::Object)?;
+    Ok(load(program)?)
+}
