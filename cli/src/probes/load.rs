@@ -149,7 +149,6 @@ pub fn load_for_verification(btf: &Btf, settings: &ProbeSettings) -> Result<Ebpf
         (DEFAULT_STACK_INTERVAL_MS * 1_000_000, 1u32, 1u64, 1u64);
     let return_slots = fexit_return_slots(&settings.kernel_btf);
     new_loader(btf, &return_slots)
-        .allow_unsupported_maps()
         .override_global("iommutop_stack_interval_ns", &stack_interval, true)
         .override_global("iommutop_filter_tgid", &any_pid, true)
         .override_global("iommutop_filter_cgroup", &any_cgroup, true)
