@@ -43,9 +43,9 @@ __noinline int iommutop_abandon_from(int task_context, __u32 index)
 
 /* How many rows the hashed build tries, from the count it read, to take one: every row there
  * can be. The count it read can be far behind: a CPU stalled between reading it and claiming (a
- * vCPU descheduled by its host) while others took rows for a dozen keys. With 16 tries such a
- * CPU ran out of rows that existed and dropped the event as device_map_full (the disk's first
- * completion, once in a few 5.10 load cells). */
+ * vCPU descheduled by its host) while others took rows for a dozen keys, and a fixed number of
+ * tries could run out of rows that exist. (The device_map_full drops 5.10 showed were not this
+ * but the misread EEXIST that iommutop_insert explains.) */
 #define IOMMUTOP_ROW_TRIES IOMMUTOP_MAX_DEVICES
 
 /* Whether row is one of iommutop_stats' (sized for the machine by user space). */
