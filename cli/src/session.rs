@@ -12,8 +12,10 @@ use iommutop_model::report::{
 };
 use iommutop_model::sample::RawSample;
 use iommutop_model::snapshot::Snapshot;
+use iommutop_model::unseen::{unseen_completions, BlockLayerWindow, UnseenCompletions};
 use iommutop_model::{DeviceFilter, TaskFilter};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -23,6 +25,9 @@ pub struct Session {
     started_at: SystemTime,
     started: Instant,
     first: RawSample,
+    /// The block layer's completed requests per disk around `first` (the end is read at the
+    /// last sample).
+    block: BlockLayerWindow,
     previous: RawSample,
     intervals: Vec<IntervalPoint>,
     /// Points `--points` left out, said in the report.
@@ -77,12 +82,19 @@ impl Session {
         let settings = ProbeSettings::from_env().map_err(load_failure)?;
         let probes =
             Probes::attach(&settings, true, points, task_filter.as_ref()).map_err(load_failure)?;
+        let before_first = completed_requests();
         let first = probes.sample().context("first sample")?;
+        let block = BlockLayerWindow {
+            before_first,
+            after_first: completed_requests(),
+            before_last: BTreeMap::new(),
+        };
         Ok(Session {
             probes,
             facts,
             started_at: SystemTime::now(),
             started: Instant::now(),
+            block,
             previous: first.clone(),
             first,
             intervals: Vec::new(),
@@ -143,7 +155,13 @@ impl Session {
     /// Starts the measurement again from now: what the probes saw before (warm-up runs) is left
     /// out of the report's devices, intervals and duration.
     pub fn restart(&mut self) -> Outcome {
+        let before_first = completed_requests();
         let now = self.probes.sample().context("sampling the BPF maps")?;
+        self.block = BlockLayerWindow {
+            before_first,
+            after_first: completed_requests(),
+            before_last: BTreeMap::new(),
+        };
         self.first = now.clone();
         self.previous = now;
         self.intervals.clear();
@@ -181,7 +199,9 @@ impl Session {
     /// [`Probes`] is dropped (seconds under emulation: ftrace waits for the kernel's RCU-tasks
     /// grace periods link by link), so a caller can write the report before that.
     pub fn finish_attached(mut self, run: RunDescription) -> Outcome<(Report, Probes)> {
+        self.block.before_last = completed_requests();
         let last = self.probes.sample().context("last sample")?;
+        let unseen = self.unseen_completions(&last);
         // Devices may have changed driver or domain type during the run: describe them as they
         // are at the end, when the report is read.
         self.facts = host_facts()?;
@@ -206,6 +226,7 @@ impl Session {
                 self.left_out.join(", ")
             ));
         }
+        warnings.extend(unseen.iter().map(UnseenCompletions::warning));
         warnings.extend(self.probes.self_time_caveat());
         warnings.extend(self.probes.waiting_caveat());
         for status in self.probes.statuses() {
@@ -239,6 +260,12 @@ impl Session {
             warnings,
         });
         report.stacks = stacks;
+        if !unseen.is_empty() {
+            report.health.insert(
+                COMPLETIONS_UNSEEN.to_string(),
+                unseen.iter().map(UnseenCompletions::unseen).sum(),
+            );
+        }
         report.self_overhead.dispatch_ns = self.probes.dispatch_ns();
         report.self_overhead.nested_dispatch_ns = self.probes.nested_dispatch_ns();
         if let Some(filter) = &self.device_filter {
@@ -246,6 +273,25 @@ impl Session {
         }
         Ok((report, self.probes))
     }
+}
+
+/// The health counter of block completions the probes missed, by the block layer's count.
+pub const COMPLETIONS_UNSEEN: &str = "completions_unseen";
+
+impl Session {
+    /// Disks whose completions the probes undercounted between `first` and `last`. Not judged
+    /// under `--pid`/`--cgroup`, which count no completions.
+    fn unseen_completions(&self, last: &RawSample) -> Vec<UnseenCompletions> {
+        if self.task_filter.is_some() {
+            return Vec::new();
+        }
+        unseen_completions(&self.block, &self.first, last)
+    }
+}
+
+/// The block layer's completed requests per request-based disk, now.
+fn completed_requests() -> BTreeMap<String, u64> {
+    iommutop_host::disk_stats::completed_requests(&iommutop_host::HostRoot::system())
 }
 
 fn host_facts() -> Outcome<HostFacts> {

@@ -29,6 +29,7 @@ pub mod block;
 pub mod change;
 pub mod command;
 pub mod device_name;
+pub mod disk_stats;
 pub mod domain;
 pub mod error;
 pub mod hugepage_pool;

@@ -22,6 +22,7 @@ pub mod task_filter;
 pub mod text;
 pub mod time;
 pub mod units;
+pub mod unseen;
 pub mod waiting;
 pub mod workload;
 
