@@ -22,16 +22,13 @@ struct pcpu_hot___iommutop {
 /* include/linux/preempt.h: what in_task() excludes (NMI_MASK | HARDIRQ_MASK | SOFTIRQ_OFFSET). */
 #define IOMMUTOP_NOT_IN_TASK (0x00f00000 | 0x000f0000 | 0x00000100)
 
-/* arch/x86/include/asm/page_64_types.h: THREAD_SIZE without KASAN (Debian's kernels). */
-#define IOMMUTOP_THREAD_SIZE (16UL * 1024)
-
 /* Whether the program runs on the kernel stack at stack (the current task's: task context,
  * softirqs run by local_bh_enable included) rather than on an interrupt stack. ctx, built by the
  * trampoline, kprobe or tracepoint that runs the program, lies on the stack of the context it
  * runs in. */
 static __always_inline int iommutop_ctx_on_stack(const void *ctx, unsigned long stack)
 {
-	unsigned long end = stack + IOMMUTOP_THREAD_SIZE, where = (unsigned long)ctx;
+	unsigned long end = stack + iommutop_kernel_stack_size, where = (unsigned long)ctx;
 
 	/* The verifier refuses arithmetic on a context pointer but lets a program loaded with
 	 * CAP_PERFMON compare it with numbers: two comparisons, kept apart from clang's habit of

@@ -13,10 +13,12 @@
 #define IOMMUTOP_FRAME_MASK (IOMMUTOP_MAX_NESTING - 1)
 _Static_assert((IOMMUTOP_MAX_NESTING & IOMMUTOP_FRAME_MASK) == 0, "nesting must be a power of two");
 
-/* How far apart two calls on one stack can be: a kernel stack's size (x86-64's THREAD_SIZE and
- * IRQ_STACK_SIZE without KASAN). A frame further from a call entering lies on another stack (an
- * NMI's, say): where it lies says nothing of whether it returned. */
-#define IOMMUTOP_STACK_SPAN (16ULL * 1024)
+/* How far apart two calls on one stack can be: a kernel stack's size (THREAD_SIZE; x86-64's
+ * IRQ_STACK_SIZE is the same). A frame further from a call entering lies on another stack (an
+ * NMI's, say): where it lies says nothing of whether it returned. 16 KiB on Debian's kernels;
+ * user space sets it for the kernel it loads on (KASAN doubles it; arm64 takes at least a page:
+ * cli/src/probes/kallsyms.rs). */
+const volatile __u64 iommutop_kernel_stack_size __weak = 16 * 1024;
 
 /* A call's identity: where it sits (at), and, where both its programs see its arguments, a tag
  * made of one that changes from call to call (a DMA address, a physical address). Two calls made

@@ -177,7 +177,7 @@ int iommutop_abandon_from(int task_context, __u32 index);
 static __always_inline int iommutop_call_returned(const struct iommutop_frame *frame,
 						  struct iommutop_call call)
 {
-	__u64 at = frame->call, span_end = at + IOMMUTOP_STACK_SPAN;
+	__u64 at = frame->call, span_end = at + iommutop_kernel_stack_size;
 
 	if (frame->start_ns == 0 || (frame->flags & IOMMUTOP_FRAME_SESSION))
 		return 0;

@@ -94,6 +94,22 @@ impl Kallsyms {
     }
 }
 
+/// A kernel stack's size (THREAD_SIZE; x86-64's interrupt stacks are as large): 16 KiB, twice
+/// that with KASAN (its symbols are in the kernel's), and on arm64 at least a page (64 KiB-page
+/// kernels). The tracker takes two calls further apart than this to lie on different stacks.
+pub fn kernel_stack_size(kallsyms: Option<&str>, page_size: u64) -> u64 {
+    const WITHOUT_KASAN: u64 = 16 * 1024;
+    let kasan = kallsyms.is_some_and(|text| {
+        symbols(text).any(|symbol| !symbol.in_module && symbol.name == "kasan_report")
+    });
+    let size = WITHOUT_KASAN << u32::from(kasan);
+    if cfg!(target_arch = "aarch64") {
+        size.max(page_size)
+    } else {
+        size
+    }
+}
+
 /// Where each CPU's preempt count lives, which says whether a CPU runs an interrupt: an
 /// interrupt that arrives in user mode runs on the interrupted task's kernel stack, where only
 /// the count tells it from the task's own work. Per-CPU symbols: `__preempt_count` (up to 6.1 and
@@ -208,5 +224,15 @@ ffffffffc0001000 t e1000_xmit_frame\t[e1000e]
         assert_eq!(k.name_of(0x1000), "0x1000");
         // some_data is not code: an address inside it still names the code symbol before it.
         assert_eq!(k.name_of(0xffffffff81300010), "__iommu_dma_map");
+    }
+    #[test]
+    fn a_kernel_stack_is_16_kib_and_twice_that_with_kasan() {
+        let plain = "ffffffff81000000 T _stext\nffffffff81000100 T do_one_initcall\n";
+        let kasan = "ffffffff81000000 T _stext\nffffffff81200000 T kasan_report\n";
+        let in_a_module = "ffffffffc0000000 t kasan_report\t[test_kasan]\n";
+        assert_eq!(kernel_stack_size(Some(plain), 4096), 16 * 1024);
+        assert_eq!(kernel_stack_size(Some(kasan), 4096), 32 * 1024);
+        assert_eq!(kernel_stack_size(Some(in_a_module), 4096), 16 * 1024);
+        assert_eq!(kernel_stack_size(None, 4096), 16 * 1024);
     }
 }

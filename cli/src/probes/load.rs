@@ -95,6 +95,8 @@ pub struct Knobs {
     /// Where each CPU's preempt count is; without it, interrupts are not told from tasks' work.
     pub preempt: Option<PreemptCount>,
     pub task_stacks: TaskStacks,
+    /// The kernel's stack size (THREAD_SIZE), in bytes.
+    pub kernel_stack_size: u64,
 }
 
 /// The kernel's BTF, from where the settings say.
@@ -137,6 +139,7 @@ pub fn load_probes(btf: &Btf, settings: &ProbeSettings, knobs: &Knobs) -> Result
         .override_global("iommutop_per_cpu_offsets", &per_cpu_offsets, true)
         .override_global("iommutop_preempt_count_at", &preempt_count_at, true)
         .override_global("iommutop_preempt_count_in_pcpu_hot", &in_pcpu_hot, true)
+        .override_global("iommutop_kernel_stack_size", &knobs.kernel_stack_size, true)
         .load(knobs.task_stacks.object())
         .map_err(|e| LoadError::Object(describe(&e)))
 }

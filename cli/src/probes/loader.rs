@@ -4,7 +4,7 @@
 
 use super::attach::{attach_point, attach_waiting, timed, KernelSupport};
 use super::dispatch;
-use super::kallsyms::PreemptCount;
+use super::kallsyms::{kernel_stack_size, PreemptCount};
 use super::load::{load_btf, load_probes, Knobs, LoadError, TaskStacks};
 use super::maps::{ProbeMaps, SampleError};
 use super::selection::PointSelection;
@@ -64,6 +64,8 @@ impl Probes {
         let kallsyms = read_kallsyms();
         let preempt = kallsyms.as_deref().and_then(PreemptCount::parse);
         log::debug!("preempt count: {preempt:?}");
+        let kernel_stack_size = kernel_stack_size(kallsyms.as_deref(), page_size());
+        log::debug!("kernel stack size: {kernel_stack_size} bytes");
         let task_stacks = TaskStacks::for_this_kernel();
         log::info!("calls in flight per task: in {}", task_stacks.describe());
         log::debug!("relocating the BPF object and creating its maps");
@@ -74,6 +76,7 @@ impl Probes {
             filter_cgroup,
             preempt,
             task_stacks,
+            kernel_stack_size,
         };
         let mut ebpf = load_probes(&btf, settings, &knobs)?;
         let maps = ProbeMaps::take(&mut ebpf)?;
@@ -243,4 +246,11 @@ fn read_kallsyms() -> Option<String> {
         kallsyms.as_ref().map_or(0, String::len)
     );
     kallsyms
+}
+
+/// The kernel's page size, in bytes.
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(size).unwrap_or(4096)
 }
