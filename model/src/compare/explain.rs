@@ -543,7 +543,7 @@ fn waiting_findings(c: &Comparison) -> Vec<Finding> {
 }
 
 /// `63.5% (248us)`: waiting as a share of the DMA calls' measured time, and per unit.
-fn waiting_figure(w: &super::DeviceWork) -> String {
+pub(crate) fn waiting_figure(w: &super::DeviceWork) -> String {
     match w.dma_waiting_share {
         Some(share) => format!("{:.1}% ({})", share * 100.0, ns(w.dma_offcpu_ns)),
         None => "-".to_string(),
