@@ -94,8 +94,9 @@ const JSON_HELP: &str = "Also write the result as JSON to FILE, or to standard o
 
 /// `--format` of `record` and `run`, which stream rather than print a finished result.
 const STREAM_FORMAT_HELP: &str = "What to print: text (the summary; with --print, each \
-interval's table too) or json (one JSON object per interval, then the report: what `--json -` \
-streams); markdown and html are refused.";
+interval's table too), json (one JSON object per interval, then the report: what `--json -` \
+streams), or markdown or html (the report when it is complete, as `iommutop report --format` \
+prints it).";
 
 /// `--json` of the commands that print a table (`probes`, `profiles`): as every command's, and
 /// alone as `--json -`.
@@ -359,8 +360,8 @@ pub struct TopArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// What to print: text (the view, or --batch's table), or with --batch json (one JSON
-    /// object per interval, then the report, as `record --json -` streams); markdown and html
-    /// are refused.
+    /// object per interval, then the report, as `record --json -` streams), markdown or html
+    /// (no table: the report at the end, as `iommutop report --format` prints it).
     #[arg(long, value_enum, default_value = "text")]
     pub format: OutputFormat,
     /// Attach only these probe points (comma-separated, `iommutop probes` lists them) and the

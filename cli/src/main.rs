@@ -8,6 +8,7 @@ mod exit;
 mod output;
 mod privileges;
 mod probes;
+mod report_format;
 mod session;
 mod stop;
 mod sysinfo;

@@ -353,28 +353,32 @@ fn a_format_a_command_has_no_form_for_is_refused() {
             &["probes", "markdown", "--format text or json"],
         ),
         (
-            &["record", "--format", "html"],
-            &["record", "html", "--format text or json"],
-        ),
-        (
-            &["run", "tcp-rr-1k", "--format", "markdown"],
-            &["run", "markdown", "--format text or json"],
-        ),
-        (
-            &["diagnose", "--format", "json"],
-            &["diagnose", "json", "--format text"],
-        ),
-        (
             &["top", "--format", "json"],
             &["top", "json", "--format text", "--batch --format json"],
         ),
         (
-            &["top", "--batch", "--format", "html"],
-            &["top --batch", "html", "--format text or json"],
-        ),
-        (
             &["record", "--format", "json", "--json", "r.json"],
             &["--format json", "--json r.json", "one of them"],
+        ),
+        (
+            &["record", "--format", "markdown", "--json", "-"],
+            &["record --json -", "--format markdown", "give --json a file"],
+        ),
+        (
+            &["top", "--batch", "--format", "html", "--json", "-"],
+            &[
+                "top --batch --json -",
+                "--format html",
+                "give --json a file",
+            ],
+        ),
+        (
+            &["record", "--print", "--format", "html"],
+            &["--print", "html report on stdout", "--format text"],
+        ),
+        (
+            &["diagnose", "--format", "json"],
+            &["diagnose", "json", "--format text"],
         ),
         (
             &["diagnose", "--json", "-"],
