@@ -213,8 +213,10 @@ pub struct DiagnoseArgs {
     /// `rr-DMA.json` when the group starts in identity).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// What to print: text (the system, the verdict and the advice); json, markdown and html
-    /// are refused (--json FILE writes the report, --html FILE.html its page).
+    /// What to print: text (the system before the run, then the verdict and the advice), json
+    /// (the same lines, each device's figures per unit and the run's report:
+    /// docs/diagnose.schema.json), markdown (for an issue or a pull request) or html (the page
+    /// --html writes). --json FILE still writes the run's report.
     #[arg(long, value_enum, default_value = "text")]
     pub format: OutputFormat,
     /// Run the workload this long (the profile's duration_s; a command is stopped after it).
@@ -226,7 +228,9 @@ pub struct DiagnoseArgs {
     /// Write a flame graph (SVG) of the sampled call paths to FILE.
     #[arg(long, value_name = "FILE.svg")]
     pub flamegraph: Option<PathBuf>,
-    #[arg(long, value_name = "FILE.html", help = HTML_HELP)]
+    /// Write the diagnosis as one self-contained HTML page to FILE (what --format html prints):
+    /// the system, the verdict with each device's figures, then the run's report with its charts.
+    #[arg(long, value_name = "FILE.html")]
     pub html: Option<PathBuf>,
     /// Run the workload again with the device's IOMMU group in `identity` (or, if it is in
     /// identity, translated), restore the group and bindings, and report the measured

@@ -343,7 +343,7 @@ fn profiles_json_file_is_written_beside_the_table() {
 /// root needed to see it), in one line naming the command, the form and those it has.
 #[test]
 fn a_format_a_command_has_no_form_for_is_refused() {
-    let cases: [(&[&str], &[&str]); 10] = [
+    let cases: [(&[&str], &[&str]); 9] = [
         (
             &["profiles", "--format", "html"],
             &["profiles", "html", "--format text or json"],
@@ -375,10 +375,6 @@ fn a_format_a_command_has_no_form_for_is_refused() {
         (
             &["record", "--print", "--format", "html"],
             &["--print", "html report on stdout", "--format text"],
-        ),
-        (
-            &["diagnose", "--format", "json"],
-            &["diagnose", "json", "--format text"],
         ),
         (
             &["diagnose", "--json", "-"],

@@ -58,7 +58,7 @@ pub fn render_comparison(
     page(
         &format!("iommutop compare: {} against {}", names.0, names.1),
         &body,
-        b,
+        &b.tool.version,
     )
 }
 
@@ -69,7 +69,7 @@ fn side_line(side: &Side) -> String {
     parts.join("; ")
 }
 
-fn findings(c: &Comparison) -> String {
+pub(super) fn findings(c: &Comparison) -> String {
     let mut out = String::from("<h2>Findings</h2>\n<ol class=\"findings\">\n");
     for finding in &c.findings {
         let share = finding
