@@ -49,7 +49,8 @@ pub enum Command {
     /// `/metrics` (text format 0.0.4) and `/healthz` until SIGINT or SIGTERM.
     Serve(ServeArgs),
     /// Print a shell completion script, e.g. `iommutop completions bash >
-    /// /etc/bash_completion.d/iommutop`.
+    /// /etc/bash_completion.d/iommutop`; in bash, zsh and fish, --device offers the PCI devices
+    /// present when completing.
     Completions(CompletionsArgs),
     /// Write the manual pages (iommutop.1, iommutop-COMMAND.1) into DIR; docs/man/ holds them.
     #[command(hide = true)]
