@@ -75,6 +75,7 @@ fn compare_json_is_valid_against_its_schema_and_the_schema_refuses_what_lacks_a_
     );
     assert_valid("compare.schema.json", &upgrade);
     assert_eq!(upgrade["thresholds"].as_array().map(Vec::len), Some(1));
+    assert_eq!(upgrade["thresholds"][0]["unit"], "transaction/s");
 
     for path in [
         &["comparison"][..],
@@ -82,6 +83,7 @@ fn compare_json_is_valid_against_its_schema_and_the_schema_refuses_what_lacks_a_
         &["comparison", "findings", "0", "figures"],
         &["comparison", "devices", "0", "transition"],
         &["thresholds", "0", "change"],
+        &["thresholds", "0", "unit"],
     ] {
         assert_refused(
             "compare.schema.json",

@@ -1,6 +1,6 @@
 //! `iommutop compare --format markdown`: the comparison as a PR comment — the two reports, a
 //! table of the findings with their numbers and the unit of each (`compare --json`'s `unit`),
-//! and the thresholds.
+//! and the thresholds with theirs.
 
 use super::{Comparison, Evaluation, Finding, FindingKind, Numbers};
 use std::fmt::Write;
@@ -36,14 +36,15 @@ pub fn render_markdown(c: &Comparison, names: (&str, &str), thresholds: &[Evalua
     }
     if !thresholds.is_empty() {
         out.push_str(
-            "\n| threshold | A | B | change | noise | beyond noise | result |\n\
-             |---|---|---|---|---|---|---|\n",
+            "\n| threshold | unit | A | B | change | noise | beyond noise | result |\n\
+             |---|---|---|---|---|---|---|---|\n",
         );
         for t in thresholds {
             let _ = writeln!(
                 out,
-                "| `{}` | {} | {} | {} | {} | {} | {} |",
+                "| `{}` | {} | {} | {} | {} | {} | {} | {} |",
                 cell(&t.expression),
+                t.unit.as_deref().map_or("-".into(), cell),
                 value(t.numbers.a),
                 value(t.numbers.b),
                 change(&t.numbers),
@@ -163,7 +164,9 @@ mod tests {
             assert_eq!(header[unit_column + 1], "A");
         }
         assert!(
-            text.contains("| `workload.read_iops < -2%` | 2000 | 2000 | +0.0% | - | - | held |"),
+            text.contains(
+                "| `workload.read_iops < -2%` | read/s | 2000 | 2000 | +0.0% | - | - | held |"
+            ),
             "{text}"
         );
         let cells = |line: &str| line.replace("\\|", "").matches('|').count();
