@@ -49,7 +49,8 @@ pub enum Command {
     /// `/metrics` (text format 0.0.4) and `/healthz` until SIGINT or SIGTERM.
     Serve(ServeArgs),
     /// Print a shell completion script, e.g. `iommutop completions bash >
-    /// /etc/bash_completion.d/iommutop`.
+    /// /etc/bash_completion.d/iommutop`; in bash, zsh and fish, --device offers the PCI devices
+    /// present when completing.
     Completions(CompletionsArgs),
     /// Write the manual pages (iommutop.1, iommutop-COMMAND.1) into DIR; docs/man/ holds them.
     #[command(hide = true)]
@@ -94,8 +95,9 @@ const JSON_HELP: &str = "Also write the result as JSON to FILE, or to standard o
 
 /// `--format` of `record` and `run`, which stream rather than print a finished result.
 const STREAM_FORMAT_HELP: &str = "What to print: text (the summary; with --print, each \
-interval's table too) or json (one JSON object per interval, then the report: what `--json -` \
-streams); markdown and html are refused.";
+interval's table too), json (one JSON object per interval, then the report: what `--json -` \
+streams), or markdown or html (the report when it is complete, as `iommutop report --format` \
+prints it).";
 
 /// `--json` of the commands that print a table (`probes`, `profiles`): as every command's, and
 /// alone as `--json -`.
@@ -212,8 +214,10 @@ pub struct DiagnoseArgs {
     /// `rr-DMA.json` when the group starts in identity).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// What to print: text (the system, the verdict and the advice); json, markdown and html
-    /// are refused (--json FILE writes the report, --html FILE.html its page).
+    /// What to print: text (the system before the run, then the verdict and the advice), json
+    /// (the same lines, each device's figures per unit and the run's report:
+    /// docs/diagnose.schema.json), markdown (for an issue or a pull request) or html (the page
+    /// --html writes). --json FILE still writes the run's report.
     #[arg(long, value_enum, default_value = "text")]
     pub format: OutputFormat,
     /// Run the workload this long (the profile's duration_s; a command is stopped after it).
@@ -225,7 +229,9 @@ pub struct DiagnoseArgs {
     /// Write a flame graph (SVG) of the sampled call paths to FILE.
     #[arg(long, value_name = "FILE.svg")]
     pub flamegraph: Option<PathBuf>,
-    #[arg(long, value_name = "FILE.html", help = HTML_HELP)]
+    /// Write the diagnosis as one self-contained HTML page to FILE (what --format html prints):
+    /// the system, the verdict with each device's figures, then the run's report with its charts.
+    #[arg(long, value_name = "FILE.html")]
     pub html: Option<PathBuf>,
     /// Run the workload again with the device's IOMMU group in `identity` (or, if it is in
     /// identity, translated), restore the group and bindings, and report the measured
@@ -359,8 +365,8 @@ pub struct TopArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// What to print: text (the view, or --batch's table), or with --batch json (one JSON
-    /// object per interval, then the report, as `record --json -` streams); markdown and html
-    /// are refused.
+    /// object per interval, then the report, as `record --json -` streams), markdown or html
+    /// (no table: the report at the end, as `iommutop report --format` prints it).
     #[arg(long, value_enum, default_value = "text")]
     pub format: OutputFormat,
     /// Attach only these probe points (comma-separated, `iommutop probes` lists them) and the

@@ -8,6 +8,7 @@ mod exit;
 mod output;
 mod privileges;
 mod probes;
+mod report_format;
 mod session;
 mod stop;
 mod sysinfo;
@@ -63,7 +64,7 @@ fn run(command: cli::Command) -> exit::Outcome<ExitCode> {
         cli::Command::Top(args) => commands::top::run(&args),
         cli::Command::Report(args) => commands::report::run(&args),
         cli::Command::Serve(args) => commands::serve::run(&args),
-        cli::Command::Completions(args) => commands::docs::completions(args.shell),
+        cli::Command::Completions(args) => commands::completions::completions(args.shell),
         cli::Command::Man { dir } => commands::docs::man_pages(&dir),
     }
 }

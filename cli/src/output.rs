@@ -16,6 +16,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+#[derive(Debug, Clone)]
 pub enum JsonTarget {
     /// One JSON object per interval on stdout, then the report.
     Stream,
@@ -278,28 +279,82 @@ pub fn json_or_text(command: &str, format: OutputFormat) -> Outcome<bool> {
     }
 }
 
-/// Where a recording command's JSON goes, from `--format` and `--json` (the same on `record`,
-/// `run` and `top --batch`): `--format json` is `--json -`, the NDJSON stream on stdout; markdown
-/// and html are refused (exit 2), and so is `--format json` beside `--json FILE` (one JSON each).
-pub fn stream_target(
-    command: &str,
-    format: OutputFormat,
-    json: Option<&Path>,
-) -> Outcome<Option<JsonTarget>> {
+/// What a recording command (`record`, `run`, `top --batch`) writes, from `--format` and `--json`.
+pub struct Recording {
+    /// Where the JSON goes: `--json`'s file, or the NDJSON stream on stdout.
+    pub json: Option<JsonTarget>,
+    /// `--format markdown|html`: the report at the end, as `iommutop report --format` shows it.
+    pub document: Option<OutputFormat>,
+}
+
+/// [`Recording`] from `--format` and `--json`, the same on `record`, `run` and `top --batch`:
+/// `--format json` is `--json -`, the NDJSON stream on stdout; markdown and html print the report
+/// when it is complete, beside `--json FILE` if given. Refused (exit 2): `--format json` beside
+/// `--json FILE` (one JSON each), and a document beside `--json -` (both on stdout).
+pub fn recording(command: &str, format: OutputFormat, json: Option<&Path>) -> Outcome<Recording> {
     let target = json.map(JsonTarget::parse);
     match (format, target) {
-        (OutputFormat::Text, target) => Ok(target),
-        (OutputFormat::Json, None | Some(JsonTarget::Stream)) => Ok(Some(JsonTarget::Stream)),
+        (OutputFormat::Text, json) => Ok(Recording {
+            json,
+            document: None,
+        }),
+        (OutputFormat::Json, None | Some(JsonTarget::Stream)) => Ok(Recording {
+            json: Some(JsonTarget::Stream),
+            document: None,
+        }),
         (OutputFormat::Json, Some(JsonTarget::File(path))) => Err(Failure::usage(anyhow!(
             "--format json streams the JSON to stdout and --json {} writes it to a file: give \
              one of them",
             path.display()
         ))),
-        (format, _) => Err(unsupported_format(
-            command,
-            format,
-            &[OutputFormat::Text, OutputFormat::Json],
-        )),
+        (format, Some(JsonTarget::Stream)) => Err(Failure::usage(anyhow!(
+            "`{command} --json -` streams JSON to stdout, where --format {} prints the report: \
+             give --json a file",
+            format.name()
+        ))),
+        (format, json) => Ok(Recording {
+            json,
+            document: Some(format),
+        }),
+    }
+}
+
+impl Recording {
+    pub fn streams(&self) -> bool {
+        matches!(self.json, Some(JsonTarget::Stream))
+    }
+
+    /// The name a document gives its report: the file `--json` writes it to (so that the document
+    /// is what `iommutop report FILE --format ...` prints), else `source` (`iommutop record`).
+    pub fn document_name(&self, source: &str) -> String {
+        match &self.json {
+            Some(JsonTarget::File(path)) => path.display().to_string(),
+            _ => source.to_string(),
+        }
+    }
+
+    /// The document of `report` (markdown or html), if one was asked for.
+    pub fn document(&self, report: &Report, source: &str) -> Outcome<Option<String>> {
+        self.document
+            .map(|format| {
+                crate::report_format::render(
+                    report,
+                    &self.document_name(source),
+                    format,
+                    &Default::default(),
+                    None,
+                )
+            })
+            .transpose()
+    }
+
+    /// The sink of the report's JSON; without `--json`, the summary on stdout, unless a document
+    /// takes its place.
+    pub fn sink(&self) -> Outcome<ReportSink> {
+        match (&self.json, self.document) {
+            (None, Some(_)) => Ok(ReportSink::Silent),
+            (json, _) => ReportSink::open(json.clone()),
+        }
     }
 }
 
@@ -356,4 +411,60 @@ mod tests {
     }
 
     const MINIMAL: &str = include_str!("../tests/fixtures/report-minimal.json");
+
+    fn lab_report() -> Report {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/load-7.3-intel.json");
+        Report::from_json(&std::fs::read_to_string(path).expect("readable")).expect("a report")
+    }
+
+    /// `record`, `run` and `top --batch --format markdown|html` print their report as `iommutop
+    /// report FILE --format markdown|html` does, FILE being where `--json` wrote it.
+    #[test]
+    fn a_recordings_document_is_what_report_prints_for_its_report() {
+        let report = lab_report();
+        let to_file =
+            recording("record", OutputFormat::Markdown, Some(Path::new("r.json"))).expect("ok");
+        let markdown = to_file
+            .document(&report, "iommutop record")
+            .expect("renders")
+            .expect("a document");
+        let summary = iommutop_model::summary::render_summary_fitted(&report, None);
+        let verdict = iommutop_model::diagnose::verdict(&report, None, None);
+        assert_eq!(
+            markdown,
+            format!("### iommutop report `r.json`\n\n```text\n{summary}\n{verdict}```\n")
+        );
+        let page = recording("run", OutputFormat::Html, None)
+            .expect("ok")
+            .document(&report, "iommutop run tcp-rr-1k")
+            .expect("renders")
+            .expect("a document");
+        assert_eq!(
+            page,
+            iommutop_model::html::render_report(&report, "iommutop run tcp-rr-1k")
+        );
+        for device in report.devices.iter().filter(|d| d.completions > 0) {
+            assert!(page.contains(&format!("data-device=\"{}\"", device.key)));
+        }
+        let text = recording("record", OutputFormat::Text, None).expect("ok");
+        assert!(text.document(&report, "x").expect("no error").is_none());
+        assert!(matches!(text.sink(), Ok(ReportSink::Summary)));
+        // The document takes the summary's place on stdout.
+        let alone = recording("record", OutputFormat::Markdown, None).expect("ok");
+        assert!(matches!(alone.sink(), Ok(ReportSink::Silent)));
+    }
+
+    /// A document and the JSON stream would both write to stdout; one JSON each.
+    #[test]
+    fn a_document_beside_the_stream_is_refused() {
+        for format in [OutputFormat::Markdown, OutputFormat::Html] {
+            let refused = recording("record", format, Some(Path::new("-")))
+                .err()
+                .expect("refused");
+            assert_eq!(refused.code, crate::exit::Code::Usage);
+            assert!(refused.error.to_string().contains("give --json a file"));
+        }
+        let streams = recording("run", OutputFormat::Json, None).expect("ok");
+        assert!(streams.streams() && streams.document.is_none());
+    }
 }

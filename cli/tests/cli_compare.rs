@@ -334,10 +334,35 @@ fn markdown_is_a_table_of_the_findings_for_a_pull_request() {
     assert!(text.starts_with("### iommutop compare\n"), "{text}");
     assert!(
         text.contains(
-            "\n| # | finding | share of gap | measured | A | B | change | noise | beyond noise |\n"
+            "\n| # | finding | share of gap | measured | unit | A | B | change | noise | beyond \
+             noise |\n"
         ),
         "{text}"
     );
+    // Every finding's A and B carry the unit `--json` gives it.
+    let json = dir().join("markdown-units.json");
+    compare(
+        &lab_report("pt-6.12"),
+        &lab_report("intel-6.12"),
+        &["--json", &json.to_string_lossy()],
+    );
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json written")).expect("json");
+    let findings = value["comparison"]["findings"]
+        .as_array()
+        .expect("findings");
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("| # | finding"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    assert_eq!(rows.len(), findings.len(), "{text}");
+    for (row, finding) in rows.iter().zip(findings) {
+        let unit = finding["unit"].as_str().expect("a unit");
+        assert!(!unit.is_empty(), "{finding}");
+        assert_eq!(row.split(" | ").nth(4), Some(unit), "{row}");
+    }
     assert!(
         text.contains("| 1 | IOMMU translation on the NICs 0000:00:05.0 (eth0, e1000e)"),
         "{text}"

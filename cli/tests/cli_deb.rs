@@ -62,6 +62,7 @@ fn the_package_holds_the_binary_man_pages_completions_and_unit() {
         "./usr/share/doc/iommutop/copyright",
         "./usr/share/doc/iommutop/report.schema.json",
         "./usr/share/doc/iommutop/compare.schema.json",
+        "./usr/share/doc/iommutop/diagnose.schema.json",
     ] {
         assert!(
             contents.lines().any(|l| l.ends_with(&format!(" {path}"))),

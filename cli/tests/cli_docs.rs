@@ -146,3 +146,46 @@ fn the_manual_says_exit_status_environment_and_examples() {
         assert!(page.contains(setting), "iommutop.1 does not name {setting}");
     }
 }
+
+/// `--device <TAB>` offered files: bash now completes it with the PCI functions present when
+/// completing (the script lists /sys/bus/pci/devices then, so a packaged script fits any
+/// machine), on every command that takes --device.
+#[test]
+fn bash_completion_offers_the_pci_devices_present_for_device() {
+    let output = iommutop()
+        .args(["completions", "bash"])
+        .output()
+        .expect("runs");
+    assert_succeeded(&output, "completions bash");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("iommutop.bash");
+    std::fs::write(&script, &output.stdout).expect("write");
+    let mut present: Vec<String> = std::fs::read_dir("/sys/bus/pci/devices")
+        .map(|d| {
+            d.map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    present.sort();
+    for command in ["record", "run tcp-rr-1k", "top", "serve", "diagnose"] {
+        let words = format!("iommutop {command} --device");
+        let completing = format!(
+            "source {script}; COMP_WORDS=({words} ''); COMP_CWORD=${{#COMP_WORDS[@]}}; \
+             COMP_CWORD=$((COMP_CWORD - 1)); COMP_LINE='{words} '; COMP_POINT=${{#COMP_LINE}}; \
+             _iommutop iommutop '' --device; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script = script.display()
+        );
+        let completed = std::process::Command::new("bash")
+            .args(["--norc", "--noprofile", "-c", &completing])
+            .output()
+            .expect("bash runs");
+        assert_succeeded(&completed, "bash completing --device");
+        let mut offered: Vec<String> = String::from_utf8_lossy(&completed.stdout)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect();
+        offered.sort();
+        assert_eq!(offered, present, "`{words} <TAB>`");
+    }
+}

@@ -75,6 +75,7 @@ fn compare_json_is_valid_against_its_schema_and_the_schema_refuses_what_lacks_a_
     );
     assert_valid("compare.schema.json", &upgrade);
     assert_eq!(upgrade["thresholds"].as_array().map(Vec::len), Some(1));
+    assert_eq!(upgrade["thresholds"][0]["unit"], "transaction/s");
 
     for path in [
         &["comparison"][..],
@@ -82,6 +83,7 @@ fn compare_json_is_valid_against_its_schema_and_the_schema_refuses_what_lacks_a_
         &["comparison", "findings", "0", "figures"],
         &["comparison", "devices", "0", "transition"],
         &["thresholds", "0", "change"],
+        &["thresholds", "0", "unit"],
     ] {
         assert_refused(
             "compare.schema.json",
@@ -189,5 +191,107 @@ fn profiles_json_is_valid_against_its_schema_with_an_invalid_profile_listed_too(
         "profiles.schema.json",
         &without(&listed, &[&broken.to_string(), "error"]),
         "of an invalid profile without its error",
+    );
+}
+
+fn example(name: &str) -> iommutop_model::Report {
+    let path = support::project_root().join(format!("examples/{name}.json"));
+    iommutop_model::Report::from_json(&std::fs::read_to_string(path).expect("readable"))
+        .expect("a report")
+}
+
+/// Facts as sysinfo reads them on the lab's Intel machine.
+fn lab_facts() -> iommutop_model::HostFacts {
+    serde_json::from_value(serde_json::json!({
+        "kernel_release": "7.3.4+deb13-amd64",
+        "cmdline": "console=ttyS0 intel_iommu=on iommutop.lab=1",
+        "kernel_config": {"INTEL_IOMMU": "y", "IOMMU_DEFAULT_DMA_LAZY": "y"},
+        "iommu_units": [{"name": "dmar0", "vendor": "intel"}],
+        "groups": [{"id": 3, "domain_type": "DMA-FQ", "devices": ["0000:00:04.0"]}],
+        "devices": [{
+            "pci_address": "0000:00:04.0", "driver": "nvme", "vendor_id": 6966,
+            "device_id": 16, "class": 67586, "iommu_group": 3, "domain_type": "DMA-FQ",
+            "iommu_unit": "dmar0", "netdevs": [], "disks": ["nvme0n1"], "children": ["nvme0"]
+        }],
+        "lab": true
+    }))
+    .expect("host facts")
+}
+
+/// `diagnose --format json` needs a run under the probes (root, an IOMMU), so its JSON is made
+/// here by the function the command prints it with, from real lab reports: a plain run, one
+/// with `--ab` and one with `--baseline`.
+#[test]
+fn diagnose_json_is_valid_against_its_schema_and_the_schema_refuses_what_lacks_a_field() {
+    use iommutop_model::diagnose::{ab_outcome, Diagnosis};
+    let (old, new, rt) = (
+        example("load-5.10-intel"),
+        example("load-7.3-intel"),
+        example("load-6.12-intel-preempt_full"),
+    );
+    let ab = ab_outcome(&new, &rt, "0000:00:04.0");
+    let full = Diagnosis::of_run(
+        lab_facts(),
+        new.clone(),
+        None,
+        Some(ab),
+        Some(("old.json", &old)),
+    );
+    let full = serde_json::to_value(&full).expect("serializes");
+    assert_valid("diagnose.schema.json", &full);
+    for plain in [
+        Diagnosis::of_run(lab_facts(), new, Some("0000:00:04.0"), None, None),
+        Diagnosis::without_iommu(iommutop_model::HostFacts::default()),
+    ] {
+        assert_valid(
+            "diagnose.schema.json",
+            &serde_json::to_value(&plain).expect("serializes"),
+        );
+    }
+    for path in [
+        &["verdict"][..],
+        &["devices", "0", "work"],
+        &["devices", "0", "work", "dma_ns"],
+        &["ab", "identity"],
+        &["baseline", "comparison", "findings"],
+        &["facts", "groups", "0", "domain_type"],
+        &["report", "schema_version"],
+    ] {
+        assert_refused(
+            "diagnose.schema.json",
+            &without(&full, path),
+            &format!("without {path:?}"),
+        );
+    }
+    let mut extra = full.clone();
+    extra["devices"][0]["surprise"] = Value::Bool(true);
+    assert_refused(
+        "diagnose.schema.json",
+        &extra,
+        "with a field it does not describe",
+    );
+}
+
+/// Where no IOMMU translates (the build machines), `diagnose --format json` runs nothing and
+/// prints the diagnosis at once: checked on the binary's real output there.
+#[test]
+fn diagnose_json_without_an_iommu_is_valid_against_its_schema() {
+    let iommus = std::fs::read_dir("/sys/class/iommu").map_or(0, |d| d.count());
+    if iommus > 0 {
+        eprintln!("skipped: this machine has an IOMMU, so diagnose would run a workload");
+        return;
+    }
+    let output = iommutop()
+        .args(["diagnose", "--format", "json"])
+        .output()
+        .expect("runs");
+    assert_success(&output);
+    let value: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_valid("diagnose.schema.json", &value);
+    assert!(value["report"].is_null(), "{value}");
+    let verdict = value["verdict"][0].as_str().expect("a verdict line");
+    assert!(
+        verdict.starts_with("verdict: no IOMMU translates DMA"),
+        "{verdict}"
     );
 }

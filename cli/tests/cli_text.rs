@@ -343,7 +343,7 @@ fn profiles_json_file_is_written_beside_the_table() {
 /// root needed to see it), in one line naming the command, the form and those it has.
 #[test]
 fn a_format_a_command_has_no_form_for_is_refused() {
-    let cases: [(&[&str], &[&str]); 10] = [
+    let cases: [(&[&str], &[&str]); 9] = [
         (
             &["profiles", "--format", "html"],
             &["profiles", "html", "--format text or json"],
@@ -353,28 +353,28 @@ fn a_format_a_command_has_no_form_for_is_refused() {
             &["probes", "markdown", "--format text or json"],
         ),
         (
-            &["record", "--format", "html"],
-            &["record", "html", "--format text or json"],
-        ),
-        (
-            &["run", "tcp-rr-1k", "--format", "markdown"],
-            &["run", "markdown", "--format text or json"],
-        ),
-        (
-            &["diagnose", "--format", "json"],
-            &["diagnose", "json", "--format text"],
-        ),
-        (
             &["top", "--format", "json"],
             &["top", "json", "--format text", "--batch --format json"],
         ),
         (
-            &["top", "--batch", "--format", "html"],
-            &["top --batch", "html", "--format text or json"],
-        ),
-        (
             &["record", "--format", "json", "--json", "r.json"],
             &["--format json", "--json r.json", "one of them"],
+        ),
+        (
+            &["record", "--format", "markdown", "--json", "-"],
+            &["record --json -", "--format markdown", "give --json a file"],
+        ),
+        (
+            &["top", "--batch", "--format", "html", "--json", "-"],
+            &[
+                "top --batch --json -",
+                "--format html",
+                "give --json a file",
+            ],
+        ),
+        (
+            &["record", "--print", "--format", "html"],
+            &["--print", "html report on stdout", "--format text"],
         ),
         (
             &["diagnose", "--json", "-"],

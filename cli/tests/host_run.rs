@@ -176,3 +176,34 @@ fn zero_runs_is_a_one_line_usage_error() {
         .expect("runs");
     assert_one_line_error(&output, 2, &["--runs 0", "at least one run"]);
 }
+
+/// `record --format markdown|html` prints its report as `report FILE --format markdown|html`
+/// prints the report it wrote to FILE, byte for byte (issue 29: one code path).
+#[test]
+fn record_prints_its_report_as_report_prints_the_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for format in ["markdown", "html"] {
+        let json = dir.path().join(format!("r-{format}.json"));
+        let recorded = iommutop()
+            .args(["record", "--duration", "1", "--format", format, "--json"])
+            .arg(&json)
+            .timeout(Duration::from_secs(300))
+            .output()
+            .expect("runs");
+        assert_success(&recorded);
+        assert_valid_report(&read_json(&json));
+        let shown = iommutop()
+            .arg("report")
+            .arg(&json)
+            .args(["--format", format])
+            .output()
+            .expect("runs");
+        assert_success(&shown);
+        assert!(!recorded.stdout.is_empty(), "{format}: nothing printed");
+        assert_eq!(
+            String::from_utf8_lossy(&recorded.stdout),
+            String::from_utf8_lossy(&shown.stdout),
+            "{format}"
+        );
+    }
+}

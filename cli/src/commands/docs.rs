@@ -1,50 +1,13 @@
-//! `iommutop completions SHELL` and `iommutop man DIR`: what the shell and `man` need, generated
-//! from the same clap definition as the parser, so they cannot drift from it (a test checks
-//! that docs/man/ is what `iommutop man` writes).
+//! `iommutop man DIR`: the manual pages, generated from the same clap definition as the parser,
+//! so they cannot drift from it (a test checks that docs/man/ is what `iommutop man` writes).
+//! The completion scripts come from it too, in `completions`.
 
 use crate::cli::Cli;
 use crate::exit::{Failure, Outcome};
 use anyhow::{anyhow, Context};
 use clap::CommandFactory;
-use iommutop_workloads::ProfileSet;
-use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
-
-pub fn completions(shell: clap_complete::Shell) -> Outcome<ExitCode> {
-    let names: Vec<String> = ProfileSet::discover()
-        .list()
-        .into_iter()
-        .map(|l| l.name)
-        .collect();
-    let mut command = offering_profiles(Cli::command(), &names);
-    // Into memory first: clap_complete panics when its writer fails (`| head`).
-    let mut script = Vec::new();
-    clap_complete::generate(shell, &mut command, "iommutop", &mut script);
-    match std::io::stdout().write_all(&script) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(Failure::from(anyhow!("writing the completion script: {e}")))
-        }
-        _ => Ok(ExitCode::SUCCESS),
-    }
-}
-
-/// `command` with every PROFILE argument (`run PROFILE`, `--profile`) offering `names`, for the
-/// completion script alone: the parser still takes any name or a path to a .toml file.
-fn offering_profiles(command: clap::Command, names: &[String]) -> clap::Command {
-    command.mut_subcommands(|sub| {
-        sub.mut_args(|arg| {
-            let is_profile = arg
-                .get_value_names()
-                .is_some_and(|v| v.iter().any(|n| n == "PROFILE"));
-            if is_profile {
-                arg.value_parser(clap::builder::PossibleValuesParser::new(names.to_vec()))
-            } else {
-                arg
-            }
-        })
-    })
-}
 
 /// Writes `iommutop.1` and one `iommutop-COMMAND.1` per command into `dir`.
 pub fn man_pages(dir: &Path) -> Outcome<ExitCode> {

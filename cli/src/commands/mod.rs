@@ -2,6 +2,7 @@
 
 pub mod call_paths;
 pub mod compare;
+pub mod completions;
 pub mod diagnose;
 pub mod docs;
 pub mod html;

@@ -1,11 +1,11 @@
-//! `iommutop record [--duration S] [--interval S] [--json FILE|-] [--format text|json]
+//! `iommutop record [--duration S] [--interval S] [--json FILE|-] [--format text|json|markdown|html]
 //! [--device DEV [--domain TYPE]] [-- COMMAND ARGS...]`
 
 use crate::cli::RecordArgs;
 use crate::commands::call_paths;
 use crate::domain::{DomainError, DomainSwitch};
 use crate::exit::{Code, Failure, Outcome};
-use crate::output::{stream_target, IntervalText, JsonTarget, ReportSink};
+use crate::output::{print_text, recording, IntervalText, ReportSink};
 use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
@@ -18,14 +18,21 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
     let interval = Duration::from_secs_f64(args.interval);
     let duration = args.duration.map(Duration::from_secs_f64);
     // Open the output before attaching anything, so a bad path fails fast.
-    let target = stream_target("record", args.format, args.json.as_deref())?;
-    if args.print && matches!(target, Some(JsonTarget::Stream)) {
+    let output = recording("record", args.format, args.json.as_deref())?;
+    if args.print && output.streams() {
         return Err(Failure::usage(anyhow!(
             "--print and the JSON stream (`--json -`, --format json) would both write to stdout: \
              give --json a file"
         )));
     }
-    let mut sink = ReportSink::open(target)?;
+    if let (true, Some(format)) = (args.print, output.document) {
+        return Err(Failure::usage(anyhow!(
+            "--print's tables would land in the {} report on stdout: leave out --print, or \
+             --format text",
+            format.name()
+        )));
+    }
+    let mut sink = output.sink()?;
     if let Some(program) = args.command.first() {
         require_runnable(program)?;
     }
@@ -68,6 +75,9 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
         );
     }
     sink.report(&report)?;
+    if let Some(document) = output.document(&report, "iommutop record")? {
+        print_text(&document)?;
+    }
     call_paths::write(&report, args.folded.as_deref(), args.flamegraph.as_deref())?;
     if std::io::stderr().is_terminal() {
         eprintln!("iommutop: detaching the probes…");

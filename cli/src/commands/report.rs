@@ -8,12 +8,10 @@ use crate::cli::{OutputFormat, ReportArgs};
 use crate::commands::{call_paths, html};
 use crate::exit::{Failure, Outcome};
 use crate::output::{emit, stdout_width};
+use crate::report_format::{render, TextOptions};
 use anyhow::anyhow;
-use iommutop_model::diagnose::verdict;
 use iommutop_model::html::render_report;
 use iommutop_model::report::Report;
-use iommutop_model::summary::{render_histograms, render_summary_fitted};
-use iommutop_model::text::wrap;
 use iommutop_model::RowKind;
 use std::path::Path;
 use std::process::ExitCode;
@@ -29,14 +27,13 @@ pub fn run(args: &ReportArgs) -> Outcome<ExitCode> {
         check_device(&report, &name, device)?;
     }
     let json = report.to_json()?;
+    let options = TextOptions {
+        device: args.device.as_deref(),
+        hist: args.hist,
+    };
     let form = match args.format {
-        OutputFormat::Text => text(&report, args, stdout_width()),
         OutputFormat::Json => json.clone(),
-        OutputFormat::Markdown => format!(
-            "### iommutop report `{name}`\n\n```text\n{}```\n",
-            text(&report, args, None)
-        ),
-        OutputFormat::Html => render_report(&report, &name),
+        format => render(&report, &name, format, &options, stdout_width())?,
     };
     emit(&form, args.json.as_deref().map(|p| (p, json.as_str())))?;
     call_paths::write(&report, args.folded.as_deref(), args.flamegraph.as_deref())?;
@@ -44,20 +41,6 @@ pub fn run(args: &ReportArgs) -> Outcome<ExitCode> {
         html::write(path, &render_report(&report, &name))?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The summary, the verdict and (with --hist) the histograms, fitted to `width`.
-fn text(report: &Report, args: &ReportArgs, width: Option<u16>) -> String {
-    let mut text = render_summary_fitted(report, width);
-    text.push('\n');
-    text.push_str(&wrap(&verdict(report, args.device.as_deref(), None), width));
-    if args.hist {
-        text.push_str(&render_histograms(report, args.device.as_deref()));
-    }
-    if !text.ends_with('\n') {
-        text.push('\n');
-    }
-    text
 }
 
 /// `--device` must name a row of the report: a usage error naming the report and its devices

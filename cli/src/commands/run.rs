@@ -1,4 +1,4 @@
-//! `iommutop run PROFILE [--json FILE|-] [--format text|json] [--html F.html] [--duration S] [--set KEY=VALUE]...
+//! `iommutop run PROFILE [--json FILE|-] [--format text|json|markdown|html] [--html F.html] [--duration S] [--set KEY=VALUE]...
 //! [--interval S]`: a profile's workload under the probes, its own numbers and the probes' in one
 //! report.
 //!
@@ -12,7 +12,7 @@ use crate::commands::workload::{
     checked_profile_workload, load_profile, restore_leftovers, workload_failure,
 };
 use crate::exit::{Code, Failure, Outcome};
-use crate::output::{stream_target, ReportSink};
+use crate::output::{print_text, recording, ReportSink};
 use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
@@ -78,7 +78,7 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
              discarded runs before them)"
         )));
     }
-    let target = stream_target("run", args.format, args.json.as_deref())?;
+    let output = recording("run", args.format, args.json.as_deref())?;
     let device_filter = crate::device_filter::resolve(args.device.as_deref())?;
     let task_filter = crate::task_filter::resolve(&args.tasks)?;
     let profile = load_profile(&args.profile, &args.set, args.duration)?;
@@ -88,7 +88,7 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
         None => checked_profile_workload(&profile),
     };
     let interval = Duration::from_secs_f64(args.interval);
-    let mut sink = ReportSink::open(target)?;
+    let mut sink = output.sink()?;
     let stop = StopSignal::install()?;
     restore_leftovers();
     let mut session = Session::start(&args.points.clone().unwrap_or_default(), task_filter)?
@@ -227,7 +227,8 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
     if args.runs > 1 {
         report.repeats = Some(Repeats::new(args.warmup, entries));
     }
-    if !matches!(sink, ReportSink::Stream { .. }) && error.is_none() {
+    // A document is the report alone, as `iommutop report` prints it; the text has these too.
+    if !output.streams() && output.document.is_none() && error.is_none() {
         if let Some(summary) = summary {
             print!("{summary}");
         }
@@ -236,8 +237,11 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
         }
     }
     sink.report(&report)?;
+    let source = format!("iommutop run {}", profile.name);
+    if let Some(document) = output.document(&report, &source)? {
+        print_text(&document)?;
+    }
     if let Some(path) = &args.html {
-        let source = format!("iommutop run {}", profile.name);
         crate::commands::html::write(path, &render_report(&report, &source))?;
     }
     if let Some(e) = error {

@@ -1,5 +1,6 @@
 //! `iommutop compare --format markdown`: the comparison as a PR comment — the two reports, a
-//! table of the findings with their numbers, and the thresholds.
+//! table of the findings with their numbers and the unit of each (`compare --json`'s `unit`),
+//! and the thresholds with theirs.
 
 use super::{Comparison, Evaluation, Finding, FindingKind, Numbers};
 use std::fmt::Write;
@@ -20,8 +21,8 @@ pub fn render_markdown(c: &Comparison, names: (&str, &str), thresholds: &[Evalua
     }
     let _ = writeln!(out, "\n{}.", capitalized(&c.noise.sentence()));
     out.push_str(
-        "\n| # | finding | share of gap | measured | A | B | change | noise | beyond noise |\n\
-         |---|---|---|---|---|---|---|---|---|\n",
+        "\n| # | finding | share of gap | measured | unit | A | B | change | noise | beyond noise \
+         |\n|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut rank = 0;
     for finding in &c.findings {
@@ -35,14 +36,15 @@ pub fn render_markdown(c: &Comparison, names: (&str, &str), thresholds: &[Evalua
     }
     if !thresholds.is_empty() {
         out.push_str(
-            "\n| threshold | A | B | change | noise | beyond noise | result |\n\
-             |---|---|---|---|---|---|---|\n",
+            "\n| threshold | unit | A | B | change | noise | beyond noise | result |\n\
+             |---|---|---|---|---|---|---|---|\n",
         );
         for t in thresholds {
             let _ = writeln!(
                 out,
-                "| `{}` | {} | {} | {} | {} | {} | {} |",
+                "| `{}` | {} | {} | {} | {} | {} | {} | {} |",
                 cell(&t.expression),
+                t.unit.as_deref().map_or("-".into(), cell),
                 value(t.numbers.a),
                 value(t.numbers.b),
                 change(&t.numbers),
@@ -62,6 +64,7 @@ fn finding_cells(f: &Finding) -> String {
         f.share_of_gap
             .map_or("-".into(), |s| format!("{:.0}%", s * 100.0)),
         cell(&f.quantity),
+        cell(&f.unit),
         value(n.a),
         value(n.b),
         change(n),
@@ -140,8 +143,30 @@ mod tests {
             .take_while(|l| l.starts_with('|'))
             .count();
         assert_eq!(findings, comparison.findings.len(), "{text}");
+        // Each finding's A and B are in the unit its JSON names.
+        let header: Vec<&str> = lines
+            .iter()
+            .find(|l| l.starts_with("| # | finding"))
+            .map(|l| l.split(" | ").collect())
+            .unwrap_or_default();
+        let unit_column = header
+            .iter()
+            .position(|h| *h == "unit")
+            .expect("a unit column");
+        let rows = lines
+            .iter()
+            .skip_while(|l| !l.starts_with("| # | finding"))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'));
+        for (row, finding) in rows.zip(&comparison.findings) {
+            let cells: Vec<&str> = row.split(" | ").collect();
+            assert_eq!(cells[unit_column], cell(&finding.unit), "{row}");
+            assert_eq!(header[unit_column + 1], "A");
+        }
         assert!(
-            text.contains("| `workload.read_iops < -2%` | 2000 | 2000 | +0.0% | - | - | held |"),
+            text.contains(
+                "| `workload.read_iops < -2%` | read/s | 2000 | 2000 | +0.0% | - | - | held |"
+            ),
             "{text}"
         );
         let cells = |line: &str| line.replace("\\|", "").matches('|').count();

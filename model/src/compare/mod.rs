@@ -20,6 +20,7 @@ pub mod markdown;
 pub mod noise;
 pub mod numbers;
 pub mod path;
+pub mod text;
 pub mod threshold;
 pub mod untimed;
 pub mod work;

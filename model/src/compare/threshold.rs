@@ -204,6 +204,9 @@ pub struct Evaluation {
     /// of a workload number.
     #[serde(flatten)]
     pub numbers: Numbers,
+    /// The unit of `a`, `b` and `change` (`ns per transaction`, `transaction/s`, `calls`);
+    /// `None` for text and yes/no values.
+    pub unit: Option<String>,
 }
 
 impl Evaluation {
@@ -369,7 +372,48 @@ impl Threshold {
             observed,
             crossed,
             numbers,
+            unit: self.unit(b),
         })
+    }
+
+    /// The unit of the value the path reads in `report`, as `compare --json`'s findings name
+    /// theirs: a workload's headline rate per second of its unit, else the metric's own name;
+    /// a device's times in ns, its counts per unit of the workload (or per I/O for the derived
+    /// overhead). `None` for text and yes/no values.
+    fn unit(&self, report: &Report) -> Option<String> {
+        let unit = match &self.path {
+            Path::Workload(metric) => {
+                let units = work_units(report);
+                match units.rate_metric.as_deref() {
+                    Some(rate) if rate == metric => format!("{}/s", units.unit),
+                    _ => metric.clone(),
+                }
+            }
+            Path::Device { field, .. } => match field {
+                DeviceField::Derived("translation_ns_per_io") => "ns per I/O".into(),
+                DeviceField::Derived("translation_ns") => "ns".into(),
+                DeviceField::Derived("cpu_share") => "share of one CPU".into(),
+                DeviceField::Derived(_) => "per I/O".into(),
+                DeviceField::Completions => "completions".into(),
+                DeviceField::DomainType => return None,
+                DeviceField::Op { stat, .. } => match *stat {
+                    "count" => "calls".into(),
+                    "rate_per_s" => "calls/s".into(),
+                    _ => "ns".into(),
+                },
+                DeviceField::PerUnit(name) => {
+                    let per = work_units(report).unit;
+                    if name.ends_with("_ns") {
+                        format!("ns per {per}")
+                    } else {
+                        format!("per {per}")
+                    }
+                }
+            },
+            Path::Host(HostField::IommuUnits) => "IOMMU units".into(),
+            Path::Host(_) => return None,
+        };
+        Some(unit)
     }
 
     /// A's and B's values as numbers, judged against the run-to-run noise where the reports

@@ -33,7 +33,7 @@ pub struct WorkUnits {
 
 impl WorkUnits {
     /// Per completed I/O: what figures are per when the workload counted nothing.
-    fn completions() -> WorkUnits {
+    pub fn completions() -> WorkUnits {
         WorkUnits {
             unit: "completed I/O".into(),
             count: None,

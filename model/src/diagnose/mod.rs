@@ -6,13 +6,16 @@
 //! - [`system`]: the system facts (why the IOMMU is on, which mode, every group).
 //! - [`advice`]: what to try, and what it would gain.
 //! - [`ab`]: the `--ab` experiment's outcome (translated against identity).
+//! - [`diagnosis`]: all of it as data, which every `--format` renders.
 
 pub mod ab;
 pub mod advice;
+pub mod diagnosis;
 pub mod system;
 
 pub use ab::{ab_outcome, AbOutcome};
 pub use advice::{advise, Advice, Gain};
+pub use diagnosis::Diagnosis;
 pub use system::{iommu_reasons, render_system};
 
 use crate::compare::work::{label, work_units, DeviceWork, WorkUnits};

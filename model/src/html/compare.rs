@@ -4,8 +4,9 @@
 
 use super::charts::{self, HistSeries};
 use super::{escape, interval_charts, label, ops_table, page, time_bar_html, timed_ops};
+use crate::compare::explain::waiting_figure;
 use crate::compare::work::same_device;
-use crate::compare::{Comparison, Side};
+use crate::compare::{Comparison, DeviceChange, DeviceWork, Side};
 use crate::report::Report;
 use crate::snapshot::Device;
 use crate::units::human_ns;
@@ -46,12 +47,18 @@ pub fn render_comparison(
             .find(|d| d.key == change.key)
             .or_else(|| in_a.and_then(|d| same_device(&b.devices, d)));
         let in_a = in_a.or_else(|| in_b.and_then(|d| same_device(&a.devices, d)));
-        body.push_str(&device_section(a, b, in_a, in_b, &change.label, index));
+        body.push_str(&device_section(
+            (a, b),
+            (in_a, in_b),
+            change,
+            &comparison.device_unit,
+            index,
+        ));
     }
     page(
         &format!("iommutop compare: {} against {}", names.0, names.1),
         &body,
-        b,
+        &b.tool.version,
     )
 }
 
@@ -62,7 +69,7 @@ fn side_line(side: &Side) -> String {
     parts.join("; ")
 }
 
-fn findings(c: &Comparison) -> String {
+pub(super) fn findings(c: &Comparison) -> String {
     let mut out = String::from("<h2>Findings</h2>\n<ol class=\"findings\">\n");
     for finding in &c.findings {
         let share = finding
@@ -136,13 +143,13 @@ fn workload(c: &Comparison) -> String {
 
 /// One device in A and B: counts side by side, both time bars, overlaid latency charts, rates.
 fn device_section(
-    a: &Report,
-    b: &Report,
-    in_a: Option<&Device>,
-    in_b: Option<&Device>,
-    change_label: &str,
+    (a, b): (&Report, &Report),
+    (in_a, in_b): (Option<&Device>, Option<&Device>),
+    change: &DeviceChange,
+    device_unit: &str,
     index: usize,
 ) -> String {
+    let change_label = change.label.as_str();
     let key = in_a.or(in_b).map_or(change_label, |d| d.key.as_str());
     let mut out = format!(
         "<section class=\"device\" id=\"dev-{index}\" data-device=\"{}\">\n<details open>\
@@ -160,6 +167,7 @@ fn device_section(
         }
     }
     out.push_str(&ops_table(&sides));
+    out.push_str(&waiting(change, device_unit));
     out.push_str("<h3>Where the time goes</h3>\n");
     for (tag, d) in &sides {
         let _ = writeln!(out, "<h4 class=\"side-{}\">{tag}</h4>", tag.to_lowercase());
@@ -212,4 +220,29 @@ fn device_section(
     out.push_str(&interval_charts(&over_time, true));
     out.push_str("</div>\n</details>\n</section>\n");
     out
+}
+
+/// The time a device's DMA map and unmap calls spent switched out (waiting), in A and B, as the
+/// text's `switched out (waiting)` line says it: shown where either run measured some, since the
+/// times above are on-CPU and leave it out.
+fn waiting(change: &DeviceChange, device_unit: &str) -> String {
+    let waited = |w: &Option<DeviceWork>| {
+        w.as_ref()
+            .and_then(|w| w.dma_offcpu_ns)
+            .is_some_and(|ns| ns > 0.0)
+    };
+    if !waited(&change.a) && !waited(&change.b) {
+        return String::new();
+    }
+    let figure = |w: &Option<DeviceWork>| w.as_ref().map_or("-".into(), waiting_figure);
+    format!(
+        "<table class=\"waiting\"><thead><tr><th>switched out (waiting): share of the DMA \
+         map+unmap time (per {})</th><th>A</th><th>B</th></tr></thead><tbody><tr>\
+         <td>preempted, or asleep on a lock; the times above are on-CPU and leave it out</td>\
+         <td class=\"num\" data-side=\"a\">{}</td><td class=\"num\" data-side=\"b\">{}</td></tr>\
+         </tbody></table>\n",
+        escape(device_unit),
+        escape(&figure(&change.a)),
+        escape(&figure(&change.b)),
+    )
 }

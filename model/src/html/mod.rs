@@ -8,11 +8,13 @@
 
 mod charts;
 mod compare;
+mod diagnose;
 mod escape;
 mod paths;
 pub mod time_bar;
 
 pub use compare::render_comparison;
+pub use diagnose::render_diagnosis;
 pub use escape::escape;
 
 use crate::report::Report;
@@ -28,21 +30,34 @@ pub fn render_report(report: &Report, source: &str) -> String {
         "<h1>iommutop report <span class=\"source\">{}</span></h1>\n",
         escape(source)
     );
-    body.push_str(&run_facts(report));
+    body.push_str(&report_sections(report, true));
+    page(
+        &format!("iommutop report: {source}"),
+        &body,
+        &report.tool.version,
+    )
+}
+
+/// Everything a report's page shows under its title: what ran, the warnings, the devices, the
+/// verdict (folded, when `with_verdict`) and a section per row.
+fn report_sections(report: &Report, with_verdict: bool) -> String {
+    let mut body = run_facts(report);
     body.push_str(&warnings(&report.warnings));
     let rows = shown_rows(report);
     body.push_str(&overview(&rows));
-    let verdict = crate::diagnose::verdict(report, None, None);
-    let _ = writeln!(
-        body,
-        "<details class=\"verdict\"><summary>verdict (as <code>iommutop report</code> prints it)\
-         </summary><pre>{}</pre></details>",
-        escape(&verdict)
-    );
+    if with_verdict {
+        let verdict = crate::diagnose::verdict(report, None, None);
+        let _ = writeln!(
+            body,
+            "<details class=\"verdict\"><summary>verdict (as <code>iommutop report</code> prints \
+             it)</summary><pre>{}</pre></details>",
+            escape(&verdict)
+        );
+    }
     for (index, device) in rows.iter().enumerate() {
         body.push_str(&device_section(report, device, index));
     }
-    page(&format!("iommutop report: {source}"), &body, report)
+    body
 }
 
 /// The rows worth a section: any with something counted, those that mapped memory for DMA first
@@ -441,15 +456,15 @@ fn figure(svg: &str) -> String {
     }
 }
 
-/// The whole document around `body`.
-fn page(title: &str, body: &str, report: &Report) -> String {
+/// The whole document around `body`, written by iommutop `version`.
+fn page(title: &str, body: &str, version: &str) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"generator\" content=\"iommutop {version}\">\n<title>{title}</title>\n\
          <style>{STYLE}</style>\n</head>\n<body>\n{body}<footer>Written by iommutop {version}. \
          This page is self-contained: it loads no script, style, font or image from anywhere.\
          </footer>\n</body>\n</html>\n",
-        version = escape(&report.tool.version),
+        version = escape(version),
         title = escape(title),
     )
 }

@@ -279,3 +279,63 @@ fn a_comparison_overlays_a_and_b_on_each_latency_chart() {
     let rates = nvme.find("dma_map/s").expect("rates chart");
     assert!(nvme[rates..].contains(blue) && nvme[rates..].contains(orange));
 }
+
+/// Issue 29: the text of `compare` shows the time a device's DMA calls spent switched out
+/// (waiting) in its finding and under the device; the page showed neither under the device.
+#[test]
+fn a_comparison_with_waiting_shows_its_finding_and_each_sides_figure() {
+    let reports = examples();
+    let a = &reports
+        .iter()
+        .find(|(name, _)| name.contains("preempt_full"))
+        .expect("the 6.12 preempt=full load cell")
+        .1;
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../cli/tests/fixtures/load-6.12-rt-amd-waiting.json");
+    let b = Report::from_json(&std::fs::read_to_string(path).expect("readable")).expect("a report");
+    let comparison = compare(a, &b);
+    let page = render_comparison(a, &b, &comparison, ("a.json", "rt.json"));
+    let waiting: Vec<_> = comparison
+        .findings
+        .iter()
+        .filter(|f| f.kind == crate::compare::FindingKind::Waiting)
+        .collect();
+    assert!(!waiting.is_empty(), "the rt run's NVMe waited");
+    let findings = &page[page.find("<h2>Findings</h2>").expect("findings")..];
+    for finding in waiting {
+        assert!(
+            findings.contains(&escape(&finding.headline)),
+            "{}",
+            finding.headline
+        );
+    }
+    for change in &comparison.devices {
+        let section = section(&page, &change.key);
+        let waited = |w: &Option<crate::compare::DeviceWork>| {
+            w.as_ref()
+                .and_then(|w| w.dma_offcpu_ns)
+                .is_some_and(|ns| ns > 0.0)
+        };
+        if !waited(&change.a) && !waited(&change.b) {
+            assert!(!section.contains("class=\"waiting\""), "{}", change.key);
+            continue;
+        }
+        let figure = |w: &Option<crate::compare::DeviceWork>| {
+            w.as_ref()
+                .map_or("-".into(), crate::compare::explain::waiting_figure)
+        };
+        for (side, w) in [("a", &change.a), ("b", &change.b)] {
+            let cell = format!(
+                "<td class=\"num\" data-side=\"{side}\">{}</td>",
+                escape(&figure(w))
+            );
+            assert!(section.contains(&cell), "{}: no {cell}", change.key);
+        }
+    }
+    let nvme = section(&page, "0000:00:04.0");
+    assert!(nvme.contains("class=\"waiting\""), "the NVMe waited 63.5%");
+    // Reports without waiting get no such table.
+    let (plain_a, plain_b) = (&reports[0].1, &reports[2].1);
+    let plain = render_comparison(plain_a, plain_b, &compare(plain_a, plain_b), ("a", "b"));
+    assert!(!plain.contains("class=\"waiting\""));
+}

@@ -1,5 +1,5 @@
 //! `iommutop diagnose [--profile P | --baseline OLD.json] [--device ADDR] [--ab] [--json FILE]
-//! [-- COMMAND...]`: the
+//! [--format text|json|markdown|html] [-- COMMAND...]`: the
 //! system facts that decide translation, then a workload under the probes, and a verdict per
 //! device: what translation costs per unit of work and in CPU share, where the time goes, which
 //! call paths pay it, and what to try — with `--ab`, the gain of identity measured on the same
@@ -18,15 +18,15 @@ use crate::commands::workload::{
 };
 use crate::commands::{call_paths, html};
 use crate::exit::{Failure, Outcome};
-use crate::output::{unsupported_format, JsonTarget, ReportSink};
+use crate::output::{print_text, JsonTarget, ReportSink};
 use crate::probes::PointSelection;
 use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use crate::sysinfo;
 use anyhow::{anyhow, Context};
-use iommutop_model::compare::compare;
-use iommutop_model::diagnose::{render_system, verdict};
-use iommutop_model::html::render_report;
+use iommutop_model::diagnose::diagnosis::markdown::render_markdown_diagnosis;
+use iommutop_model::diagnose::{render_system, Diagnosis};
+use iommutop_model::html::render_diagnosis;
 use iommutop_model::report::Report;
 use plan::Plan;
 use serde_json::{Map, Value};
@@ -38,13 +38,6 @@ use std::time::Duration;
 const INTERVAL: Duration = Duration::from_secs(1);
 
 pub fn run(args: &DiagnoseArgs) -> Outcome<ExitCode> {
-    if args.format != OutputFormat::Text {
-        return Err(unsupported_format(
-            "diagnose",
-            args.format,
-            &[OutputFormat::Text],
-        ));
-    }
     if args.json.as_deref() == Some(Path::new("-")) {
         return Err(Failure::usage(anyhow!(
             "diagnose --json -: the verdict goes to stdout, the report to a file: give --json a \
@@ -61,12 +54,7 @@ pub fn run(args: &DiagnoseArgs) -> Outcome<ExitCode> {
         && args.profile.is_none()
         && baseline.is_none()
     {
-        print!("{}", render_system(&facts));
-        println!(
-            "\nverdict: no IOMMU translates DMA on this machine, so translation costs nothing \
-             here. To measure it, boot with intel_iommu=on (or amd_iommu=on), or run \
-             `sudo scripts/demo` for the lab."
-        );
+        print_text(&render(&Diagnosis::without_iommu(facts), args.format)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     let plan = match &baseline {
@@ -79,7 +67,10 @@ pub fn run(args: &DiagnoseArgs) -> Outcome<ExitCode> {
     } else {
         None
     };
-    print!("{}", render_system(&facts));
+    // The text says what it looks at before the run; the other forms are whole at the end.
+    if args.format == OutputFormat::Text {
+        print!("{}", render_system(&facts));
+    }
     let mut sink = match &args.json {
         Some(path) => ReportSink::open(Some(JsonTarget::File(path.clone())))?,
         None => ReportSink::Silent,
@@ -106,26 +97,26 @@ pub fn run(args: &DiagnoseArgs) -> Outcome<ExitCode> {
         Some(Err(failure)) => (None, Some(failure)),
         None => (None, None),
     };
-    println!();
-    print!(
-        "{}",
-        verdict(&first.report, args.device.as_deref(), ab.as_ref())
+    let baseline_name = baseline
+        .as_ref()
+        .map(|(path, _)| path.display().to_string());
+    let diagnosis = Diagnosis::of_run(
+        facts,
+        first.report,
+        args.device.as_deref(),
+        ab,
+        baseline_name
+            .as_deref()
+            .zip(baseline.as_ref().map(|(_, r)| r)),
     );
-    if let Some(ab) = &ab {
-        println!();
-        print!("{}", ab.render());
+    if let Some(path) = &args.html {
+        html::write(path, &render_diagnosis(&diagnosis))?;
     }
-    if let Some((path, old)) = &baseline {
-        let comparison = compare(old, &first.report);
-        println!(
-            "\nagainst the baseline (A: {}, B: this run):",
-            path.display()
-        );
-        print!(
-            "{}",
-            comparison.render((&path.display().to_string(), "this run"))
-        );
-    }
+    let form = match args.format {
+        OutputFormat::Text => diagnosis.render_outcome(),
+        format => render(&diagnosis, format)?,
+    };
+    print_text(&form)?;
     if let Some(failure) = first.failure {
         return Err(failure);
     }
@@ -138,6 +129,16 @@ pub fn run(args: &DiagnoseArgs) -> Outcome<ExitCode> {
         )));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The diagnosis in one `--format`.
+pub fn render(diagnosis: &Diagnosis, format: OutputFormat) -> Outcome<String> {
+    Ok(match format {
+        OutputFormat::Text => diagnosis.render_text(),
+        OutputFormat::Json => serde_json::to_string_pretty(diagnosis)? + "\n",
+        OutputFormat::Markdown => render_markdown_diagnosis(diagnosis),
+        OutputFormat::Html => render_diagnosis(diagnosis),
+    })
 }
 
 /// What can be checked before anything is attached or changed.
@@ -237,14 +238,9 @@ fn measure(
     }
 }
 
-/// `--folded` and `--flamegraph`: the sampled call paths for flame-graph readers; `--html`: the
-/// report as a page.
+/// `--folded` and `--flamegraph`: the sampled call paths for flame-graph readers.
 fn write_call_paths(report: &Report, args: &DiagnoseArgs) -> Outcome {
-    call_paths::write(report, args.folded.as_deref(), args.flamegraph.as_deref())?;
-    match &args.html {
-        Some(path) => html::write(path, &render_report(report, "iommutop diagnose")),
-        None => Ok(()),
-    }
+    call_paths::write(report, args.folded.as_deref(), args.flamegraph.as_deref())
 }
 
 /// `run.json` → `run-identity.json`: where the other mode's report of `--ab` goes.

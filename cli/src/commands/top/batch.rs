@@ -1,12 +1,13 @@
 //! `iommutop top --batch [-n COUNT]`: the live view's table as text, one timestamped block per
 //! interval on stdout, for pipes and logs (as `top -b` prints), sorted and filtered as
 //! `--sort` and `--filter` say; Ctrl-C or COUNT blocks end it. With `--format json`, the
-//! intervals and the report as JSON instead, as `record --json -` streams them.
+//! intervals and the report as JSON instead, as `record --json -` streams them; with markdown or
+//! html, no table but the report at the end, as `iommutop report --format` prints it.
 
 use super::StartView;
 use crate::cli::{OutputFormat, TopArgs};
 use crate::exit::{Failure, Outcome};
-use crate::output::{stream_target, IntervalText, JsonTarget, ReportSink};
+use crate::output::{print_text, recording, IntervalText, ReportSink};
 use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
@@ -24,16 +25,16 @@ pub fn run(args: &TopArgs, start: &StartView, interval: Duration) -> Outcome<Exi
              `iommutop run PROFILE --json -`"
         )));
     }
-    let target = stream_target("top --batch", args.format, args.json.as_deref())?;
-    let streams = matches!(target, Some(JsonTarget::Stream));
+    let output = recording("top --batch", args.format, args.json.as_deref())?;
+    let streams = output.streams();
     if streams && args.format == OutputFormat::Text {
         return Err(Failure::usage(anyhow!(
             "`--json -` would mix into the table on stdout: give `top --batch --json` a file, \
              or --format json for JSON alone"
         )));
     }
-    let mut sink = match target {
-        Some(target) => ReportSink::open(Some(target))?,
+    let mut sink = match output.json {
+        Some(_) => output.sink()?,
         None => ReportSink::Silent,
     };
     let stop = StopSignal::install()?;
@@ -50,7 +51,8 @@ pub fn run(args: &TopArgs, start: &StartView, interval: Duration) -> Outcome<Exi
             break;
         }
         let snapshot = session.sample(None)?;
-        if streams {
+        // The JSON stream's lines, or nothing until the report for a document.
+        if streams || output.document.is_some() {
             sink.interval(&snapshot, None)?;
             printed += 1;
             continue;
@@ -70,6 +72,9 @@ pub fn run(args: &TopArgs, start: &StartView, interval: Duration) -> Outcome<Exi
         ..RunDescription::default()
     })?;
     sink.report(&report)?;
+    if let Some(document) = output.document(&report, "iommutop top --batch")? {
+        print_text(&document)?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

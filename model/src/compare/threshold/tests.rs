@@ -168,3 +168,44 @@ fn workload_host_and_per_unit_paths_read_the_report() {
         "{missing}"
     );
 }
+
+/// A threshold's numbers carry their unit, as findings do (`compare --format markdown` shows it
+/// beside A and B): from the path and the report's unit of work; text and yes/no have none.
+#[test]
+fn a_thresholds_numbers_carry_their_unit() {
+    let report = full_report();
+    let key = report.devices[0].key.clone();
+    let per = crate::compare::work_units(&report).unit;
+    let units = crate::compare::work_units(&report);
+    let rate = units
+        .rate_metric
+        .clone()
+        .expect("the fixture states its rate");
+    for (expr, unit) in [
+        (format!("workload.{rate} < -2%"), Some(format!("{per}/s"))),
+        (
+            format!("device[{key}].translation_ns_per_io > 1"),
+            Some("ns per I/O".to_string()),
+        ),
+        (
+            format!("device[{key}].dma_map.p99_ns > 1"),
+            Some("ns".into()),
+        ),
+        (
+            format!("device[{key}].dma_map.count > 1"),
+            Some("calls".into()),
+        ),
+        (
+            format!("device[{key}].per_unit.dma_ns > 1"),
+            Some(format!("ns per {per}")),
+        ),
+        (
+            format!("device[{key}].per_unit.iotlb_syncs > 1"),
+            Some(format!("per {per}")),
+        ),
+        (format!("device[{key}].domain_type == DMA"), None),
+        ("host.lab == yes".to_string(), None),
+    ] {
+        assert_eq!(eval(&expr, &report, &report).unit, unit, "{expr}");
+    }
+}
