@@ -11,7 +11,7 @@
 //! - **Workload** ([`MetricChange`]): the workload's own numbers, judged against the run-to-run
 //!   noise measured in each report's interval samples ([`noise`]).
 //! - **Findings** ([`explain`]): the sentences, ranked by share of the gap, that name a cause only
-//!   where the reports show one.
+//!   where the reports show one; `render` prints them with the tables as text.
 //!
 //! Thresholds for CI are in [`threshold`].
 
@@ -20,6 +20,7 @@ pub mod markdown;
 pub mod noise;
 pub mod numbers;
 pub mod path;
+mod render;
 pub mod threshold;
 pub mod untimed;
 pub mod work;
