@@ -193,10 +193,7 @@ pub fn full_report() -> Report {
             exit_status: Some(0),
             workload: Some(WorkloadReport {
                 name: "fio".into(),
-                params: json!({"bs": "4k", "iodepth": 1})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
+                params: serde_json::from_value(json!({"bs": "4k", "iodepth": 1})).expect("params"),
                 results: json!({"read_iops": 2000.0})
                     .as_object()
                     .cloned()

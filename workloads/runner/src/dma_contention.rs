@@ -215,7 +215,7 @@ impl Workload for DmaContention {
         "dma-contention"
     }
 
-    fn params(&self) -> Map<String, Value> {
+    fn params(&self) -> crate::params::WorkloadParams {
         fio::params_with_target(&self.params, self.target.as_ref())
     }
 

@@ -189,8 +189,8 @@ impl Workload for VfioNvme {
         "vfio-nvme"
     }
 
-    fn params(&self) -> Map<String, Value> {
-        self.params.to_map()
+    fn params(&self) -> crate::params::WorkloadParams {
+        self.params.to_params()
     }
 
     fn check(&self) -> Result<(), WorkloadError> {

@@ -12,7 +12,7 @@ pub mod parse;
 use crate::block::{self, Target, TargetKind};
 use crate::control::RunControl;
 use crate::error::WorkloadError;
-use crate::params::{DefaultValue, Kind, ParamSpec, ParamValues};
+use crate::params::{DefaultValue, Kind, ParamSpec, ParamValues, WorkloadParams};
 use crate::process::{require_tool, Launched};
 use crate::window::{per_unit, PerUnit, ProbeWindow};
 use crate::{Workload, WorkloadOutput};
@@ -502,8 +502,8 @@ impl Fio {
 }
 
 /// The parameters as given, with the device or file fio was pointed at once it is resolved.
-pub fn params_with_target(params: &ParamValues, target: Option<&Target>) -> Map<String, Value> {
-    let mut map = params.to_map();
+pub fn params_with_target(params: &ParamValues, target: Option<&Target>) -> WorkloadParams {
+    let mut map = params.to_params();
     if let Some(t) = target {
         map.insert("filename".into(), t.path.display().to_string().into());
     }
@@ -521,7 +521,7 @@ impl Workload for Fio {
         "fio"
     }
 
-    fn params(&self) -> Map<String, Value> {
+    fn params(&self) -> WorkloadParams {
         params_with_target(&self.params, self.target.as_ref())
     }
 
