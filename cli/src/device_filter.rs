@@ -16,7 +16,9 @@ pub fn resolve(given: Option<&str>) -> Outcome<Option<DeviceFilter>> {
     given
         .map(|name| {
             let pci_address = pci_address_named(&HostRoot::system(), name)
-                .map_err(|e| Failure::usage(anyhow::anyhow!("--device: {e}")))?;
+                .map_err(|e| Failure::usage(anyhow::anyhow!("--device: {e}")))?
+                .parse()
+                .map_err(|e| Failure::usage(anyhow::anyhow!("--device {name}: {e}")))?;
             Ok(DeviceFilter {
                 device: name.to_string(),
                 pci_address,

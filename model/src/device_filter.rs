@@ -2,6 +2,7 @@
 //! and `unattributed` work), in snapshots and in the report ([`crate::report::Report::apply_device_filter`]:
 //! the report knows the filter, not the other way round).
 
+use crate::pci::PciAddress;
 use crate::snapshot::{Device, RowKind, Snapshot};
 use serde::{Deserialize, Serialize};
 
@@ -11,14 +12,15 @@ pub struct DeviceFilter {
     /// As given: a PCI address, a NIC or a disk name (`nvme0n1`).
     pub device: String,
     /// The PCI function it resolved to.
-    pub pci_address: String,
+    pub pci_address: PciAddress,
 }
 
 impl DeviceFilter {
     /// How views name it: `eth0 (0000:00:05.0)`, or the address alone when it was given.
     pub fn label(&self) -> String {
-        if self.device == self.pci_address {
-            self.pci_address.clone()
+        let address = self.pci_address.to_string();
+        if self.device == address {
+            address
         } else {
             format!("{} ({})", self.device, self.pci_address)
         }
@@ -27,9 +29,10 @@ impl DeviceFilter {
     /// Whether `row` stays: the function's own row (or a row that folds in the name given),
     /// deferred work and unattributed IOMMU work (no device of their own to filter them by).
     pub fn keeps(&self, row: &Device) -> bool {
+        let address = self.pci_address.to_string();
         matches!(row.kind, RowKind::Deferred | RowKind::Unattributed)
-            || row.key == self.pci_address
-            || row.pci_address.as_deref() == Some(self.pci_address.as_str())
+            || row.key == address
+            || row.pci_address.as_deref() == Some(address.as_str())
             || row.names.contains(&self.device)
     }
 
@@ -39,8 +42,9 @@ impl DeviceFilter {
 
     /// How the summary names it: `vda (0000:00:02.0)`, or the address alone.
     pub fn describe(&self) -> String {
-        if self.device == self.pci_address {
-            self.pci_address.clone()
+        let address = self.pci_address.to_string();
+        if self.device == address {
+            address
         } else {
             format!("{} ({})", self.device, self.pci_address)
         }
@@ -86,7 +90,7 @@ mod tests {
     fn vda() -> DeviceFilter {
         DeviceFilter {
             device: "vda".into(),
-            pci_address: VDA.into(),
+            pci_address: VDA.parse().expect("address"),
         }
     }
 
@@ -105,7 +109,7 @@ mod tests {
     fn a_row_that_folds_in_the_name_given_is_that_devices() {
         let filter = DeviceFilter {
             device: "sdb".into(),
-            pci_address: "0000:00:07.0".into(),
+            pci_address: "0000:00:07.0".parse().expect("address"),
         };
         let kept: Vec<String> = rows()
             .into_iter()

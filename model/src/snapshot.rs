@@ -17,34 +17,15 @@ use crate::sample::{Op, OpCounters, RawSample, RawSource, SourceKind};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Key of the row that holds the deferred flush-queue timer's work.
-pub const DEFERRED_KEY: &str = "deferred";
-
-/// Key of the row that holds IOMMU work outside any DMA API call (VFIO maps, ...) that no process
-/// owns (interrupt context); a process's own such work is on `unattributed:COMM[PID]`.
-pub const UNATTRIBUTED_KEY: &str = "unattributed";
+pub use crate::row_key::{RowKey, RowKind, DEFERRED_KEY, UNATTRIBUTED_KEY};
 
 /// The key of a process's row of IOMMU work outside the DMA API: `unattributed:qemu[1234]`.
 pub fn process_key(comm: &str, pid: u64) -> String {
-    format!("{UNATTRIBUTED_KEY}:{comm}[{pid}]")
-}
-
-/// What kind of thing a row stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RowKind {
-    /// A PCI function, with the completions of its disks and netdevs folded in.
-    Pci,
-    /// A non-PCI `struct device` doing DMA (platform devices, ...).
-    Device,
-    /// Deferred work (flush-queue timer): no device was in flight.
-    Deferred,
-    /// IOMMU work outside any DMA API call (a VFIO map, ...).
-    Unattributed,
-    /// A disk whose PCI function sysfs did not tell.
-    Disk,
-    /// A netdev whose PCI function sysfs did not tell.
-    Netdev,
+    RowKey::Process {
+        comm: comm.to_string(),
+        pid,
+    }
+    .to_string()
 }
 
 /// One row: a PCI function (or another device, deferred work, an unresolved disk or netdev).
@@ -210,8 +191,8 @@ fn place_source<'f>(source: &RawSource, facts: &'f [DeviceFacts]) -> Placement<'
         name: Some(name.to_string()),
         pid: None,
     };
-    let alone = |kind: RowKind, key: String| Placement {
-        key,
+    let alone = |kind: RowKind, key: RowKey| Placement {
+        key: key.to_string(),
         kind,
         pci_address: None,
         facts: None,
@@ -222,20 +203,30 @@ fn place_source<'f>(source: &RawSource, facts: &'f [DeviceFacts]) -> Placement<'
         .then(|| facts.iter().find(|f| f.owns_name(name)))
         .flatten();
     match source.kind {
-        SourceKind::Deferred if name.is_empty() => alone(RowKind::Deferred, DEFERRED_KEY.into()),
-        SourceKind::Deferred => alone(RowKind::Deferred, format!("{DEFERRED_KEY}:{name}")),
+        SourceKind::Deferred => alone(
+            RowKind::Deferred,
+            RowKey::Deferred {
+                bucket: (!name.is_empty()).then(|| name.to_string()),
+            },
+        ),
         // One process's work, keyed by its tgid and named by its comm in the kernel.
         SourceKind::Unattributed if source.id != 0 => Placement {
             name: (!name.is_empty()).then(|| name.to_string()),
             pid: u32::try_from(source.id).ok(),
-            ..alone(RowKind::Unattributed, process_key(name, source.id))
+            ..alone(
+                RowKind::Unattributed,
+                RowKey::Process {
+                    comm: name.to_string(),
+                    pid: source.id,
+                },
+            )
         },
-        SourceKind::Unattributed if name.is_empty() => {
-            alone(RowKind::Unattributed, UNATTRIBUTED_KEY.into())
-        }
-        SourceKind::Unattributed => {
-            alone(RowKind::Unattributed, format!("{UNATTRIBUTED_KEY}:{name}"))
-        }
+        SourceKind::Unattributed => alone(
+            RowKind::Unattributed,
+            RowKey::Unattributed {
+                name: (!name.is_empty()).then(|| name.to_string()),
+            },
+        ),
         SourceKind::Device if is_pci_address(name) => Placement {
             key: name.to_string(),
             kind: RowKind::Pci,
@@ -256,23 +247,12 @@ fn place_source<'f>(source: &RawSource, facts: &'f [DeviceFacts]) -> Placement<'
                 }
             };
             let key = if name.is_empty() {
-                format!("{}@{:x}", kind_word(kind), source.id)
+                RowKey::unnamed(kind, source.id)
             } else {
-                name.to_string()
+                RowKey::Named(name.to_string())
             };
             alone(kind, key)
         }
-    }
-}
-
-fn kind_word(kind: RowKind) -> &'static str {
-    match kind {
-        RowKind::Pci => "pci",
-        RowKind::Device => "device",
-        RowKind::Deferred => DEFERRED_KEY,
-        RowKind::Unattributed => UNATTRIBUTED_KEY,
-        RowKind::Disk => "disk",
-        RowKind::Netdev => "netdev",
     }
 }
 

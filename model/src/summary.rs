@@ -438,7 +438,7 @@ mod tests {
         let mut report = full_report();
         report.apply_device_filter(&crate::device_filter::DeviceFilter {
             device: "nvme0n1".into(),
-            pci_address: "0000:00:02.0".into(),
+            pci_address: "0000:00:02.0".parse().expect("address"),
         });
         let text = render_summary(&report);
         assert!(

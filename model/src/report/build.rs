@@ -34,7 +34,8 @@ impl Report {
     pub fn apply_device_filter(&mut self, filter: &DeviceFilter) {
         self.devices.retain(|row| filter.keeps(row));
         let kept: BTreeSet<&str> = self.devices.iter().map(|row| row.key.as_str()).collect();
-        let keeps_key = |key: &str| kept.contains(key) || key == filter.pci_address;
+        let address = filter.pci_address.to_string();
+        let keeps_key = |key: &str| kept.contains(key) || key == address;
         for interval in &mut self.intervals {
             interval.devices.retain(|key, _| keeps_key(key));
         }
