@@ -32,7 +32,7 @@ impl DeviceFilter {
         let address = self.pci_address.to_string();
         matches!(row.kind, RowKind::Deferred | RowKind::Unattributed)
             || row.key == address
-            || row.pci_address.as_deref() == Some(address.as_str())
+            || row.pci_address == Some(self.pci_address)
             || row.names.contains(&self.device)
     }
 
@@ -62,7 +62,7 @@ mod tests {
         Device {
             key: key.to_string(),
             kind,
-            pci_address: (kind == RowKind::Pci).then(|| key.to_string()),
+            pci_address: (kind == RowKind::Pci).then(|| key.parse().expect("address")),
             driver: None,
             names: names.iter().map(|n| n.to_string()).collect(),
             iommu_group: None,

@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 /// A PCI function's address: domain, bus and device in hex, function 0-7. Read in either case,
 /// written as the kernel writes it (`%04x:%02x:%02x.%d`), in JSON as that string.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PciAddress {
     pub domain: u16,
     pub bus: u8,

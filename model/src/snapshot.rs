@@ -12,7 +12,7 @@
 use crate::derive::{derive, Derived};
 use crate::facts::DeviceFacts;
 pub use crate::op_stats::{per_second, Latency, OpDelta, OpStats};
-use crate::pci::is_pci_address;
+use crate::pci::PciAddress;
 use crate::sample::{Op, OpCounters, RawSample, RawSource, SourceKind};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,7 +36,7 @@ pub struct Device {
     /// (`KIND@ID` when it had none yet).
     pub key: String,
     pub kind: RowKind,
-    pub pci_address: Option<String>,
+    pub pci_address: Option<PciAddress>,
     pub driver: Option<String>,
     /// Disks, netdevs and other kernel names folded into this row.
     pub names: Vec<String>,
@@ -65,7 +65,7 @@ impl Device {
     /// its NIC or disk names.
     pub fn answers_to(&self, name: &str) -> bool {
         self.key == name
-            || self.pci_address.as_deref() == Some(name)
+            || self.pci_address.is_some_and(|a| a.to_string() == name)
             || self.names.iter().any(|n| n == name)
     }
 }
@@ -173,7 +173,7 @@ fn source_deltas(previous: Option<&RawSource>, current: &RawSource) -> BTreeMap<
 struct Placement<'f> {
     key: String,
     kind: RowKind,
-    pci_address: Option<String>,
+    pci_address: Option<PciAddress>,
     facts: Option<&'f DeviceFacts>,
     /// The source's own name, if it is a name worth listing (not the PCI address itself).
     name: Option<String>,
@@ -184,9 +184,9 @@ struct Placement<'f> {
 fn place_source<'f>(source: &RawSource, facts: &'f [DeviceFacts]) -> Placement<'f> {
     let name = source.name.as_str();
     let on_pci = |pci: &'f DeviceFacts| Placement {
-        key: pci.pci_address.clone(),
+        key: pci.pci_address.to_string(),
         kind: RowKind::Pci,
-        pci_address: Some(pci.pci_address.clone()),
+        pci_address: Some(pci.pci_address),
         facts: Some(pci),
         name: Some(name.to_string()),
         pid: None,
@@ -227,11 +227,11 @@ fn place_source<'f>(source: &RawSource, facts: &'f [DeviceFacts]) -> Placement<'
                 name: (!name.is_empty()).then(|| name.to_string()),
             },
         ),
-        SourceKind::Device if is_pci_address(name) => Placement {
+        SourceKind::Device if name.parse::<PciAddress>().is_ok() => Placement {
             key: name.to_string(),
             kind: RowKind::Pci,
-            pci_address: Some(name.to_string()),
-            facts: facts.iter().find(|f| f.pci_address == name),
+            pci_address: name.parse().ok(),
+            facts: facts.iter().find(|f| f.pci_address.to_string() == name),
             name: None,
             pid: None,
         },
@@ -260,7 +260,7 @@ fn place_source<'f>(source: &RawSource, facts: &'f [DeviceFacts]) -> Placement<'
 struct RowBuilder {
     key: String,
     kind: RowKind,
-    pci_address: Option<String>,
+    pci_address: Option<PciAddress>,
     facts: Option<DeviceFacts>,
     names: BTreeSet<String>,
     ops: BTreeMap<Op, OpDelta>,
@@ -277,7 +277,7 @@ impl RowBuilder {
         RowBuilder {
             key: place.key.clone(),
             kind: place.kind,
-            pci_address: place.pci_address.clone(),
+            pci_address: place.pci_address,
             facts: place.facts.cloned(),
             names,
             ops: BTreeMap::new(),
@@ -400,7 +400,7 @@ mod tests {
 
     fn nvme_facts() -> Vec<DeviceFacts> {
         vec![DeviceFacts {
-            pci_address: "0000:00:04.0".into(),
+            pci_address: "0000:00:04.0".parse().expect("address"),
             driver: Some("nvme".into()),
             iommu_group: Some(3),
             domain_type: Some("DMA-FQ".into()),
@@ -489,7 +489,7 @@ mod tests {
     #[test]
     fn netdev_and_child_names_fold_too() {
         let facts = vec![DeviceFacts {
-            pci_address: "0000:00:03.0".into(),
+            pci_address: "0000:00:03.0".parse().expect("address"),
             netdevs: vec!["eth0".into()],
             children: vec!["virtio1".into()],
             ..DeviceFacts::default()

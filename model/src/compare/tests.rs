@@ -78,7 +78,7 @@ fn report(run: &Run1) -> Report {
             .iter()
             .enumerate()
             .map(|(i, (address, netdev, group))| DeviceFacts {
-                pci_address: (*address).into(),
+                pci_address: address.parse().expect("address"),
                 driver: Some("e1000e".into()),
                 iommu_group: Some(*group),
                 domain_type: Some(run.domain[i].into()),

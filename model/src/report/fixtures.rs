@@ -52,7 +52,7 @@ pub fn host() -> HostFacts {
             devices: vec!["0000:00:02.0".into()],
         }],
         devices: vec![DeviceFacts {
-            pci_address: "0000:00:02.0".into(),
+            pci_address: "0000:00:02.0".parse().expect("address"),
             driver: Some("nvme".into()),
             vendor_id: Some(0x1b36),
             device_id: Some(0x0010),

@@ -15,7 +15,7 @@ fn device(key: &str, driver: &str, maps_per_s: f64, cpu: Option<f64>) -> Device 
     Device {
         key: key.to_string(),
         kind: RowKind::Pci,
-        pci_address: Some(key.to_string()),
+        pci_address: key.parse().ok(),
         driver: Some(driver.to_string()),
         names: vec![format!("{driver}0")],
         iommu_group: None,

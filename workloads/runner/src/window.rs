@@ -248,7 +248,7 @@ mod tests {
         Device {
             key: key.into(),
             kind: RowKind::Pci,
-            pci_address: Some(key.into()),
+            pci_address: key.parse().ok(),
             driver: None,
             names: vec![name.into()],
             iommu_group: None,

@@ -107,7 +107,7 @@ mod tests {
 
     fn nvme(driver: &str) -> DeviceFacts {
         DeviceFacts {
-            pci_address: "0000:00:04.0".into(),
+            pci_address: "0000:00:04.0".parse().expect("address"),
             driver: Some(driver.into()),
             iommu_group: Some(3),
             domain_type: Some("DMA-FQ".into()),
