@@ -60,7 +60,7 @@ mod tests {
 
     fn row(key: &str, kind: RowKind, names: &[&str]) -> Device {
         Device {
-            key: key.to_string(),
+            key: key.into(),
             kind,
             pci_address: (kind == RowKind::Pci).then(|| key.parse().expect("address")),
             driver: None,
@@ -101,7 +101,7 @@ mod tests {
             ..Snapshot::default()
         };
         vda().apply_to_snapshot(&mut snapshot);
-        let keys: Vec<&str> = snapshot.devices.iter().map(|d| d.key.as_str()).collect();
+        let keys: Vec<String> = snapshot.devices.iter().map(|d| d.key.to_string()).collect();
         assert_eq!(keys, [VDA, "deferred", "deferred:iommu-fq", "unattributed"]);
     }
 
@@ -114,7 +114,7 @@ mod tests {
         let kept: Vec<String> = rows()
             .into_iter()
             .filter(|r| filter.keeps(r))
-            .map(|r| r.key)
+            .map(|r| r.key.to_string())
             .collect();
         assert!(kept.contains(&"sdb".to_string()), "{kept:?}");
         assert!(!kept.contains(&VDA.to_string()), "{kept:?}");
@@ -132,7 +132,7 @@ mod tests {
                     translation_ns_per_io: None,
                     completions_per_s: 0.0,
                 };
-                (r.key.clone(), point)
+                (r.key.to_string(), point)
             })
             .collect();
         let stack = |device: &str| StackSample {

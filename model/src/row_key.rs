@@ -3,6 +3,7 @@
 
 use crate::pci::PciAddress;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::borrow::Cow;
 use std::fmt;
 
 /// Key of the row that holds the deferred flush-queue timer's work.
@@ -30,8 +31,9 @@ pub enum RowKind {
     Netdev,
 }
 
-/// What a row is keyed by.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// What a row is keyed by. Two keys are equal when they are written as the same text (a key read
+/// back from JSON equals the one written, whichever variant built it).
+#[derive(Debug, Clone)]
 pub enum RowKey {
     /// A PCI function: `0000:00:02.0`.
     Pci(PciAddress),
@@ -63,7 +65,7 @@ impl RowKey {
     pub fn parse(text: &str) -> RowKey {
         let structured = Self::structured(text);
         match structured {
-            Some(key) if key.to_string() == text => key,
+            Some(key) if key.text() == text => key,
             _ => RowKey::Named(text.to_string()),
         }
     }
@@ -103,6 +105,14 @@ impl RowKey {
             kind,
             id: u64::from_str_radix(id, 16).ok()?,
         })
+    }
+
+    /// The key as it is written.
+    pub fn text(&self) -> Cow<'_, str> {
+        match self {
+            RowKey::Named(name) => Cow::Borrowed(name),
+            other => Cow::Owned(other.to_string()),
+        }
     }
 
     /// The PCI function this key names, if it names one.
@@ -149,6 +159,52 @@ impl fmt::Display for RowKey {
             RowKey::Unnamed { kind, id } => write!(f, "{kind}@{id:x}"),
             RowKey::Named(name) => f.write_str(name),
         }
+    }
+}
+
+/// Reads a key ([`RowKey::parse`]).
+impl From<&str> for RowKey {
+    fn from(text: &str) -> RowKey {
+        RowKey::parse(text)
+    }
+}
+
+impl From<String> for RowKey {
+    fn from(text: String) -> RowKey {
+        RowKey::parse(&text)
+    }
+}
+
+impl PartialEq for RowKey {
+    fn eq(&self, other: &RowKey) -> bool {
+        self.text() == other.text()
+    }
+}
+
+impl Eq for RowKey {}
+
+impl std::hash::Hash for RowKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.text().hash(state);
+    }
+}
+
+/// A key equals the text it is written as.
+impl PartialEq<str> for RowKey {
+    fn eq(&self, text: &str) -> bool {
+        self.text() == text
+    }
+}
+
+impl PartialEq<&str> for RowKey {
+    fn eq(&self, text: &&str) -> bool {
+        self == *text
+    }
+}
+
+impl PartialEq<String> for RowKey {
+    fn eq(&self, text: &String) -> bool {
+        self == text.as_str()
     }
 }
 
@@ -203,11 +259,13 @@ mod tests {
             ("nvme0n1", RowKey::Named("nvme0n1".into())),
         ];
         for (text, key) in cases {
-            assert_eq!(RowKey::parse(text), key, "{text}");
+            let variant = |key: &RowKey| format!("{key:?}");
+            assert_eq!(variant(&RowKey::parse(text)), variant(&key), "{text}");
             assert_eq!(key.to_string(), text);
             let json = serde_json::to_string(&key).expect("encodes");
             assert_eq!(json, format!("\"{text}\""));
-            assert_eq!(serde_json::from_str::<RowKey>(&json).expect("decodes"), key);
+            let read = serde_json::from_str::<RowKey>(&json).expect("decodes");
+            assert_eq!(variant(&read), variant(&key));
         }
     }
 
@@ -226,7 +284,10 @@ mod tests {
             "",
         ] {
             let key = RowKey::parse(text);
-            assert_eq!(key, RowKey::Named(text.to_string()), "{text}");
+            assert!(
+                matches!(&key, RowKey::Named(name) if name == text),
+                "{text}: {key:?}"
+            );
             assert_eq!(key.to_string(), text);
         }
     }
@@ -244,5 +305,10 @@ mod tests {
             Some("0000:00:05.0")
         );
         assert_eq!(RowKey::parse("deferred").pci_address(), None);
+        let named_like_a_process = RowKey::Unattributed {
+            name: Some("x[12]".into()),
+        };
+        assert_eq!(named_like_a_process, RowKey::parse("unattributed:x[12]"));
+        assert_eq!(RowKey::from("deferred"), "deferred");
     }
 }

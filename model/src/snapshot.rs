@@ -34,7 +34,7 @@ pub struct Device {
     /// PCI address, `deferred`/`unattributed` (`deferred:NAME` when the kernel named the bucket,
     /// `unattributed:COMM[PID]` for one process's work), or the kernel name of the source
     /// (`KIND@ID` when it had none yet).
-    pub key: String,
+    pub key: RowKey,
     pub kind: RowKind,
     pub pci_address: Option<PciAddress>,
     pub driver: Option<String>,
@@ -110,7 +110,7 @@ impl Snapshot {
                 .fold(events, |sum, d| sum.saturating_add(d.count));
             let place = place_source(source, facts);
             let row = rows
-                .entry(place.key.clone())
+                .entry(place.key.to_string())
                 .or_insert_with(|| RowBuilder::new(&place));
             row.absorb(&place, deltas);
         }
@@ -171,7 +171,7 @@ fn source_deltas(previous: Option<&RawSource>, current: &RawSource) -> BTreeMap<
 
 /// Where a source goes: its row's key and what is known about that row.
 struct Placement<'f> {
-    key: String,
+    key: RowKey,
     kind: RowKind,
     pci_address: Option<PciAddress>,
     facts: Option<&'f DeviceFacts>,
@@ -184,7 +184,7 @@ struct Placement<'f> {
 fn place_source<'f>(source: &RawSource, facts: &'f [DeviceFacts]) -> Placement<'f> {
     let name = source.name.as_str();
     let on_pci = |pci: &'f DeviceFacts| Placement {
-        key: pci.pci_address.to_string(),
+        key: RowKey::Pci(pci.pci_address),
         kind: RowKind::Pci,
         pci_address: Some(pci.pci_address),
         facts: Some(pci),
@@ -192,7 +192,7 @@ fn place_source<'f>(source: &RawSource, facts: &'f [DeviceFacts]) -> Placement<'
         pid: None,
     };
     let alone = |kind: RowKind, key: RowKey| Placement {
-        key: key.to_string(),
+        key,
         kind,
         pci_address: None,
         facts: None,
@@ -228,7 +228,7 @@ fn place_source<'f>(source: &RawSource, facts: &'f [DeviceFacts]) -> Placement<'
             },
         ),
         SourceKind::Device if name.parse::<PciAddress>().is_ok() => Placement {
-            key: name.to_string(),
+            key: RowKey::parse(name),
             kind: RowKind::Pci,
             pci_address: name.parse().ok(),
             facts: facts.iter().find(|f| f.pci_address.to_string() == name),
@@ -258,7 +258,7 @@ fn place_source<'f>(source: &RawSource, facts: &'f [DeviceFacts]) -> Placement<'
 
 /// A row being assembled from the sources that fold into it.
 struct RowBuilder {
-    key: String,
+    key: RowKey,
     kind: RowKind,
     pci_address: Option<PciAddress>,
     facts: Option<DeviceFacts>,
@@ -475,7 +475,7 @@ mod tests {
             ],
         );
         let snapshot = Snapshot::between(&before, &after, &nvme_facts());
-        let keys: Vec<&str> = snapshot.devices.iter().map(|d| d.key.as_str()).collect();
+        let keys: Vec<String> = snapshot.devices.iter().map(|d| d.key.to_string()).collect();
         assert_eq!(keys, ["0000:00:04.0", "sda"]);
         let nvme = snapshot.device("0000:00:04.0").expect("row");
         assert_eq!(nvme.completions, 10);
@@ -546,7 +546,7 @@ mod tests {
             ],
         );
         let snapshot = Snapshot::between(&RawSample::default(), &after, &[]);
-        let keys: Vec<&str> = snapshot.devices.iter().map(|d| d.key.as_str()).collect();
+        let keys: Vec<String> = snapshot.devices.iter().map(|d| d.key.to_string()).collect();
         assert_eq!(keys, ["deferred", "deferred:dmar0", "unattributed"]);
         let kinds: Vec<RowKind> = snapshot.devices.iter().map(|d| d.kind).collect();
         assert_eq!(
@@ -568,10 +568,10 @@ mod tests {
             ],
         );
         let snapshot = Snapshot::between(&RawSample::default(), &after, &[]);
-        let rows: Vec<(&str, Option<u32>, u64)> = snapshot
+        let rows: Vec<(String, Option<u32>, u64)> = snapshot
             .devices
             .iter()
-            .map(|d| (d.key.as_str(), d.pid, d.op(Op::IommuMap).count))
+            .map(|d| (d.key.to_string(), d.pid, d.op(Op::IommuMap).count))
             .collect();
         assert_eq!(
             rows,
@@ -580,6 +580,7 @@ mod tests {
                 ("unattributed:[99]", Some(99), 2),
                 ("unattributed:qemu[1234]", Some(1234), 5),
             ]
+            .map(|(key, pid, maps)| (key.to_string(), pid, maps))
         );
         let qemu = snapshot.device("unattributed:qemu[1234]").expect("row");
         assert_eq!(qemu.kind, RowKind::Unattributed);
@@ -611,7 +612,7 @@ mod tests {
             ],
         );
         let snapshot = Snapshot::between(&RawSample::default(), &after, &[]);
-        let keys: Vec<&str> = snapshot.devices.iter().map(|d| d.key.as_str()).collect();
+        let keys: Vec<String> = snapshot.devices.iter().map(|d| d.key.to_string()).collect();
         assert_eq!(keys, ["device@ffff888000001000", "ff000000.dma"]);
         assert!(snapshot.devices.iter().all(|d| d.kind == RowKind::Device));
     }

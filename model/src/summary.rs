@@ -160,7 +160,7 @@ type DeviceColumn = (&'static str, Align, bool, fn(&Device) -> String);
 
 /// The device table's columns; times carry their unit in each cell (`3.33us`), as in the live view.
 const DEVICE_COLUMNS: [DeviceColumn; 14] = [
-    ("DEVICE", Align::Left, false, |d| d.key.clone()),
+    ("DEVICE", Align::Left, false, |d| d.key.to_string()),
     ("DRIVER", Align::Left, true, |d| or_none(d.driver.clone())),
     ("NAMES", Align::Left, false, |d| {
         or_none((!d.names.is_empty()).then(|| d.names.join(",")))

@@ -294,7 +294,7 @@ fn unlike_runs(a: &Report, b: &Report, units: &(WorkUnits, WorkUnits)) -> Vec<St
         r.devices
             .iter()
             .filter(|d| d.kind == crate::snapshot::RowKind::Pci && d.op(Op::DmaMap).count > 0)
-            .map(|d| d.key.clone())
+            .map(|d| d.key.to_string())
             .collect()
     };
     let (da, db) = (with_dma(a), with_dma(b));
@@ -580,10 +580,16 @@ fn device_changes(
                 (true, false) => Transition::OnlyA,
             };
             let dma_time = match (da, db, &wa, &wb) {
-                (Some(da), Some(db), Some(wa), Some(wb)) => wa
-                    .dma_ns
-                    .zip(wb.dma_ns)
-                    .and_then(|(ta, tb)| noise::judge_device((a, &da.key), (b, &db.key), ta, tb)),
+                (Some(da), Some(db), Some(wa), Some(wb)) => {
+                    wa.dma_ns.zip(wb.dma_ns).and_then(|(ta, tb)| {
+                        noise::judge_device(
+                            (a, &da.key.to_string()),
+                            (b, &db.key.to_string()),
+                            ta,
+                            tb,
+                        )
+                    })
+                }
                 _ => None,
             };
             let counts_changed = per_unit
@@ -599,7 +605,7 @@ fn device_changes(
                 || counts_changed;
             DeviceChange {
                 changed,
-                key: row.key.clone(),
+                key: row.key.to_string(),
                 label: label(db.or(da).unwrap_or(row)),
                 is_nic: db.or(da).is_some_and(is_nic),
                 a: wa,

@@ -479,7 +479,7 @@ impl Threshold {
                         side,
                         matches: many
                             .iter()
-                            .map(|d| d.key.as_str())
+                            .map(|d| d.key.to_string())
                             .collect::<Vec<_>>()
                             .join(", "),
                     }),

@@ -230,7 +230,7 @@ pub fn label(device: &Device) -> String {
         parts.push(driver);
     }
     if parts.is_empty() {
-        device.key.clone()
+        device.key.to_string()
     } else {
         format!("{} ({})", device.key, parts.join(", "))
     }

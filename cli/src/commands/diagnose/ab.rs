@@ -151,7 +151,7 @@ pub fn experiment(
         .devices
         .iter()
         .find(|d| d.pci_address == Some(*address))
-        .map_or_else(|| address.to_string(), |d| d.key.clone());
+        .map_or_else(|| address.to_string(), |d| d.key.to_string());
     Ok(if other == "identity" {
         ab_outcome(first, &second.report, &key)
     } else {

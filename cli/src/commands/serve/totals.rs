@@ -27,7 +27,7 @@ pub struct DeviceLabels {
 impl DeviceLabels {
     pub fn of(device: &Device) -> DeviceLabels {
         DeviceLabels {
-            device: device.key.clone(),
+            device: device.key.to_string(),
             driver: device.driver.clone().unwrap_or_default(),
             group: device
                 .iommu_group
