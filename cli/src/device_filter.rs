@@ -16,9 +16,7 @@ pub fn resolve(given: Option<&str>) -> Outcome<Option<DeviceFilter>> {
     given
         .map(|name| {
             let pci_address = pci_address_named(&HostRoot::system(), name)
-                .map_err(|e| Failure::usage(anyhow::anyhow!("--device: {e}")))?
-                .parse()
-                .map_err(|e| Failure::usage(anyhow::anyhow!("--device {name}: {e}")))?;
+                .map_err(|e| Failure::usage(anyhow::anyhow!("--device: {e}")))?;
             Ok(DeviceFilter {
                 device: name.to_string(),
                 pci_address,

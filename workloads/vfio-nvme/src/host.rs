@@ -109,6 +109,7 @@ impl NvmeHost {
                 let paths = fs::read_dir(self.root.sys("block").join(name).join("multipath"));
                 paths.ok()?.flatten().find_map(|e| under(e.path()))
             })
+            .map(|address| address.to_string())
     }
 
     pub fn device_state(&self, pci: &str) -> Result<PciState, Error> {

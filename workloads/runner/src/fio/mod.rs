@@ -328,7 +328,7 @@ pub struct TargetResult {
     /// `block_device` or `file`.
     pub kind: &'static str,
     pub disk: Option<String>,
-    pub pci_address: Option<String>,
+    pub pci_address: Option<iommutop_model::pci::PciAddress>,
 }
 
 impl TargetResult {
@@ -340,7 +340,7 @@ impl TargetResult {
                 TargetKind::File { .. } => "file",
             },
             disk: t.disk.clone(),
-            pci_address: t.pci_address.clone(),
+            pci_address: t.pci_address,
         }
     }
 }
@@ -558,7 +558,7 @@ impl Workload for Fio {
             warnings.push("fio was interrupted: its numbers cover the run up to then".into());
         }
         if let Some(window) = &run.window {
-            match target.pci_address.as_deref() {
+            match target.pci_address.map(|a| a.to_string()).as_deref() {
                 Some(pci) => match per_unit(window, pci, run.result.ios()) {
                     Some(row) => {
                         results.dma_maps_per_io = Some(row.dma_map);

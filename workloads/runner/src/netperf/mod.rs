@@ -359,7 +359,7 @@ impl Workload for Netperf {
                 let total = |op: fn(&PerUnit) -> f64| {
                     let rows = self.nics.iter().filter_map(|nic| {
                         table
-                            .get(nic.pci_address.as_ref()?)
+                            .get(&nic.pci_address?.to_string())
                             .map(|row| op(&row.counts))
                     });
                     rows.sum()
