@@ -62,6 +62,7 @@ impl VfioNvme {
         };
         driver::host::NvmeHost::system()
             .resolve_device(target.device.as_deref())
+            .map(|address| address.to_string())
             .map_err(classify)
     }
 

@@ -53,7 +53,7 @@ pub(super) fn device_info(
     nsid: u32,
 ) -> DeviceInfo {
     DeviceInfo {
-        pci_address: loc.pci.clone(),
+        pci_address: loc.pci,
         iommu_group: loc.group,
         model: b.ident.model.clone(),
         serial: b.ident.serial.clone(),
@@ -144,7 +144,7 @@ pub(super) fn open(loc: &Located, target: &Target) -> Result<(Vfio, Bar, u64), E
     let vfio = Vfio::open(
         &loc.sys_root,
         &loc.dev_root,
-        &loc.pci,
+        &loc.pci.to_string(),
         loc.group,
         target.backend,
     )?;
