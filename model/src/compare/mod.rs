@@ -580,16 +580,10 @@ fn device_changes(
                 (true, false) => Transition::OnlyA,
             };
             let dma_time = match (da, db, &wa, &wb) {
-                (Some(da), Some(db), Some(wa), Some(wb)) => {
-                    wa.dma_ns.zip(wb.dma_ns).and_then(|(ta, tb)| {
-                        noise::judge_device(
-                            (a, &da.key.to_string()),
-                            (b, &db.key.to_string()),
-                            ta,
-                            tb,
-                        )
-                    })
-                }
+                (Some(da), Some(db), Some(wa), Some(wb)) => wa
+                    .dma_ns
+                    .zip(wb.dma_ns)
+                    .and_then(|(ta, tb)| noise::judge_device((a, &da.key), (b, &db.key), ta, tb)),
                 _ => None,
             };
             let counts_changed = per_unit
