@@ -54,7 +54,7 @@ impl RunDescription {
     pub fn profile(
         name: &str,
         workload: iommutop_workloads::WorkloadKind,
-        params: serde_json::Map<String, Value>,
+        params: iommutop_model::params::WorkloadParams,
         results: serde_json::Map<String, Value>,
         interval: Duration,
         warnings: Vec<String>,

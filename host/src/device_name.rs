@@ -5,7 +5,7 @@ use crate::nic::nic_pci_address;
 use crate::pci_device::pci_address_of;
 use crate::root::HostRoot;
 use crate::sysfs::entry_names;
-use iommutop_model::pci::is_pci_address;
+use iommutop_model::pci::PciAddress;
 use std::fmt;
 
 /// Why a name is no PCI function here.
@@ -25,7 +25,7 @@ pub enum DeviceNameError {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KnownDevices {
     /// `(name, PCI address)`, NICs then disks, each sorted by name.
-    pub named: Vec<(String, String)>,
+    pub named: Vec<(String, PciAddress)>,
 }
 
 impl fmt::Display for KnownDevices {
@@ -44,9 +44,11 @@ impl fmt::Display for KnownDevices {
 
 /// The PCI address of `name`: a PCI address this host has, a NIC (`eth0`) or a disk or
 /// partition (`nvme0n1`, `vda1`) on a PCI function.
-pub fn pci_address_named(root: &HostRoot, name: &str) -> Result<String, DeviceNameError> {
-    if is_pci_address(name) && root.pci_device(name).exists() {
-        return Ok(name.to_string());
+pub fn pci_address_named(root: &HostRoot, name: &str) -> Result<PciAddress, DeviceNameError> {
+    if let Ok(address) = name.parse() {
+        if root.pci_device(name).exists() {
+            return Ok(address);
+        }
     }
     let not_pci = |kind| DeviceNameError::NotPci {
         name: name.to_string(),
@@ -98,9 +100,18 @@ mod tests {
     fn an_address_a_nic_and_a_disk_resolve_to_their_pci_function() {
         let fake = Fake::new();
         let root = fake.root();
-        assert_eq!(pci_address_named(&root, NVME), Ok(NVME.to_string()));
-        assert_eq!(pci_address_named(&root, "eth0"), Ok(NIC.to_string()));
-        assert_eq!(pci_address_named(&root, "nvme0n1"), Ok(NVME.to_string()));
+        assert_eq!(
+            pci_address_named(&root, NVME),
+            Ok(NVME.parse().expect("address"))
+        );
+        assert_eq!(
+            pci_address_named(&root, "eth0"),
+            Ok(NIC.parse().expect("address"))
+        );
+        assert_eq!(
+            pci_address_named(&root, "nvme0n1"),
+            Ok(NVME.parse().expect("address"))
+        );
     }
 
     #[test]
@@ -113,7 +124,7 @@ mod tests {
         symlink(&partition, fake.path("sys/class/block/nvme0n1p1")).expect("link");
         assert_eq!(
             pci_address_named(&fake.root(), "nvme0n1p1"),
-            Ok(NVME.to_string())
+            Ok(NVME.parse().expect("address"))
         );
     }
 

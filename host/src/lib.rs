@@ -53,4 +53,6 @@ pub use root::HostRoot;
 #[cfg(test)]
 mod fake;
 #[cfg(test)]
+mod file_sizes;
+#[cfg(test)]
 mod layers;

@@ -7,6 +7,7 @@ use crate::error::HostError;
 use crate::pci_device::pci_address_of;
 use crate::root::HostRoot;
 use crate::sysfs::read;
+use iommutop_model::pci::PciAddress;
 use serde_json::Value;
 use std::fmt;
 
@@ -105,7 +106,7 @@ pub fn default_route_interfaces(root: &HostRoot) -> Vec<String> {
 }
 
 /// The PCI address of a NIC (`/sys/class/net/NIC/device`), if it is a PCI function.
-pub fn nic_pci_address(root: &HostRoot, nic: &str) -> Option<String> {
+pub fn nic_pci_address(root: &HostRoot, nic: &str) -> Option<PciAddress> {
     pci_address_of(&root.sys("class/net").join(nic).join("device"))
 }
 

@@ -10,14 +10,17 @@ use crate::pci_device::state;
 use crate::record::Change;
 use crate::sysfs::{link_name, write};
 use crate::wait;
+use iommutop_model::pci::PciAddress;
 
 /// Moves `address` to `driver` through `driver_override`, `unbind` and `drivers_probe`, recorded
 /// in `journal` first; waits until it is bound. Undone with the journal.
 pub fn rebind(
     journal: &mut Journal,
-    address: &str,
+    pci_address: PciAddress,
     driver: &str,
 ) -> Result<DriverChange, HostError> {
+    let address = pci_address.to_string();
+    let address = address.as_str();
     let root = journal.root().clone();
     if !root.sys("bus/pci/drivers").join(driver).exists() {
         return Err(HostError::DriverMissing {
@@ -26,7 +29,7 @@ pub fn rebind(
     }
     let before = state(&root, address)?;
     let change = DriverChange {
-        pci_address: address.to_string(),
+        pci_address,
         from: before.driver.clone(),
         override_before: before.driver_override,
         to: driver.to_string(),

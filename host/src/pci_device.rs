@@ -4,19 +4,18 @@
 use crate::error::HostError;
 use crate::root::HostRoot;
 use crate::sysfs::{entry_names, link_name, read, read_hex};
-use iommutop_model::pci::is_pci_address;
+use iommutop_model::pci::PciAddress;
 use std::path::Path;
 
 /// The PCI address in a resolved sysfs path: the last component that is one.
-pub fn pci_address_in(path: &Path) -> Option<String> {
+pub fn pci_address_in(path: &Path) -> Option<PciAddress> {
     path.components()
-        .filter_map(|c| c.as_os_str().to_str())
-        .rfind(|c| is_pci_address(c))
-        .map(str::to_string)
+        .rev()
+        .find_map(|c| c.as_os_str().to_str()?.parse().ok())
 }
 
 /// The PCI address behind a sysfs link (`/sys/class/net/eth0/device`).
-pub fn pci_address_of(sysfs_link: &Path) -> Option<String> {
+pub fn pci_address_of(sysfs_link: &Path) -> Option<PciAddress> {
     pci_address_in(&std::fs::canonicalize(sysfs_link).ok()?)
 }
 
@@ -60,9 +59,15 @@ mod tests {
     #[test]
     fn pci_addresses_are_found_in_sysfs_paths() {
         let path = Path::new("/sys/devices/pci0000:00/0000:00:04.0/nvme/nvme0/nvme0n1");
-        assert_eq!(pci_address_in(path).as_deref(), Some("0000:00:04.0"));
+        assert_eq!(
+            pci_address_in(path).map(|a| a.to_string()).as_deref(),
+            Some("0000:00:04.0")
+        );
         let bridged = Path::new("/sys/devices/pci0000:00/0000:00:1c.0/0000:01:00.0/net/eth0");
-        assert_eq!(pci_address_in(bridged).as_deref(), Some("0000:01:00.0"));
+        assert_eq!(
+            pci_address_in(bridged).map(|a| a.to_string()).as_deref(),
+            Some("0000:01:00.0")
+        );
         assert_eq!(
             pci_address_in(Path::new("/sys/devices/virtual/block/loop0")),
             None

@@ -2,6 +2,7 @@
 //! and `unattributed` work), in snapshots and in the report ([`crate::report::Report::apply_device_filter`]:
 //! the report knows the filter, not the other way round).
 
+use crate::pci::PciAddress;
 use crate::snapshot::{Device, RowKind, Snapshot};
 use serde::{Deserialize, Serialize};
 
@@ -11,14 +12,15 @@ pub struct DeviceFilter {
     /// As given: a PCI address, a NIC or a disk name (`nvme0n1`).
     pub device: String,
     /// The PCI function it resolved to.
-    pub pci_address: String,
+    pub pci_address: PciAddress,
 }
 
 impl DeviceFilter {
     /// How views name it: `eth0 (0000:00:05.0)`, or the address alone when it was given.
     pub fn label(&self) -> String {
-        if self.device == self.pci_address {
-            self.pci_address.clone()
+        let address = self.pci_address.to_string();
+        if self.device == address {
+            address
         } else {
             format!("{} ({})", self.device, self.pci_address)
         }
@@ -27,9 +29,10 @@ impl DeviceFilter {
     /// Whether `row` stays: the function's own row (or a row that folds in the name given),
     /// deferred work and unattributed IOMMU work (no device of their own to filter them by).
     pub fn keeps(&self, row: &Device) -> bool {
+        let address = self.pci_address.to_string();
         matches!(row.kind, RowKind::Deferred | RowKind::Unattributed)
-            || row.key == self.pci_address
-            || row.pci_address.as_deref() == Some(self.pci_address.as_str())
+            || row.key == address
+            || row.pci_address == Some(self.pci_address)
             || row.names.contains(&self.device)
     }
 
@@ -39,8 +42,9 @@ impl DeviceFilter {
 
     /// How the summary names it: `vda (0000:00:02.0)`, or the address alone.
     pub fn describe(&self) -> String {
-        if self.device == self.pci_address {
-            self.pci_address.clone()
+        let address = self.pci_address.to_string();
+        if self.device == address {
+            address
         } else {
             format!("{} ({})", self.device, self.pci_address)
         }
@@ -56,9 +60,9 @@ mod tests {
 
     fn row(key: &str, kind: RowKind, names: &[&str]) -> Device {
         Device {
-            key: key.to_string(),
+            key: key.into(),
             kind,
-            pci_address: (kind == RowKind::Pci).then(|| key.to_string()),
+            pci_address: (kind == RowKind::Pci).then(|| key.parse().expect("address")),
             driver: None,
             names: names.iter().map(|n| n.to_string()).collect(),
             iommu_group: None,
@@ -86,7 +90,7 @@ mod tests {
     fn vda() -> DeviceFilter {
         DeviceFilter {
             device: "vda".into(),
-            pci_address: VDA.into(),
+            pci_address: VDA.parse().expect("address"),
         }
     }
 
@@ -97,7 +101,7 @@ mod tests {
             ..Snapshot::default()
         };
         vda().apply_to_snapshot(&mut snapshot);
-        let keys: Vec<&str> = snapshot.devices.iter().map(|d| d.key.as_str()).collect();
+        let keys: Vec<String> = snapshot.devices.iter().map(|d| d.key.to_string()).collect();
         assert_eq!(keys, [VDA, "deferred", "deferred:iommu-fq", "unattributed"]);
     }
 
@@ -105,12 +109,12 @@ mod tests {
     fn a_row_that_folds_in_the_name_given_is_that_devices() {
         let filter = DeviceFilter {
             device: "sdb".into(),
-            pci_address: "0000:00:07.0".into(),
+            pci_address: "0000:00:07.0".parse().expect("address"),
         };
         let kept: Vec<String> = rows()
             .into_iter()
             .filter(|r| filter.keeps(r))
-            .map(|r| r.key)
+            .map(|r| r.key.to_string())
             .collect();
         assert!(kept.contains(&"sdb".to_string()), "{kept:?}");
         assert!(!kept.contains(&VDA.to_string()), "{kept:?}");
@@ -128,7 +132,7 @@ mod tests {
                     translation_ns_per_io: None,
                     completions_per_s: 0.0,
                 };
-                (r.key.clone(), point)
+                (r.key.to_string(), point)
             })
             .collect();
         let stack = |device: &str| StackSample {

@@ -4,6 +4,7 @@
 //! interprets them: which IOMMU, which default domain type, which PCI device a disk or netdev
 //! belongs to.
 
+use crate::pci::PciAddress;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -255,7 +256,7 @@ fn has_option(value: Option<&str>, option: &str) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct DeviceFacts {
     /// `0000:00:02.0`
-    pub pci_address: String,
+    pub pci_address: PciAddress,
     /// Bound driver (`nvme`, `e1000e`, `vfio-pci`); `None` when unbound.
     pub driver: Option<String>,
     pub vendor_id: Option<u16>,
@@ -370,7 +371,8 @@ impl HostFacts {
 
     /// The facts of the PCI function with this address.
     pub fn device(&self, pci_address: &str) -> Option<&DeviceFacts> {
-        self.devices.iter().find(|d| d.pci_address == pci_address)
+        let address: PciAddress = pci_address.parse().ok()?;
+        self.devices.iter().find(|d| d.pci_address == address)
     }
 
     /// The PCI function a disk, netdev or child device name belongs to.
@@ -517,7 +519,7 @@ mod tests {
     fn names_find_their_pci_function() {
         let facts = HostFacts {
             devices: vec![DeviceFacts {
-                pci_address: "0000:00:04.0".into(),
+                pci_address: "0000:00:04.0".parse().expect("address"),
                 disks: vec!["nvme0n1".into()],
                 netdevs: vec![],
                 children: vec!["nvme0".into()],
@@ -526,7 +528,10 @@ mod tests {
             ..HostFacts::default()
         };
         assert_eq!(
-            facts.owner_of("nvme0n1").map(|d| d.pci_address.as_str()),
+            facts
+                .owner_of("nvme0n1")
+                .map(|d| d.pci_address.to_string())
+                .as_deref(),
             Some("0000:00:04.0")
         );
         assert!(facts.owner_of("nvme0").is_some());

@@ -2,6 +2,10 @@
 //! key=value` and `iommutop workload NAME key=value` are all checked against that declaration,
 //! and the workload reads the checked values through [`ParamValues`].
 
+mod value;
+
+pub use value::{ParamValue, WorkloadParams};
+
 use crate::units::{self, format_size};
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
@@ -380,7 +384,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParamValues {
     workload: &'static str,
-    values: Map<String, Value>,
+    values: WorkloadParams,
 }
 
 impl ParamValues {
@@ -391,14 +395,17 @@ impl ParamValues {
         specs: &[ParamSpec],
         given: Map<String, Value>,
     ) -> Result<ParamValues, ParamError> {
-        let mut values = Map::new();
+        let mut values = WorkloadParams::new();
         for spec in specs {
             let value = match given.get(spec.key) {
                 Some(v) => Some(spec.check(v).map_err(|m| ParamError::new(spec.key, m))?),
                 None => spec.default.value(),
             };
             if let Some(value) = value {
-                values.insert(spec.key.to_string(), value);
+                let typed = ParamValue::from_json(&value).ok_or_else(|| {
+                    ParamError::new(spec.key, format!("no parameter takes {value}"))
+                })?;
+                values.insert(spec.key.to_string(), typed);
             }
         }
         if let Some(key) = given.keys().find(|k| !specs.iter().any(|s| s.key == *k)) {
@@ -415,7 +422,7 @@ impl ParamValues {
     }
 
     /// Every parameter with its value (for the report).
-    pub fn to_map(&self) -> Map<String, Value> {
+    pub fn to_params(&self) -> WorkloadParams {
         self.values.clone()
     }
 
@@ -423,7 +430,7 @@ impl ParamValues {
         self.values.contains_key(key)
     }
 
-    fn get(&self, key: &str) -> Result<&Value, ParamError> {
+    fn get(&self, key: &str) -> Result<&ParamValue, ParamError> {
         self.values
             .get(key)
             .ok_or_else(|| ParamError::new(key, "missing: this workload needs it"))
@@ -467,7 +474,7 @@ impl ParamValues {
 
     pub fn strs(&self, key: &str) -> Result<Vec<String>, ParamError> {
         self.get(key)?
-            .as_array()
+            .as_list()
             .and_then(|items| {
                 items
                     .iter()
@@ -479,8 +486,8 @@ impl ParamValues {
 
     pub fn u64s(&self, key: &str) -> Result<Vec<u64>, ParamError> {
         self.get(key)?
-            .as_array()
-            .and_then(|items| items.iter().map(Value::as_u64).collect())
+            .as_list()
+            .and_then(|items| items.iter().map(ParamValue::as_u64).collect())
             .ok_or_else(|| Self::mistyped(key, "a list of whole numbers"))
     }
 }

@@ -128,7 +128,7 @@ pub struct Run {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadReport {
     pub name: String,
-    pub params: Map<String, Value>,
+    pub params: crate::params::WorkloadParams,
     pub results: Map<String, Value>,
 }
 

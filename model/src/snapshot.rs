@@ -12,39 +12,20 @@
 use crate::derive::{derive, Derived};
 use crate::facts::DeviceFacts;
 pub use crate::op_stats::{per_second, Latency, OpDelta, OpStats};
-use crate::pci::is_pci_address;
+use crate::pci::PciAddress;
 use crate::sample::{Op, OpCounters, RawSample, RawSource, SourceKind};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Key of the row that holds the deferred flush-queue timer's work.
-pub const DEFERRED_KEY: &str = "deferred";
-
-/// Key of the row that holds IOMMU work outside any DMA API call (VFIO maps, ...) that no process
-/// owns (interrupt context); a process's own such work is on `unattributed:COMM[PID]`.
-pub const UNATTRIBUTED_KEY: &str = "unattributed";
+pub use crate::row_key::{RowKey, RowKind, DEFERRED_KEY, UNATTRIBUTED_KEY};
 
 /// The key of a process's row of IOMMU work outside the DMA API: `unattributed:qemu[1234]`.
 pub fn process_key(comm: &str, pid: u64) -> String {
-    format!("{UNATTRIBUTED_KEY}:{comm}[{pid}]")
-}
-
-/// What kind of thing a row stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RowKind {
-    /// A PCI function, with the completions of its disks and netdevs folded in.
-    Pci,
-    /// A non-PCI `struct device` doing DMA (platform devices, ...).
-    Device,
-    /// Deferred work (flush-queue timer): no device was in flight.
-    Deferred,
-    /// IOMMU work outside any DMA API call (a VFIO map, ...).
-    Unattributed,
-    /// A disk whose PCI function sysfs did not tell.
-    Disk,
-    /// A netdev whose PCI function sysfs did not tell.
-    Netdev,
+    RowKey::Process {
+        comm: comm.to_string(),
+        pid,
+    }
+    .to_string()
 }
 
 /// One row: a PCI function (or another device, deferred work, an unresolved disk or netdev).
@@ -53,9 +34,9 @@ pub struct Device {
     /// PCI address, `deferred`/`unattributed` (`deferred:NAME` when the kernel named the bucket,
     /// `unattributed:COMM[PID]` for one process's work), or the kernel name of the source
     /// (`KIND@ID` when it had none yet).
-    pub key: String,
+    pub key: RowKey,
     pub kind: RowKind,
-    pub pci_address: Option<String>,
+    pub pci_address: Option<PciAddress>,
     pub driver: Option<String>,
     /// Disks, netdevs and other kernel names folded into this row.
     pub names: Vec<String>,
@@ -84,7 +65,7 @@ impl Device {
     /// its NIC or disk names.
     pub fn answers_to(&self, name: &str) -> bool {
         self.key == name
-            || self.pci_address.as_deref() == Some(name)
+            || self.pci_address.is_some_and(|a| a.to_string() == name)
             || self.names.iter().any(|n| n == name)
     }
 }
@@ -129,7 +110,7 @@ impl Snapshot {
                 .fold(events, |sum, d| sum.saturating_add(d.count));
             let place = place_source(source, facts);
             let row = rows
-                .entry(place.key.clone())
+                .entry(place.key.to_string())
                 .or_insert_with(|| RowBuilder::new(&place));
             row.absorb(&place, deltas);
         }
@@ -190,9 +171,9 @@ fn source_deltas(previous: Option<&RawSource>, current: &RawSource) -> BTreeMap<
 
 /// Where a source goes: its row's key and what is known about that row.
 struct Placement<'f> {
-    key: String,
+    key: RowKey,
     kind: RowKind,
-    pci_address: Option<String>,
+    pci_address: Option<PciAddress>,
     facts: Option<&'f DeviceFacts>,
     /// The source's own name, if it is a name worth listing (not the PCI address itself).
     name: Option<String>,
@@ -203,14 +184,14 @@ struct Placement<'f> {
 fn place_source<'f>(source: &RawSource, facts: &'f [DeviceFacts]) -> Placement<'f> {
     let name = source.name.as_str();
     let on_pci = |pci: &'f DeviceFacts| Placement {
-        key: pci.pci_address.clone(),
+        key: RowKey::Pci(pci.pci_address),
         kind: RowKind::Pci,
-        pci_address: Some(pci.pci_address.clone()),
+        pci_address: Some(pci.pci_address),
         facts: Some(pci),
         name: Some(name.to_string()),
         pid: None,
     };
-    let alone = |kind: RowKind, key: String| Placement {
+    let alone = |kind: RowKind, key: RowKey| Placement {
         key,
         kind,
         pci_address: None,
@@ -222,25 +203,35 @@ fn place_source<'f>(source: &RawSource, facts: &'f [DeviceFacts]) -> Placement<'
         .then(|| facts.iter().find(|f| f.owns_name(name)))
         .flatten();
     match source.kind {
-        SourceKind::Deferred if name.is_empty() => alone(RowKind::Deferred, DEFERRED_KEY.into()),
-        SourceKind::Deferred => alone(RowKind::Deferred, format!("{DEFERRED_KEY}:{name}")),
+        SourceKind::Deferred => alone(
+            RowKind::Deferred,
+            RowKey::Deferred {
+                bucket: (!name.is_empty()).then(|| name.to_string()),
+            },
+        ),
         // One process's work, keyed by its tgid and named by its comm in the kernel.
         SourceKind::Unattributed if source.id != 0 => Placement {
             name: (!name.is_empty()).then(|| name.to_string()),
             pid: u32::try_from(source.id).ok(),
-            ..alone(RowKind::Unattributed, process_key(name, source.id))
+            ..alone(
+                RowKind::Unattributed,
+                RowKey::Process {
+                    comm: name.to_string(),
+                    pid: source.id,
+                },
+            )
         },
-        SourceKind::Unattributed if name.is_empty() => {
-            alone(RowKind::Unattributed, UNATTRIBUTED_KEY.into())
-        }
-        SourceKind::Unattributed => {
-            alone(RowKind::Unattributed, format!("{UNATTRIBUTED_KEY}:{name}"))
-        }
-        SourceKind::Device if is_pci_address(name) => Placement {
-            key: name.to_string(),
+        SourceKind::Unattributed => alone(
+            RowKind::Unattributed,
+            RowKey::Unattributed {
+                name: (!name.is_empty()).then(|| name.to_string()),
+            },
+        ),
+        SourceKind::Device if name.parse::<PciAddress>().is_ok() => Placement {
+            key: RowKey::parse(name),
             kind: RowKind::Pci,
-            pci_address: Some(name.to_string()),
-            facts: facts.iter().find(|f| f.pci_address == name),
+            pci_address: name.parse().ok(),
+            facts: facts.iter().find(|f| f.pci_address.to_string() == name),
             name: None,
             pid: None,
         },
@@ -256,31 +247,20 @@ fn place_source<'f>(source: &RawSource, facts: &'f [DeviceFacts]) -> Placement<'
                 }
             };
             let key = if name.is_empty() {
-                format!("{}@{:x}", kind_word(kind), source.id)
+                RowKey::unnamed(kind, source.id)
             } else {
-                name.to_string()
+                RowKey::Named(name.to_string())
             };
             alone(kind, key)
         }
     }
 }
 
-fn kind_word(kind: RowKind) -> &'static str {
-    match kind {
-        RowKind::Pci => "pci",
-        RowKind::Device => "device",
-        RowKind::Deferred => DEFERRED_KEY,
-        RowKind::Unattributed => UNATTRIBUTED_KEY,
-        RowKind::Disk => "disk",
-        RowKind::Netdev => "netdev",
-    }
-}
-
 /// A row being assembled from the sources that fold into it.
 struct RowBuilder {
-    key: String,
+    key: RowKey,
     kind: RowKind,
-    pci_address: Option<String>,
+    pci_address: Option<PciAddress>,
     facts: Option<DeviceFacts>,
     names: BTreeSet<String>,
     ops: BTreeMap<Op, OpDelta>,
@@ -297,7 +277,7 @@ impl RowBuilder {
         RowBuilder {
             key: place.key.clone(),
             kind: place.kind,
-            pci_address: place.pci_address.clone(),
+            pci_address: place.pci_address,
             facts: place.facts.cloned(),
             names,
             ops: BTreeMap::new(),
@@ -420,7 +400,7 @@ mod tests {
 
     fn nvme_facts() -> Vec<DeviceFacts> {
         vec![DeviceFacts {
-            pci_address: "0000:00:04.0".into(),
+            pci_address: "0000:00:04.0".parse().expect("address"),
             driver: Some("nvme".into()),
             iommu_group: Some(3),
             domain_type: Some("DMA-FQ".into()),
@@ -495,7 +475,7 @@ mod tests {
             ],
         );
         let snapshot = Snapshot::between(&before, &after, &nvme_facts());
-        let keys: Vec<&str> = snapshot.devices.iter().map(|d| d.key.as_str()).collect();
+        let keys: Vec<String> = snapshot.devices.iter().map(|d| d.key.to_string()).collect();
         assert_eq!(keys, ["0000:00:04.0", "sda"]);
         let nvme = snapshot.device("0000:00:04.0").expect("row");
         assert_eq!(nvme.completions, 10);
@@ -509,7 +489,7 @@ mod tests {
     #[test]
     fn netdev_and_child_names_fold_too() {
         let facts = vec![DeviceFacts {
-            pci_address: "0000:00:03.0".into(),
+            pci_address: "0000:00:03.0".parse().expect("address"),
             netdevs: vec!["eth0".into()],
             children: vec!["virtio1".into()],
             ..DeviceFacts::default()
@@ -566,7 +546,7 @@ mod tests {
             ],
         );
         let snapshot = Snapshot::between(&RawSample::default(), &after, &[]);
-        let keys: Vec<&str> = snapshot.devices.iter().map(|d| d.key.as_str()).collect();
+        let keys: Vec<String> = snapshot.devices.iter().map(|d| d.key.to_string()).collect();
         assert_eq!(keys, ["deferred", "deferred:dmar0", "unattributed"]);
         let kinds: Vec<RowKind> = snapshot.devices.iter().map(|d| d.kind).collect();
         assert_eq!(
@@ -588,10 +568,10 @@ mod tests {
             ],
         );
         let snapshot = Snapshot::between(&RawSample::default(), &after, &[]);
-        let rows: Vec<(&str, Option<u32>, u64)> = snapshot
+        let rows: Vec<(String, Option<u32>, u64)> = snapshot
             .devices
             .iter()
-            .map(|d| (d.key.as_str(), d.pid, d.op(Op::IommuMap).count))
+            .map(|d| (d.key.to_string(), d.pid, d.op(Op::IommuMap).count))
             .collect();
         assert_eq!(
             rows,
@@ -600,6 +580,7 @@ mod tests {
                 ("unattributed:[99]", Some(99), 2),
                 ("unattributed:qemu[1234]", Some(1234), 5),
             ]
+            .map(|(key, pid, maps)| (key.to_string(), pid, maps))
         );
         let qemu = snapshot.device("unattributed:qemu[1234]").expect("row");
         assert_eq!(qemu.kind, RowKind::Unattributed);
@@ -631,7 +612,7 @@ mod tests {
             ],
         );
         let snapshot = Snapshot::between(&RawSample::default(), &after, &[]);
-        let keys: Vec<&str> = snapshot.devices.iter().map(|d| d.key.as_str()).collect();
+        let keys: Vec<String> = snapshot.devices.iter().map(|d| d.key.to_string()).collect();
         assert_eq!(keys, ["device@ffff888000001000", "ff000000.dma"]);
         assert!(snapshot.devices.iter().all(|d| d.kind == RowKind::Device));
     }

@@ -160,7 +160,7 @@ type DeviceColumn = (&'static str, Align, bool, fn(&Device) -> String);
 
 /// The device table's columns; times carry their unit in each cell (`3.33us`), as in the live view.
 const DEVICE_COLUMNS: [DeviceColumn; 14] = [
-    ("DEVICE", Align::Left, false, |d| d.key.clone()),
+    ("DEVICE", Align::Left, false, |d| d.key.to_string()),
     ("DRIVER", Align::Left, true, |d| or_none(d.driver.clone())),
     ("NAMES", Align::Left, false, |d| {
         or_none((!d.names.is_empty()).then(|| d.names.join(",")))
@@ -438,7 +438,7 @@ mod tests {
         let mut report = full_report();
         report.apply_device_filter(&crate::device_filter::DeviceFilter {
             device: "nvme0n1".into(),
-            pci_address: "0000:00:02.0".into(),
+            pci_address: "0000:00:02.0".parse().expect("address"),
         });
         let text = render_summary(&report);
         assert!(

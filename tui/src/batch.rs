@@ -80,7 +80,7 @@ pub fn render_interval(
     for (device, waiting) in rows::waiting(&rows) {
         out.push_str(&format!(
             "waiting: {} ({} calls), not in CPU% or NS/IO\n",
-            crate::format::waiting(&device.key, &waiting),
+            crate::format::waiting(&device.key.to_string(), &waiting),
             waiting.waited_calls
         ));
     }

@@ -215,7 +215,7 @@ impl Column {
             SortValue::Number(device.op(op).latency.as_ref().map(|l| q(l) as f64))
         };
         match self {
-            Column::Device => SortValue::Text(device.key.clone()),
+            Column::Device => SortValue::Text(device.key.to_string()),
             Column::Driver => SortValue::Text(device.driver.clone().unwrap_or_default()),
             Column::Names => SortValue::Text(device.names.join(",")),
             Column::Domain => SortValue::Text(device.domain_type.clone().unwrap_or_default()),
@@ -239,7 +239,7 @@ impl Column {
             format::ns(device.op(op).latency.as_ref().map(q))
         };
         match self {
-            Column::Device => device.key.clone(),
+            Column::Device => device.key.to_string(),
             Column::Driver => text(device.driver.as_deref()),
             Column::Names => {
                 if device.names.is_empty() {
@@ -292,7 +292,7 @@ pub fn compare(column: Column, descending: bool, a: &Device, b: &Device) -> Orde
         (SortValue::Number(None), SortValue::Number(Some(_))) => Ordering::Greater,
         _ => Ordering::Equal,
     };
-    ordering.then_with(|| a.key.cmp(&b.key))
+    ordering.then_with(|| a.key.to_string().cmp(&b.key.to_string()))
 }
 
 fn directed(ordering: Ordering, descending: bool) -> Ordering {

@@ -28,7 +28,7 @@ impl History {
     pub fn record(&mut self, snapshot: &Snapshot) {
         let now = snapshot.monotonic_ns;
         for device in &snapshot.devices {
-            let points = self.rows.entry(device.key.clone()).or_default();
+            let points = self.rows.entry(device.key.to_string()).or_default();
             // A snapshot older than the last point (clock reset) starts the row over.
             if points.back().is_some_and(|p| p.monotonic_ns > now) {
                 points.clear();
@@ -82,7 +82,7 @@ mod tests {
             devices: keys
                 .iter()
                 .map(|k| Device {
-                    key: k.to_string(),
+                    key: (*k).into(),
                     kind: iommutop_model::RowKind::Pci,
                     pci_address: None,
                     driver: None,

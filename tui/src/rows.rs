@@ -26,7 +26,7 @@ pub fn shown<'a>(
 pub fn matches_filter(device: &Device, needle: &str) -> bool {
     let hit = |text: &str| text.to_lowercase().contains(needle);
     needle.is_empty()
-        || hit(&device.key)
+        || hit(&device.key.to_string())
         || device.driver.as_deref().is_some_and(hit)
         || device.names.iter().any(|n| hit(n))
         || device.domain_type.as_deref().is_some_and(hit)

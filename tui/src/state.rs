@@ -356,7 +356,7 @@ impl State {
             .as_deref()
             .is_some_and(|key| rows.iter().any(|d| d.key == key));
         if !present {
-            self.selected = rows.first().map(|d| d.key.clone());
+            self.selected = rows.first().map(|d| d.key.to_string());
         }
     }
 
@@ -373,13 +373,13 @@ impl State {
             .unwrap_or(0);
         let last = rows.len() - 1;
         let target = current.saturating_add_signed(delta).min(last);
-        self.selected = Some(rows[target].key.clone());
+        self.selected = Some(rows[target].key.to_string());
     }
 
     fn select_edge(&mut self, last: bool) {
         let rows = self.rows();
         let row = if last { rows.last() } else { rows.first() };
-        self.selected = row.map(|d| d.key.clone());
+        self.selected = row.map(|d| d.key.to_string());
     }
 
     fn set_sort(&mut self, column: Column) {

@@ -48,8 +48,8 @@ fn the_filter_and_sort_given_at_start_up_shape_every_block() {
         let mut keys: Vec<String> = snapshot
             .devices
             .iter()
-            .filter(|d| d.key.contains(filter))
-            .map(|d| d.key.clone())
+            .filter(|d| d.key.to_string().contains(filter))
+            .map(|d| d.key.to_string())
             .collect();
         keys.sort();
         keys

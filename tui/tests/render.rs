@@ -223,13 +223,13 @@ fn many_devices_scroll_to_keep_the_selection_visible() {
     let template = snapshot.devices[0].clone();
     for i in 0..30 {
         let mut device = template.clone();
-        device.key = format!("0000:01:{i:02x}.0");
+        device.key = format!("0000:01:{i:02x}.0").into();
         snapshot.devices.push(device);
     }
     let mut state = state_after(lab_probes(), vec![snapshot]);
     press(&mut state, &[Key::End]);
     let terminal = draw(&state, 80, 24);
-    let selected = state.selected_device().expect("selected").key.clone();
+    let selected = state.selected_device().expect("selected").key.to_string();
     let buffer = terminal.backend().buffer();
     let y = line_with(buffer, &selected).expect("selected row drawn");
     assert!(buffer[(2, y)].modifier.contains(Modifier::REVERSED));

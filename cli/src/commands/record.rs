@@ -42,7 +42,9 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
     // With --domain, the group is switched before the probes attach and restored after the
     // report is built (so that the report shows the type recorded under).
     let mut switch = match (&args.domain, &device_filter) {
-        (Some(domain_type), Some(filter)) => Some(switch_domain(&filter.pci_address, domain_type)?),
+        (Some(domain_type), Some(filter)) => {
+            Some(switch_domain(&filter.pci_address.to_string(), domain_type)?)
+        }
         _ => None,
     };
     let mut session = Session::start(&args.points.clone().unwrap_or_default(), task_filter)?

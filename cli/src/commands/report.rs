@@ -55,7 +55,7 @@ pub fn check_device(report: &Report, name: &str, device: &str) -> Outcome {
         .filter(|d| d.kind == RowKind::Pci)
         .map(|d| match d.names.first() {
             Some(n) => format!("{} ({n})", d.key),
-            None => d.key.clone(),
+            None => d.key.to_string(),
         })
         .collect();
     let fix = if known.is_empty() {

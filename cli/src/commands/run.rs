@@ -17,6 +17,7 @@ use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
 use iommutop_model::html::render_report;
+use iommutop_model::params::WorkloadParams;
 use iommutop_model::report::repeats::RepeatRun;
 use iommutop_model::report::{Repeats, Report};
 use iommutop_workloads::profile::PROBE_GROUPS;
@@ -41,7 +42,7 @@ enum Event {
 /// The workload thread's last word.
 pub(crate) struct Finished {
     pub(crate) result: Result<WorkloadOutput, WorkloadError>,
-    pub(crate) params: Map<String, Value>,
+    pub(crate) params: WorkloadParams,
     /// What its restore could not put back.
     pub(crate) not_restored: Vec<String>,
 }
@@ -125,7 +126,7 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
         session.restart()?;
     }
     let mut measured = Vec::new();
-    let mut params = Map::new();
+    let mut params = WorkloadParams::new();
     let mut last_failure = None;
     for number in 1..=args.runs {
         if args.runs > 1 {
@@ -271,7 +272,7 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
 struct MeasuredRun {
     results: Map<String, Value>,
     warnings: Vec<String>,
-    params: Map<String, Value>,
+    params: WorkloadParams,
     error: Option<WorkloadError>,
     not_restored: Vec<String>,
     sampling_failure: Option<Failure>,
@@ -499,7 +500,7 @@ pub(crate) fn run_under_session(
             tool: "iommutop".into(),
             message: "the workload thread ended without a word".into(),
         }),
-        params: Map::new(),
+        params: WorkloadParams::new(),
         not_restored: Vec::new(),
     });
     (finished, failure)

@@ -2,21 +2,21 @@
 
 use super::fs::{entry_names, link_name, read_hex};
 use iommutop_model::facts::{DeviceFacts, IommuGroup};
-use iommutop_model::pci::is_pci_address;
+use iommutop_model::pci::PciAddress;
 use std::path::Path;
 
 /// Every function in `/sys/bus/pci/devices`, by address.
 pub fn pci_devices(root: &Path, groups: &[IommuGroup]) -> Vec<DeviceFacts> {
     entry_names(&root.join("sys/bus/pci/devices"))
         .into_iter()
-        .filter(|name| is_pci_address(name))
-        .map(|address| device_facts(root, &address, groups))
+        .filter_map(|name| name.parse().ok())
+        .map(|address| device_facts(root, address, groups))
         .collect()
 }
 
 /// What `/sys/bus/pci/devices/ADDRESS` says; the domain type comes from the device's group.
-pub fn device_facts(root: &Path, address: &str, groups: &[IommuGroup]) -> DeviceFacts {
-    let dir = root.join("sys/bus/pci/devices").join(address);
+pub fn device_facts(root: &Path, address: PciAddress, groups: &[IommuGroup]) -> DeviceFacts {
+    let dir = root.join("sys/bus/pci/devices").join(address.to_string());
     let iommu_group: Option<u32> =
         link_name(&dir.join("iommu_group")).and_then(|name| name.parse().ok());
     let domain_type = iommu_group.and_then(|id| {
@@ -26,7 +26,7 @@ pub fn device_facts(root: &Path, address: &str, groups: &[IommuGroup]) -> Device
             .and_then(|group| group.domain_type.clone())
     });
     let mut facts = DeviceFacts {
-        pci_address: address.to_string(),
+        pci_address: address,
         driver: link_name(&dir.join("driver")),
         vendor_id: read_hex(&dir.join("vendor")).and_then(|id| u16::try_from(id).ok()),
         device_id: read_hex(&dir.join("device")).and_then(|id| u16::try_from(id).ok()),

@@ -142,10 +142,10 @@ fn a_lab_guest_is_described_fully() {
     let group_ids: Vec<u32> = facts.groups.iter().map(|g| g.id).collect();
     assert_eq!(group_ids, [3, 4, 10]);
     assert_eq!(facts.groups[0].devices, ["0000:00:02.0"]);
-    let addresses: Vec<&str> = facts
+    let addresses: Vec<String> = facts
         .devices
         .iter()
-        .map(|d| d.pci_address.as_str())
+        .map(|d| d.pci_address.to_string())
         .collect();
     assert_eq!(addresses, ["0000:00:02.0", "0000:00:03.0", "0000:00:04.0"]);
 
@@ -170,7 +170,10 @@ fn a_lab_guest_is_described_fully() {
     assert_eq!(virtio.disks, ["vda"]);
     assert_eq!(virtio.children, ["virtio2"]);
     assert_eq!(
-        facts.owner_of("vda").map(|d| d.pci_address.as_str()),
+        facts
+            .owner_of("vda")
+            .map(|d| d.pci_address.to_string())
+            .as_deref(),
         Some("0000:00:04.0")
     );
 }
@@ -233,7 +236,7 @@ fn nvme_multipath_heads_belong_to_their_controller() {
         .dir("sys/class/nvme-subsystem/nvme-subsys1/nvme1n1")
         .link("sys/class/nvme-subsystem/nvme-subsys2/nvme2", "elsewhere")
         .dir("sys/class/nvme-subsystem/nvme-subsys2/nvme2n1");
-    let facts = device_facts(root.path(), "0000:01:00.0", &[]);
+    let facts = device_facts(root.path(), "0000:01:00.0".parse().expect("address"), &[]);
     assert_eq!(facts.disks, ["nvme1c1n1", "nvme1n1"]);
     assert_eq!(facts.children, ["nvme1"]);
 }
@@ -253,8 +256,8 @@ fn a_device_with_nothing_readable_degrades_to_none() {
         .file("sys/bus/pci/devices/0000:00:1f.3/vendor", "garbage\n")
         .file("sys/bus/pci/devices/0000:00:1f.3/device", "0x123456\n")
         .dir("sys/bus/pci/devices/0000:00:1f.3/driver");
-    let facts = device_facts(root.path(), "0000:00:1f.3", &[]);
-    assert_eq!(facts.pci_address, "0000:00:1f.3");
+    let facts = device_facts(root.path(), "0000:00:1f.3".parse().expect("address"), &[]);
+    assert_eq!(facts.pci_address.to_string(), "0000:00:1f.3");
     assert_eq!(
         facts.driver, None,
         "a directory, not a link, names no driver"

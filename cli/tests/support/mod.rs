@@ -300,3 +300,55 @@ pub fn pci_disk_of(path: &std::path::Path) -> Option<(String, String)> {
     let address = parts.iter().rfind(is_pci)?;
     Some((disk.to_string(), address.to_string()))
 }
+
+/// Tests that attach probes run one at a time: "nothing left attached" is checked by counting
+/// our programs in the kernel, which another test's run would disturb.
+static BPF: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+pub fn require_root() -> std::sync::MutexGuard<'static, ()> {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "these tests load BPF programs: run them as root (scripts/test does)"
+    );
+    BPF.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A `--json -` stream: one JSON object a line.
+pub fn ndjson_lines(stdout: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is one JSON object"))
+        .collect()
+}
+
+/// `completions` reach `expected`, or the report names the rest as `completions_unseen` (the
+/// block layer's count of requests the kernel did not run the completion probe for) and says so
+/// in a warning.
+pub fn assert_named_shortfall(
+    report: &serde_json::Value,
+    completions: u64,
+    expected: u64,
+    context: &str,
+) {
+    let unseen = report["health"]["completions_unseen"].as_u64().unwrap_or(0);
+    assert!(
+        completions + unseen >= expected,
+        "completions {completions} + unseen {unseen} < {expected}: {context}"
+    );
+    if unseen > 0 {
+        let warned = report["warnings"]
+            .as_array()
+            .expect("warnings")
+            .iter()
+            .any(|w| {
+                w.as_str()
+                    .is_some_and(|w| w.contains("did not run the completion probe"))
+            });
+        assert!(
+            warned,
+            "completions_unseen {unseen} without a warning: {context}"
+        );
+    }
+}

@@ -5,12 +5,13 @@ use crate::error::HostError;
 use crate::root::HostRoot;
 use crate::sysfs::{link_name, write};
 use crate::wait;
+use iommutop_model::pci::PciAddress;
 use serde::{Deserialize, Serialize};
 
 /// A PCI function moved to another driver: what it was on, so that it goes back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DriverChange {
-    pub pci_address: String,
+    pub pci_address: PciAddress,
     /// The driver before (`None`: unbound).
     pub from: Option<String>,
     /// `driver_override` before.
@@ -32,7 +33,7 @@ impl DriverChange {
 
     /// Puts the device back on its driver and waits for its disks.
     pub fn undo(&self, root: &HostRoot) -> Result<(), HostError> {
-        let address = &self.pci_address;
+        let address = &self.pci_address.to_string();
         let dir = root.pci_device(address);
         let current = link_name(&dir.join("driver"));
         if current.is_some() && current != self.from {

@@ -22,7 +22,8 @@ fn a_rebind_is_recorded_before_it_is_made_and_undone() {
     let fake = Fake::new();
     let _kernel = FakeKernel::start(&fake, NVME, "nvme");
     let mut journal = Journal::new(&fake.root(), "test");
-    let change = crate::pci::rebind(&mut journal, NVME, "vfio-pci").expect("rebound");
+    let change = crate::pci::rebind(&mut journal, NVME.parse().expect("address"), "vfio-pci")
+        .expect("rebound");
     assert_eq!(change.from.as_deref(), Some("nvme"));
     assert_eq!(change.disks, ["nvme0n1"]);
     assert_eq!(fake.driver(NVME).as_deref(), Some("vfio-pci"));
@@ -48,7 +49,8 @@ fn a_dropped_journal_undoes_its_changes() {
     let _kernel = FakeKernel::start(&fake, NVME, "nvme");
     {
         let mut journal = Journal::new(&fake.root(), "test");
-        crate::pci::rebind(&mut journal, NVME, "vfio-pci").expect("rebound");
+        crate::pci::rebind(&mut journal, NVME.parse().expect("address"), "vfio-pci")
+            .expect("rebound");
         let pool = Pool::of_size(&fake.root(), 2048).expect("pool");
         pool.raise(&mut journal, 8).expect("raised");
         assert_eq!(count(&fake), "8");
@@ -98,7 +100,7 @@ fn the_sweep_undoes_what_a_killed_process_left_and_spares_the_living() {
     let root = fake.root();
     // A killed run: the device on vfio-pci and the pool raised, both recorded.
     let mut journal = Journal::new(&root, "vfio-nvme 0000:00:04.0");
-    crate::pci::rebind(&mut journal, NVME, "vfio-pci").expect("rebound");
+    crate::pci::rebind(&mut journal, NVME.parse().expect("address"), "vfio-pci").expect("rebound");
     Pool::of_size(&root, 2048)
         .expect("pool")
         .raise(&mut journal, 8)
@@ -121,7 +123,7 @@ fn the_sweep_undoes_what_a_killed_process_left_and_spares_the_living() {
     .expect("write");
     let claimed = claimed_by_other(
         &root,
-        |c| matches!(c, Change::Driver(d) if d.pci_address == NVME),
+        |c| matches!(c, Change::Driver(d) if d.pci_address.to_string() == NVME),
     );
     assert_eq!(claimed, Some(1));
     let lines = sweep(&root);

@@ -46,7 +46,9 @@ fn the_nic_of_the_default_route_and_missing_ones_are_not_moved() {
     let root = fake.root();
     assert_eq!(check_movable(&root, "eth0"), Ok(()));
     assert_eq!(
-        nic_pci_address(&root, "eth0").as_deref(),
+        nic_pci_address(&root, "eth0")
+            .map(|a| a.to_string())
+            .as_deref(),
         Some(crate::fake::NIC)
     );
     assert_eq!(

@@ -11,7 +11,7 @@
 //! - **Workload** ([`MetricChange`]): the workload's own numbers, judged against the run-to-run
 //!   noise measured in each report's interval samples ([`noise`]).
 //! - **Findings** ([`explain`]): the sentences, ranked by share of the gap, that name a cause only
-//!   where the reports show one.
+//!   where the reports show one; `render` prints them with the tables as text.
 //!
 //! Thresholds for CI are in [`threshold`].
 
@@ -294,7 +294,7 @@ fn unlike_runs(a: &Report, b: &Report, units: &(WorkUnits, WorkUnits)) -> Vec<St
         r.devices
             .iter()
             .filter(|d| d.kind == crate::snapshot::RowKind::Pci && d.op(Op::DmaMap).count > 0)
-            .map(|d| d.key.clone())
+            .map(|d| d.key.to_string())
             .collect()
     };
     let (da, db) = (with_dma(a), with_dma(b));
@@ -599,7 +599,7 @@ fn device_changes(
                 || counts_changed;
             DeviceChange {
                 changed,
-                key: row.key.clone(),
+                key: row.key.to_string(),
                 label: label(db.or(da).unwrap_or(row)),
                 is_nic: db.or(da).is_some_and(is_nic),
                 a: wa,

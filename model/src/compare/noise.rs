@@ -25,6 +25,7 @@
 //!    shows (boot, placement), so `Z` is 3 rather than the textbook 2.
 
 use crate::report::{IntervalDevice, Repeats, Report};
+use crate::row_key::RowKey;
 use serde::Serialize;
 
 /// Fewest steady interval samples a run needs for its noise to be estimated.
@@ -272,11 +273,13 @@ pub fn judge_workload(
 /// its noise: its translation time per unit across repeated runs when both reports have them,
 /// else its translation time per I/O across interval samples.
 pub fn judge_device(
-    (a, key_a): (&Report, &str),
-    (b, key_b): (&Report, &str),
+    (a, key_a): (&Report, &RowKey),
+    (b, key_b): (&Report, &RowKey),
     ta: f64,
     tb: f64,
 ) -> Option<Significance> {
+    let (text_a, text_b) = (key_a.text(), key_b.text());
+    let (key_a, key_b) = (&*text_a, &*text_b);
     let field: fn(&IntervalDevice) -> Option<f64> = |p| p.translation_ns_per_io;
     repeats_of(a, b)
         .and_then(|(ra, rb)| {

@@ -78,7 +78,7 @@ fn report(run: &Run1) -> Report {
             .iter()
             .enumerate()
             .map(|(i, (address, netdev, group))| DeviceFacts {
-                pci_address: (*address).into(),
+                pci_address: address.parse().expect("address"),
                 driver: Some("e1000e".into()),
                 iommu_group: Some(*group),
                 domain_type: Some(run.domain[i].into()),
@@ -160,10 +160,8 @@ fn report(run: &Run1) -> Report {
             exit_status: Some(0),
             workload: Some(WorkloadReport {
                 name: "netperf".into(),
-                params: json!({"test": "TCP_RR", "duration_s": duration})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
+                params: serde_json::from_value(json!({"test": "TCP_RR", "duration_s": duration}))
+                    .expect("params"),
                 results: json!({
                     "transactions_per_s": run.tps,
                     "transactions": transactions,

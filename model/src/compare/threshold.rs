@@ -486,7 +486,7 @@ impl Threshold {
     ) -> Result<&'a Device, ThresholdError> {
         let exact = report.devices.iter().find(|d| {
             d.key == selector
-                || d.pci_address.as_deref() == Some(selector)
+                || d.pci_address.is_some_and(|a| a.to_string() == selector)
                 || d.names.iter().any(|n| n == selector)
         });
         if let Some(device) = exact {
@@ -523,7 +523,7 @@ impl Threshold {
                         side,
                         matches: many
                             .iter()
-                            .map(|d| d.key.as_str())
+                            .map(|d| d.key.to_string())
                             .collect::<Vec<_>>()
                             .join(", "),
                     }),

@@ -104,7 +104,13 @@ fn legacy_units(workload: &WorkloadReport) -> WorkUnits {
         .or_else(|| {
             ["duration_s", "length_s", "runtime_s"]
                 .iter()
-                .find_map(|key| number(&workload.params, key))
+                .find_map(|key| {
+                    workload
+                        .params
+                        .get(*key)?
+                        .as_f64()
+                        .filter(|v| v.is_finite())
+                })
         });
     if let Some((key, unit)) = LEGACY_COUNTS
         .iter()
@@ -224,7 +230,7 @@ pub fn label(device: &Device) -> String {
         parts.push(driver);
     }
     if parts.is_empty() {
-        device.key.clone()
+        device.key.to_string()
     } else {
         format!("{} ({})", device.key, parts.join(", "))
     }
@@ -250,7 +256,7 @@ mod tests {
         let mut report = full_report();
         report.run.workload = Some(WorkloadReport {
             name: "w".into(),
-            params: params.as_object().cloned().unwrap_or_default(),
+            params: serde_json::from_value(params).unwrap_or_default(),
             results: results.as_object().cloned().unwrap_or_default(),
         });
         report

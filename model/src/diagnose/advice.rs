@@ -84,7 +84,7 @@ pub fn advise(
         .iommu_group
         .map_or_else(|| "N".to_string(), |g| g.to_string());
     let mut tips = Vec::new();
-    let identity_gain = match ab.filter(|ab| ab.device_key == device.key) {
+    let identity_gain = match ab.filter(|ab| device.key == ab.device_key) {
         Some(ab) => Gain::Measured {
             text: ab.gain_sentence(),
         },

@@ -86,7 +86,7 @@ impl Diagnosis {
         let devices = dma_devices(&report, device)
             .into_iter()
             .map(|d| DiagnosedDevice {
-                key: d.key.clone(),
+                key: d.key.to_string(),
                 label: label(d),
                 work: DeviceWork::of(d, units.count),
             })

@@ -321,7 +321,7 @@ fn device_verdict(
             let _ = writeln!(out, "    {:5.1}%  {}", part.share * 100.0, part.label);
         }
     }
-    let paths = heaviest_paths(report, &d.key);
+    let paths = heaviest_paths(report, &d.key.to_string());
     if paths.is_empty() {
         let _ = writeln!(
             out,
@@ -571,7 +571,7 @@ mod tests {
     #[test]
     fn call_paths_that_look_the_same_are_merged_heaviest_first() {
         let mut report = full_report();
-        let device = report.devices[0].key.clone();
+        let device = report.devices[0].key.to_string();
         let path = |top: &str, samples| StackSample {
             device: device.clone(),
             op: "dma_map".into(),

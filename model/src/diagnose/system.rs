@@ -261,7 +261,7 @@ mod tests {
             }],
             devices: vec![
                 DeviceFacts {
-                    pci_address: "0000:00:05.0".into(),
+                    pci_address: "0000:00:05.0".parse().expect("address"),
                     driver: Some("e1000e".into()),
                     iommu_group: Some(2),
                     domain_type: Some(group_type.into()),
@@ -269,7 +269,7 @@ mod tests {
                     ..DeviceFacts::default()
                 },
                 DeviceFacts {
-                    pci_address: "0000:00:01.0".into(),
+                    pci_address: "0000:00:01.0".parse().expect("address"),
                     driver: Some("virtio-pci".into()),
                     ..DeviceFacts::default()
                 },

@@ -150,11 +150,13 @@ fn device_section(
     index: usize,
 ) -> String {
     let change_label = change.label.as_str();
-    let key = in_a.or(in_b).map_or(change_label, |d| d.key.as_str());
+    let key = in_a
+        .or(in_b)
+        .map_or_else(|| change_label.to_string(), |d| d.key.to_string());
     let mut out = format!(
         "<section class=\"device\" id=\"dev-{index}\" data-device=\"{}\">\n<details open>\
          <summary><h2>{}</h2></summary>\n",
-        escape(key),
+        escape(&key),
         in_a.or(in_b).map_or_else(|| escape(change_label), label)
     );
     let sides: Vec<(&str, &Device)> = [("A", in_a), ("B", in_b)]
@@ -210,12 +212,16 @@ fn device_section(
         );
     }
     out.push_str("</div>\n<h3>Over time, A and B</h3>\n<div class=\"charts\">\n");
+    let (key_a, key_b) = (
+        in_a.map(|d| d.key.to_string()),
+        in_b.map(|d| d.key.to_string()),
+    );
     let mut over_time: Vec<(&str, &Report, &str)> = Vec::new();
-    if let Some(d) = in_a {
-        over_time.push(("A", a, &d.key));
+    if let Some(key) = &key_a {
+        over_time.push(("A", a, key));
     }
-    if let Some(d) = in_b {
-        over_time.push(("B", b, &d.key));
+    if let Some(key) = &key_b {
+        over_time.push(("B", b, key));
     }
     out.push_str(&interval_charts(&over_time, true));
     out.push_str("</div>\n</details>\n</section>\n");

@@ -172,7 +172,7 @@ fn overview(rows: &[&Device]) -> String {
              <td class=\"num\" data-field=\"dma_map\">{maps}</td>\
              <td class=\"num\" data-field=\"completions\">{completions}</td>\
              <td class=\"num\">{per_io}</td><td class=\"num\">{cpu}</td></tr>",
-            key = escape(&d.key),
+            key = escape(&d.key.to_string()),
             kind = kind_name(d.kind),
             names = escape(&d.names.join(", ")),
             driver = escape(d.driver.as_deref().unwrap_or("")),
@@ -227,7 +227,7 @@ fn device_section(report: &Report, d: &Device, index: usize) -> String {
     let mut out = format!(
         "<section class=\"device\" id=\"dev-{index}\" data-device=\"{}\">\n<details{open}>\
          <summary><h2>{}</h2></summary>\n",
-        escape(&d.key),
+        escape(&d.key.to_string()),
         label(d)
     );
     out.push_str(&ops_table(&[("", d)]));
@@ -262,9 +262,9 @@ fn device_section(report: &Report, d: &Device, index: usize) -> String {
         );
     }
     out.push_str("</div>\n<h3>Over time</h3>\n<div class=\"charts\">\n");
-    out.push_str(&interval_charts(&[("", report, &d.key)], false));
+    out.push_str(&interval_charts(&[("", report, &d.key.to_string())], false));
     out.push_str("</div>\n<h3>Call paths (sampled)</h3>\n");
-    out.push_str(&paths::call_paths(report, &d.key));
+    out.push_str(&paths::call_paths(report, &d.key.to_string()));
     out.push_str("</details>\n</section>\n");
     out
 }

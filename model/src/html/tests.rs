@@ -57,7 +57,7 @@ fn escape_replaces_every_character_html_gives_a_meaning() {
 fn strings_from_a_report_are_escaped_everywhere() {
     let mut report = full_report();
     let evil = "<script>alert('x')</script>";
-    let key = report.devices[0].key.clone();
+    let key = report.devices[0].key.to_string();
     report.devices[0].names.push(evil.into());
     report.devices[0].driver = Some("\"><img src=x>".into());
     report.warnings.push(evil.into());
@@ -158,7 +158,7 @@ fn every_timed_operation_with_a_histogram_gets_one_chart() {
             .iter()
             .filter(|d| d.ops.values().any(|s| s.count > 0))
         {
-            let part = section(&page, &d.key);
+            let part = section(&page, &d.key.to_string());
             for op in Op::ALL {
                 let has_hist = d
                     .ops
@@ -228,7 +228,7 @@ fn the_overview_has_each_rows_dma_map_count() {
             .iter()
             .filter(|d| d.ops.values().any(|s| s.count > 0))
         {
-            let row = format!("<tr data-device=\"{}\">", escape(&d.key));
+            let row = format!("<tr data-device=\"{}\">", escape(&d.key.to_string()));
             let start = page
                 .find(&row)
                 .unwrap_or_else(|| panic!("{name}: no row {}", d.key));

@@ -33,8 +33,9 @@ impl Report {
     /// the filter in `run.device_filter`.
     pub fn apply_device_filter(&mut self, filter: &DeviceFilter) {
         self.devices.retain(|row| filter.keeps(row));
-        let kept: BTreeSet<&str> = self.devices.iter().map(|row| row.key.as_str()).collect();
-        let keeps_key = |key: &str| kept.contains(key) || key == filter.pci_address;
+        let kept: BTreeSet<String> = self.devices.iter().map(|row| row.key.to_string()).collect();
+        let address = filter.pci_address.to_string();
+        let keeps_key = |key: &str| kept.contains(key) || key == address;
         for interval in &mut self.intervals {
             interval.devices.retain(|key, _| keeps_key(key));
         }
@@ -132,7 +133,7 @@ impl IntervalPoint {
                     translation_ns_per_io: device.derived.translation_ns_per_io,
                     completions_per_s: device.op(Op::Completion).rate_per_s,
                 };
-                (device.key.clone(), point)
+                (device.key.to_string(), point)
             })
             .collect();
         IntervalPoint {

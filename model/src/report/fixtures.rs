@@ -52,7 +52,7 @@ pub fn host() -> HostFacts {
             devices: vec!["0000:00:02.0".into()],
         }],
         devices: vec![DeviceFacts {
-            pci_address: "0000:00:02.0".into(),
+            pci_address: "0000:00:02.0".parse().expect("address"),
             driver: Some("nvme".into()),
             vendor_id: Some(0x1b36),
             device_id: Some(0x0010),
@@ -193,10 +193,7 @@ pub fn full_report() -> Report {
             exit_status: Some(0),
             workload: Some(WorkloadReport {
                 name: "fio".into(),
-                params: json!({"bs": "4k", "iodepth": 1})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
+                params: serde_json::from_value(json!({"bs": "4k", "iodepth": 1})).expect("params"),
                 results: json!({"read_iops": 2000.0})
                     .as_object()
                     .cloned()

@@ -110,7 +110,7 @@ impl RepeatRun {
                     completions: d.completions,
                     translation_ns: d.derived.translation_ns,
                 };
-                (d.key.clone(), entry)
+                (d.key.to_string(), entry)
             })
             .filter(|(_, d)| d.dma_maps > 0 || d.completions > 0)
             .collect();

@@ -181,7 +181,7 @@ fn the_builder_computes_devices_and_overhead_over_the_whole_run() {
         Some(crate::facts::DmaMode::Lazy)
     );
     assert!(report.host.lab);
-    let keys: Vec<&str> = report.devices.iter().map(|d| d.key.as_str()).collect();
+    let keys: Vec<String> = report.devices.iter().map(|d| d.key.to_string()).collect();
     assert_eq!(keys, ["0000:00:02.0", "deferred"]);
     let nvme = &report.devices[0];
     assert_eq!(nvme.completions, 4_000);

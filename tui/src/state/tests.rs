@@ -13,9 +13,9 @@ fn device(key: &str, driver: &str, maps_per_s: f64, cpu: Option<f64>) -> Device 
         },
     );
     Device {
-        key: key.to_string(),
+        key: key.into(),
         kind: RowKind::Pci,
-        pci_address: Some(key.to_string()),
+        pci_address: key.parse().ok(),
         driver: Some(driver.to_string()),
         names: vec![format!("{driver}0")],
         iommu_group: None,
@@ -62,7 +62,7 @@ fn keys(state: &mut State, keys: &[Key]) {
 }
 
 fn shown_keys(state: &State) -> Vec<String> {
-    state.rows().iter().map(|d| d.key.clone()).collect()
+    state.rows().iter().map(|d| d.key.to_string()).collect()
 }
 
 #[test]

@@ -156,7 +156,7 @@ fn title(device: &Device, width: usize) -> Line<'static> {
     parts.extend(kind.map(str::to_string));
     let rest = fit(
         &parts.join(" · "),
-        width.saturating_sub(device.key.len() + 3),
+        width.saturating_sub(device.key.to_string().len() + 3),
     );
     Line::from(vec![
         Span::styled(format!(" {} ", device.key), style::title()),
@@ -267,7 +267,9 @@ fn sparkline(
     );
     let data = state
         .history
-        .series(&device.key, spark_area.width as usize, |p| series.value(p));
+        .series(&device.key.to_string(), spark_area.width as usize, |p| {
+            series.value(p)
+        });
     // Right-aligned, so the newest interval is always at the right edge.
     let pad = (spark_area.width as usize).saturating_sub(data.len()) as u16;
     let spark_area = Rect {

@@ -101,7 +101,7 @@ mod tests {
     fn the_header_names_the_device_the_rows_are_limited_to() {
         let filter = DeviceFilter {
             device: "eth0".into(),
-            pci_address: "0000:00:05.0".into(),
+            pci_address: "0000:00:05.0".parse().expect("address"),
         };
         let mut expected = Buffer::with_lines([
             " iommutop 6.12.0 · no IOMMU           device eth0 (0000:00:05.0)  up 0s ",
@@ -116,7 +116,7 @@ mod tests {
         // A PCI address given as such is named once; without --device, nothing is said.
         let by_address = DeviceFilter {
             device: "0000:00:05.0".into(),
-            pci_address: "0000:00:05.0".into(),
+            pci_address: "0000:00:05.0".parse().expect("address"),
         };
         let line: String = {
             let b = header(&state(Some(&by_address)), 72);

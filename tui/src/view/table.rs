@@ -118,7 +118,10 @@ fn waiting(rows: &[&Device]) -> Line<'static> {
     let Some((device, most)) = waiting.first() else {
         return Line::default();
     };
-    let mut text = format!(" waiting: {}", format::waiting(&device.key, most));
+    let mut text = format!(
+        " waiting: {}",
+        format::waiting(&device.key.to_string(), most)
+    );
     if waiting.len() > 1 {
         text.push_str(&format!(" (+{} more)", waiting.len() - 1));
     }

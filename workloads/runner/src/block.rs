@@ -7,6 +7,7 @@ use crate::error::WorkloadError;
 use iommutop_host::block::{disk_uses, exclusively_busy, DiskUse};
 use iommutop_host::pci_device::pci_address_in;
 use iommutop_host::HostRoot;
+use iommutop_model::pci::PciAddress;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
@@ -29,7 +30,7 @@ pub struct Target {
     /// The whole disk (`nvme0n1` for `nvme0n1p1`).
     pub whole_disk: Option<String>,
     /// The PCI function under the disk (`0000:00:04.0`).
-    pub pci_address: Option<String>,
+    pub pci_address: Option<PciAddress>,
 }
 
 fn sysfs_of_devnum(major: u64, minor: u64) -> Option<PathBuf> {

@@ -215,7 +215,7 @@ impl Workload for DmaContention {
         "dma-contention"
     }
 
-    fn params(&self) -> Map<String, Value> {
+    fn params(&self) -> crate::params::WorkloadParams {
         fio::params_with_target(&self.params, self.target.as_ref())
     }
 
@@ -274,9 +274,9 @@ impl Workload for DmaContention {
                 sys_cpu_percent: r.sys_cpu_percent,
                 probes: None,
             };
-            if let (Some(window), Some(pci)) = (&run.window, target.pci_address.as_deref()) {
+            if let (Some(window), Some(pci)) = (&run.window, target.pci_address) {
                 probed = true;
-                point.probes = Some(step_probes(window, pci, r.ios()));
+                point.probes = Some(step_probes(window, &pci.to_string(), r.ios()));
             }
             ctl.live(json!({"threads": threads, "iops": r.iops()}));
             curve.push(point);

@@ -40,7 +40,6 @@ pub use window::{ProbeWindow, WindowAccumulator};
 
 use iommutop_model::workload::Headline;
 pub use results::{ReportedOutput, WorkloadResults};
-use serde_json::{Map, Value};
 
 /// What a run produced: the workload's own numbers, its unit of work, and sentences about
 /// their limits.
@@ -91,7 +90,7 @@ pub trait Workload: Send {
     fn name(&self) -> &'static str;
 
     /// Every parameter with the value used (defaults included), for the report.
-    fn params(&self) -> Map<String, Value>;
+    fn params(&self) -> params::WorkloadParams;
 
     /// Checks what can be checked without changing anything: tools installed, targets present
     /// and safe to use, privileges. Runs before the probes attach, so a mistake fails fast.

@@ -39,7 +39,7 @@ pub fn check_ip_netns() -> Result<(), WorkloadError> {
 }
 
 /// The PCI address of a NIC (`/sys/class/net/NIC/device`), if it is a PCI function.
-pub fn nic_pci_address(nic: &str) -> Option<String> {
+pub fn nic_pci_address(nic: &str) -> Option<iommutop_model::pci::PciAddress> {
     host_nic::nic_pci_address(&HostRoot::system(), nic)
 }
 

@@ -62,6 +62,7 @@ impl VfioNvme {
         };
         driver::host::NvmeHost::system()
             .resolve_device(target.device.as_deref())
+            .map(|address| address.to_string())
             .map_err(classify)
     }
 
@@ -189,8 +190,8 @@ impl Workload for VfioNvme {
         "vfio-nvme"
     }
 
-    fn params(&self) -> Map<String, Value> {
-        self.params.to_map()
+    fn params(&self) -> crate::params::WorkloadParams {
+        self.params.to_params()
     }
 
     fn check(&self) -> Result<(), WorkloadError> {

@@ -84,7 +84,7 @@ impl WindowAccumulator {
     pub fn add(&mut self, snapshot: &Snapshot) {
         self.duration_ns = self.duration_ns.saturating_add(snapshot.interval_ns);
         for device in &snapshot.devices {
-            let (names, ops) = self.devices.entry(device.key.clone()).or_default();
+            let (names, ops) = self.devices.entry(device.key.to_string()).or_default();
             for name in &device.names {
                 if !names.contains(name) {
                     names.push(name.clone());
@@ -248,7 +248,7 @@ mod tests {
         Device {
             key: key.into(),
             kind: RowKind::Pci,
-            pci_address: Some(key.into()),
+            pci_address: key.parse().ok(),
             driver: None,
             names: vec![name.into()],
             iommu_group: None,

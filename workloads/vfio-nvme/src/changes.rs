@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 /// A driver binding change, as made and as undone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rebind {
-    pub pci_address: String,
+    pub pci_address: iommutop_model::pci::PciAddress,
     /// The driver before the run (`None`: unbound).
     pub from: Option<String>,
     /// `driver_override` before the run.
@@ -87,7 +87,7 @@ impl HostChanges {
             match &entry.change {
                 Change::Driver(d) => {
                     changes.rebind = Some(Rebind {
-                        pci_address: d.pci_address.clone(),
+                        pci_address: d.pci_address,
                         from: d.from.clone(),
                         override_before: d.override_before.clone(),
                         to: d.to.clone(),

@@ -38,7 +38,10 @@ pub enum Error {
 
     /// The controller is in use by the host; one line, the reason and what to do.
     #[error("refusing {pci}: {reason}")]
-    Refused { pci: String, reason: String },
+    Refused {
+        pci: iommutop_model::pci::PciAddress,
+        reason: String,
+    },
 
     /// A system call failed; `hint` says what usually causes it.
     #[error("{what}: {source}{hint}")]

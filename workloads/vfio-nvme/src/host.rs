@@ -19,7 +19,7 @@ use iommutop_host::nvme::NVME_CLASS;
 use iommutop_host::pci;
 use iommutop_host::pci_device::{self, pci_address_in, PciState};
 use iommutop_host::{Change, HostError, HostRoot, Journal};
-use iommutop_model::pci::is_pci_address;
+use iommutop_model::pci::PciAddress;
 use std::fs;
 
 const VFIO_PCI: &str = "vfio-pci";
@@ -43,17 +43,20 @@ impl NvmeHost {
     }
 
     /// Every NVMe controller's PCI address.
-    pub fn nvme_controllers(&self) -> Vec<String> {
+    pub fn nvme_controllers(&self) -> Vec<PciAddress> {
         iommutop_host::nvme::controllers(&self.root)
+            .iter()
+            .filter_map(|address| address.parse().ok())
+            .collect()
     }
 
     /// The PCI address of a controller named by PCI address, controller (`nvme0`) or namespace
     /// (`nvme0n1`, `/dev/nvme0n1`); with no name, the only NVMe controller there is.
-    pub fn resolve_device(&self, name: Option<&str>) -> Result<String, Error> {
+    pub fn resolve_device(&self, name: Option<&str>) -> Result<PciAddress, Error> {
         let Some(name) = name else {
             let all = self.nvme_controllers();
             return match all.as_slice() {
-                [one] => Ok(one.clone()),
+                [one] => Ok(*one),
                 [] => Err(Error::Device {
                     input: "(none given)".into(),
                     reason: "no NVMe controller found (PCI class 0x010802)".into(),
@@ -63,7 +66,10 @@ impl NvmeHost {
                     reason: format!(
                         "{} NVMe controllers: name one with --device ({})",
                         many.len(),
-                        many.join(", ")
+                        many.iter()
+                            .map(PciAddress::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 }),
             };
@@ -73,10 +79,10 @@ impl NvmeHost {
             reason,
         };
         let short = name.strip_prefix("/dev/").unwrap_or(name);
-        let pci = if is_pci_address(short) {
-            short.to_string()
-        } else if is_pci_address(&format!("0000:{short}")) {
-            format!("0000:{short}")
+        let pci: PciAddress = if let Ok(address) = short.parse() {
+            address
+        } else if let Ok(address) = format!("0000:{short}").parse() {
+            address
         } else if short.starts_with("nvme") {
             self.pci_of_nvme_name(short).ok_or_else(|| {
                 bad(format!(
@@ -87,7 +93,7 @@ impl NvmeHost {
             return Err(bad("give a PCI address (0000:01:00.0), a controller (nvme0) or a namespace (/dev/nvme0n1)".into()));
         };
         let state = self
-            .device_state(&pci)
+            .device_state(&pci.to_string())
             .map_err(|_| bad(format!("no PCI device {pci}")))?;
         if state.class != NVME_CLASS {
             return Err(bad(format!(
@@ -100,7 +106,7 @@ impl NvmeHost {
 
     /// The PCI function under `/sys/class/nvme/NAME` or `/sys/class/block/NAME`, or under a
     /// path of the multipath head NAME.
-    fn pci_of_nvme_name(&self, name: &str) -> Option<String> {
+    fn pci_of_nvme_name(&self, name: &str) -> Option<PciAddress> {
         let under =
             |path: std::path::PathBuf| fs::canonicalize(path).ok().and_then(|c| pci_address_in(&c));
         under(self.root.sys("class/nvme").join(name))
@@ -207,10 +213,10 @@ impl HostGuard {
         huge: &[(PageSize, u64)],
     ) -> Result<(HostGuard, Located), Error> {
         let pci = host.resolve_device(target.device.as_deref())?;
-        let recovered = recover_leftovers(host, &pci)?;
-        let state = host.device_state(&pci)?;
+        let recovered = recover_leftovers(host, pci)?;
+        let state = host.device_state(&pci.to_string())?;
         let group = state.iommu_group.ok_or_else(|| Error::Refused {
-            pci: pci.clone(),
+            pci,
             reason: "it has no IOMMU group: the IOMMU is off (boot with intel_iommu=on or amd_iommu=on) or the device is not behind one".into(),
         })?;
         let needs_bind = state.driver.as_deref() != Some(VFIO_PCI);
@@ -222,7 +228,7 @@ impl HostGuard {
                     reason: format!("it is bound to {driver}: pass --bind to let the tool bind it to vfio-pci for the run and back to {driver} after"),
                 });
             }
-            let uses = host.namespace_uses(&host.namespaces(&pci));
+            let uses = host.namespace_uses(&host.namespaces(&pci.to_string()));
             if !uses.is_empty() {
                 return Err(Error::Refused {
                     pci,
@@ -241,7 +247,7 @@ impl HostGuard {
             host.ensure_hugepages(&mut guard.journal, page, count, target.reserve_hugepages)?;
         }
         if needs_bind {
-            bind_vfio(host, &mut guard.journal, &pci, group)?;
+            bind_vfio(host, &mut guard.journal, pci, group)?;
         }
         let located = Located {
             pci,
@@ -261,7 +267,12 @@ impl HostGuard {
 }
 
 /// Binds `pci` to vfio-pci (recorded first) and waits for its VFIO group node.
-fn bind_vfio(host: &NvmeHost, journal: &mut Journal, pci: &str, group: u32) -> Result<(), Error> {
+fn bind_vfio(
+    host: &NvmeHost,
+    journal: &mut Journal,
+    pci: PciAddress,
+    group: u32,
+) -> Result<(), Error> {
     pci::rebind(journal, pci, VFIO_PCI).map_err(|e| match e {
         HostError::DriverMissing { .. } => {
             Error::Vfio("the vfio-pci driver is not loaded: run `modprobe vfio-pci`".into())
@@ -281,7 +292,7 @@ fn bind_vfio(host: &NvmeHost, journal: &mut Journal, pci: &str, group: u32) -> R
 
 /// Puts back what killed runs left (the one sweep), and refuses a controller another running
 /// process has bound.
-fn recover_leftovers(host: &NvmeHost, pci: &str) -> Result<Option<String>, Error> {
+fn recover_leftovers(host: &NvmeHost, pci: PciAddress) -> Result<Option<String>, Error> {
     let lines = iommutop_host::sweep(&host.root);
     let holder = claimed_by_other(
         &host.root,
@@ -289,7 +300,7 @@ fn recover_leftovers(host: &NvmeHost, pci: &str) -> Result<Option<String>, Error
     );
     if let Some(pid) = holder {
         return Err(Error::Refused {
-            pci: pci.to_string(),
+            pci,
             reason: format!(
                 "another run (pid {pid}) is using it (its record is in {}); if that process is not ours, delete the record",
                 host.root.record_dir().display()

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 /// The controller and namespace, as identified, and the IOMMU side of the VFIO set-up.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeviceInfo {
-    pub pci_address: String,
+    pub pci_address: iommutop_model::pci::PciAddress,
     pub iommu_group: u32,
     pub model: String,
     pub serial: String,

@@ -13,6 +13,7 @@ use crate::stop::StopSignal;
 use anyhow::anyhow;
 use iommutop_model::diagnose::{ab_outcome, AbOutcome};
 use iommutop_model::facts::{DmaMode, HostFacts};
+use iommutop_model::pci::PciAddress;
 use iommutop_model::report::Report;
 use serde_json::Value;
 use std::path::Path;
@@ -20,7 +21,7 @@ use std::path::Path;
 /// The device of the experiment and the two domain types it runs in.
 #[derive(Debug, Clone)]
 pub struct AbDevice {
-    pub address: String,
+    pub address: PciAddress,
     pub group: u32,
     pub original: String,
     pub other: String,
@@ -70,7 +71,7 @@ pub fn device_for(args: &DiagnoseArgs, plan: &Plan, facts: &HostFacts) -> Outcom
         }
     };
     Ok(AbDevice {
-        address: device.pci_address.clone(),
+        address: device.pci_address,
         group,
         original,
         other: other.to_string(),
@@ -109,7 +110,7 @@ pub fn experiment(
         Some(path) => ReportSink::open(Some(JsonTarget::File(sibling(path, other))))?,
         None => ReportSink::Silent,
     };
-    let mut switch = DomainSwitch::apply(address, other).map_err(domain_failure)?;
+    let mut switch = DomainSwitch::apply(&address.to_string(), other).map_err(domain_failure)?;
     eprintln!(
         "iommutop: A/B: IOMMU group {group} of {address} is now {other} (was {original}); \
          running the workload again"
@@ -149,8 +150,8 @@ pub fn experiment(
     let key = first
         .devices
         .iter()
-        .find(|d| d.pci_address.as_deref() == Some(address))
-        .map_or_else(|| address.clone(), |d| d.key.clone());
+        .find(|d| d.pci_address == Some(*address))
+        .map_or_else(|| address.to_string(), |d| d.key.to_string());
     Ok(if other == "identity" {
         ab_outcome(first, &second.report, &key)
     } else {

@@ -5,10 +5,10 @@ use crate::cli::DiagnoseArgs;
 use crate::exit::{Failure, Outcome};
 use anyhow::anyhow;
 use iommutop_model::facts::{DeviceFacts, HostFacts};
+use iommutop_model::params::ParamValue;
 use iommutop_model::report::Report;
 use iommutop_workloads::process::find_in_path;
 use iommutop_workloads::{Profile, ProfileSet};
-use serde_json::Value;
 use std::path::Path;
 
 /// The profile picked for a NIC.
@@ -135,11 +135,11 @@ pub fn from_baseline(path: &Path, baseline: &Report, overrides: &[String]) -> Ou
 
 /// A parameter as `--set` writes it: strings bare, lists comma-separated, numbers and booleans
 /// as JSON prints them.
-fn param_text(value: &Value) -> String {
+fn param_text(value: &ParamValue) -> String {
     match value {
-        Value::String(s) => s.clone(),
-        Value::Array(items) => items.iter().map(param_text).collect::<Vec<_>>().join(","),
-        other => other.to_string(),
+        ParamValue::Str(s) => s.clone(),
+        ParamValue::List(items) => items.iter().map(param_text).collect::<Vec<_>>().join(","),
+        other => serde_json::to_string(other).unwrap_or_default(),
     }
 }
 
@@ -256,10 +256,12 @@ mod tests {
 
     #[test]
     fn report_parameters_are_written_as_set_takes_them() {
-        assert_eq!(param_text(&json!("eth0")), "eth0");
-        assert_eq!(param_text(&json!(["eth0", "eth1"])), "eth0,eth1");
-        assert_eq!(param_text(&json!(3.5)), "3.5");
-        assert_eq!(param_text(&json!(32)), "32");
-        assert_eq!(param_text(&json!(true)), "true");
+        let text = |value| param_text(&ParamValue::from_json(&value).expect("a parameter"));
+        assert_eq!(text(json!("eth0")), "eth0");
+        assert_eq!(text(json!(["eth0", "eth1"])), "eth0,eth1");
+        assert_eq!(text(json!(3.5)), "3.5");
+        assert_eq!(text(json!(5.0)), "5.0");
+        assert_eq!(text(json!(32)), "32");
+        assert_eq!(text(json!(true)), "true");
     }
 }

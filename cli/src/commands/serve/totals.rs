@@ -27,7 +27,7 @@ pub struct DeviceLabels {
 impl DeviceLabels {
     pub fn of(device: &Device) -> DeviceLabels {
         DeviceLabels {
-            device: device.key.clone(),
+            device: device.key.to_string(),
             driver: device.driver.clone().unwrap_or_default(),
             group: device
                 .iommu_group
@@ -107,7 +107,7 @@ mod tests {
 
     fn nvme(driver: &str) -> DeviceFacts {
         DeviceFacts {
-            pci_address: "0000:00:04.0".into(),
+            pci_address: "0000:00:04.0".parse().expect("address"),
             driver: Some(driver.into()),
             iommu_group: Some(3),
             domain_type: Some("DMA-FQ".into()),

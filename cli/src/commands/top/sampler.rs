@@ -6,6 +6,7 @@ use crate::exit::{Failure, Outcome};
 use crate::output::ReportSink;
 use crate::session::{RunDescription, Session};
 use anyhow::anyhow;
+use iommutop_model::params::{ParamValue, WorkloadParams};
 use iommutop_model::snapshot::Snapshot;
 use iommutop_tui::WorkloadEvent;
 use iommutop_workloads::{
@@ -78,17 +79,14 @@ impl ProfileRun {
 
 /// How long a workload with these parameters should run: its duration, times its steps for
 /// dma-contention; `None` when it runs until done (tlb).
-pub(super) fn expected_duration(
-    kind: WorkloadKind,
-    params: &Map<String, Value>,
-) -> Option<Duration> {
-    let seconds = |key: &str| params.get(key).and_then(Value::as_f64);
+pub(super) fn expected_duration(kind: WorkloadKind, params: &WorkloadParams) -> Option<Duration> {
+    let seconds = |key: &str| params.get(key).and_then(ParamValue::as_f64);
     let total = match kind {
         WorkloadKind::DmaContention => {
             let steps = params
                 .get("threads")
-                .and_then(Value::as_array)
-                .map_or(1, Vec::len);
+                .and_then(ParamValue::as_list)
+                .map_or(1, <[ParamValue]>::len);
             seconds("step_s")? * steps as f64
         }
         WorkloadKind::Tlb => return None,
@@ -107,7 +105,7 @@ pub(super) enum FromWorkload {
 
 pub(super) struct Finished {
     pub(super) result: Result<WorkloadOutput, WorkloadError>,
-    pub(super) params: Map<String, Value>,
+    pub(super) params: WorkloadParams,
     pub(super) not_restored: Vec<String>,
 }
 
@@ -377,7 +375,7 @@ impl Sampler {
                 tool: "iommutop".into(),
                 message: "the workload thread ended without a word".into(),
             }),
-            params: Map::new(),
+            params: WorkloadParams::new(),
             not_restored: Vec::new(),
         });
         let Finished {
@@ -439,11 +437,11 @@ pub(super) fn first_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{Map, Value};
+    use serde_json::Value;
 
     #[test]
     fn expected_durations_follow_the_workload() {
-        let params = |v: Value| v.as_object().cloned().unwrap_or_default();
+        let params = |v: Value| -> WorkloadParams { serde_json::from_value(v).expect("params") };
         assert_eq!(
             expected_duration(
                 WorkloadKind::Netperf,
@@ -458,6 +456,9 @@ mod tests {
             ),
             Some(Duration::from_secs(20))
         );
-        assert_eq!(expected_duration(WorkloadKind::Tlb, &Map::new()), None);
+        assert_eq!(
+            expected_duration(WorkloadKind::Tlb, &WorkloadParams::new()),
+            None
+        );
     }
 }

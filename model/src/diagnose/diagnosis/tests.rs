@@ -161,7 +161,7 @@ fn the_page_holds_the_text_the_figures_and_the_runs_report() {
         assert!(
             page.contains(&format!(
                 "data-device=\"{}\">\n<details",
-                escape(&device.key)
+                escape(&device.key.to_string())
             )),
             "no section of {}",
             device.key
@@ -205,7 +205,7 @@ fn the_json_holds_the_text_lines_and_the_devices_figures() {
         Some(devices.len())
     );
     let first = DeviceWork::of(devices[0], work_units(&report).count);
-    assert_eq!(json["devices"][0]["key"], devices[0].key);
+    assert_eq!(json["devices"][0]["key"], devices[0].key.to_string());
     assert_eq!(
         json["devices"][0]["work"]["dma_ns"],
         serde_json::json!(first.dma_ns)

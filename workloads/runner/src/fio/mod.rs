@@ -12,7 +12,7 @@ pub mod parse;
 use crate::block::{self, Target, TargetKind};
 use crate::control::RunControl;
 use crate::error::WorkloadError;
-use crate::params::{DefaultValue, Kind, ParamSpec, ParamValues};
+use crate::params::{DefaultValue, Kind, ParamSpec, ParamValues, WorkloadParams};
 use crate::process::{require_tool, Launched};
 use crate::window::{per_unit, PerUnit, ProbeWindow};
 use crate::{Workload, WorkloadOutput};
@@ -328,7 +328,7 @@ pub struct TargetResult {
     /// `block_device` or `file`.
     pub kind: &'static str,
     pub disk: Option<String>,
-    pub pci_address: Option<String>,
+    pub pci_address: Option<iommutop_model::pci::PciAddress>,
 }
 
 impl TargetResult {
@@ -340,7 +340,7 @@ impl TargetResult {
                 TargetKind::File { .. } => "file",
             },
             disk: t.disk.clone(),
-            pci_address: t.pci_address.clone(),
+            pci_address: t.pci_address,
         }
     }
 }
@@ -502,8 +502,8 @@ impl Fio {
 }
 
 /// The parameters as given, with the device or file fio was pointed at once it is resolved.
-pub fn params_with_target(params: &ParamValues, target: Option<&Target>) -> Map<String, Value> {
-    let mut map = params.to_map();
+pub fn params_with_target(params: &ParamValues, target: Option<&Target>) -> WorkloadParams {
+    let mut map = params.to_params();
     if let Some(t) = target {
         map.insert("filename".into(), t.path.display().to_string().into());
     }
@@ -521,7 +521,7 @@ impl Workload for Fio {
         "fio"
     }
 
-    fn params(&self) -> Map<String, Value> {
+    fn params(&self) -> WorkloadParams {
         params_with_target(&self.params, self.target.as_ref())
     }
 
@@ -558,7 +558,7 @@ impl Workload for Fio {
             warnings.push("fio was interrupted: its numbers cover the run up to then".into());
         }
         if let Some(window) = &run.window {
-            match target.pci_address.as_deref() {
+            match target.pci_address.map(|a| a.to_string()).as_deref() {
                 Some(pci) => match per_unit(window, pci, run.result.ios()) {
                     Some(row) => {
                         results.dma_maps_per_io = Some(row.dma_map);

@@ -26,7 +26,7 @@ use iommutop_model::workload::{Headline, WorkUnit};
 use parse::{parse_line, parse_rr, Line};
 use reach::{connect_from, free_port, ip_of, resolve_host, route_device};
 pub use results::{summarize, NetperfResults, Nic, NicPerTransaction};
-use serde_json::{json, Map, Value};
+use serde_json::json;
 pub use specs::SPECS;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -186,8 +186,8 @@ impl Workload for Netperf {
         "netperf"
     }
 
-    fn params(&self) -> Map<String, Value> {
-        let mut map = self.params.to_map();
+    fn params(&self) -> crate::params::WorkloadParams {
+        let mut map = self.params.to_params();
         map.insert("mode".into(), self.mode.name().into());
         map
     }
@@ -359,7 +359,7 @@ impl Workload for Netperf {
                 let total = |op: fn(&PerUnit) -> f64| {
                     let rows = self.nics.iter().filter_map(|nic| {
                         table
-                            .get(nic.pci_address.as_ref()?)
+                            .get(&nic.pci_address?.to_string())
                             .map(|row| op(&row.counts))
                     });
                     rows.sum()
@@ -402,7 +402,7 @@ mod tests {
     use super::*;
     use crate::registry::WorkloadKind;
 
-    fn netperf(given: Value) -> Result<Netperf, WorkloadError> {
+    fn netperf(given: serde_json::Value) -> Result<Netperf, WorkloadError> {
         let params =
             WorkloadKind::Netperf.params(given.as_object().cloned().unwrap_or_default())?;
         Netperf::new(params)

@@ -13,7 +13,7 @@ pub struct Nic {
     /// `client` or `server`.
     pub role: String,
     pub name: String,
-    pub pci_address: Option<String>,
+    pub pci_address: Option<iommutop_model::pci::PciAddress>,
     /// The network namespace the workload moved it into (local mode).
     pub namespace: Option<String>,
     pub address: Option<String>,
@@ -160,14 +160,14 @@ impl Netperf {
         self.nics
             .iter()
             .filter_map(|nic| {
-                let pci = nic.pci_address.as_ref()?;
-                let counts = per_unit(window, pci, transactions)?;
+                let pci = nic.pci_address?.to_string();
+                let counts = per_unit(window, &pci, transactions)?;
                 let row = NicPerTransaction {
                     counts,
                     name: nic.name.clone(),
                     role: nic.role.clone(),
                 };
-                Some((pci.clone(), row))
+                Some((pci, row))
             })
             .collect()
     }

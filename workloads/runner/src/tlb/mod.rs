@@ -197,8 +197,8 @@ impl Workload for Tlb {
         "tlb"
     }
 
-    fn params(&self) -> Map<String, Value> {
-        self.params.to_map()
+    fn params(&self) -> crate::params::WorkloadParams {
+        self.params.to_params()
     }
 
     fn check(&self) -> Result<(), WorkloadError> {

@@ -73,13 +73,13 @@ fn devices_resolve_from_every_kind_of_name() {
         "/dev/nvme0n1",
     ] {
         assert_eq!(
-            host.resolve_device(Some(name)).unwrap(),
+            host.resolve_device(Some(name)).unwrap().to_string(),
             "0000:00:04.0",
             "{name}"
         );
     }
     assert_eq!(
-        host.resolve_device(None).unwrap(),
+        host.resolve_device(None).unwrap().to_string(),
         "0000:00:04.0",
         "the only controller"
     );

@@ -6,7 +6,7 @@ use iommutop_model::snapshot::Snapshot;
 
 fn nvme_facts() -> DeviceFacts {
     DeviceFacts {
-        pci_address: "0000:00:04.0".into(),
+        pci_address: "0000:00:04.0".parse().expect("address"),
         driver: Some("nvme".into()),
         iommu_group: Some(3),
         domain_type: Some("DMA-FQ".into()),
