@@ -48,6 +48,12 @@ def load(path):
         return json.load(f)
 
 
+# An I/O this long is the guest's NVMe timing out (30 s) and being reset, which the lab's NVMe
+# does now and then on the instruction clock (5.10 on one CPU, once 7.3 on two): the run is then
+# mostly a stall, and its times and profile describe that, not fio and netperf.
+STALLED_IO_NS = 5 * 10**9
+
+
 def longest_operations_ns(d, name):
     """The workloads' own longest operation: fio's I/O (submission to completion), netperf's
     transaction."""
@@ -124,6 +130,15 @@ def verdict(d, name):
     longest = longest_operations_ns(d, name)
     figures.append(f"longest fio I/O {longest['fio'] / 1e6:.1f} ms, "
                    f"netperf transaction {longest['netperf'] / 1e6:.1f} ms")
+    fio_errors = sorted({job["error"] for job in load(f"{d}/{name}.fio.json")["jobs"]
+                         if job.get("error")})
+    if fio_errors:
+        problems.append(f"fio failed (errno {', '.join(map(str, fio_errors))}): the lab's NVMe "
+                        "stopped serving I/O, so its times are not the workload's")
+    if longest["fio"] > STALLED_IO_NS:
+        problems.append(f"fio's longest I/O took {longest['fio'] / 1e9:.1f} s: the lab's NVMe "
+                        "stalled (an I/O timed out and the controller was reset), so this cell "
+                        "timed a stall, not the workload; run it again")
     for key, workload in ((NVME, "fio"),) + tuple((nic, "netperf") for nic in NICS):
         for op in DMA_POINTS:
             lat = latency(rows.get(key, {}), op)

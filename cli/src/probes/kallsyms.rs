@@ -225,6 +225,7 @@ ffffffffc0001000 t e1000_xmit_frame\t[e1000e]
         // some_data is not code: an address inside it still names the code symbol before it.
         assert_eq!(k.name_of(0xffffffff81300010), "__iommu_dma_map");
     }
+
     #[test]
     fn a_kernel_stack_is_16_kib_and_twice_that_with_kasan() {
         let plain = "ffffffff81000000 T _stext\nffffffff81000100 T do_one_initcall\n";
