@@ -82,13 +82,7 @@ impl Session {
         let settings = ProbeSettings::from_env().map_err(load_failure)?;
         let probes =
             Probes::attach(&settings, true, points, task_filter.as_ref()).map_err(load_failure)?;
-        let before_first = completed_requests();
-        let first = probes.sample().context("first sample")?;
-        let block = BlockLayerWindow {
-            before_first,
-            after_first: completed_requests(),
-            before_last: BTreeMap::new(),
-        };
+        let (first, block) = first_sample(&probes)?;
         Ok(Session {
             probes,
             facts,
@@ -155,13 +149,8 @@ impl Session {
     /// Starts the measurement again from now: what the probes saw before (warm-up runs) is left
     /// out of the report's devices, intervals and duration.
     pub fn restart(&mut self) -> Outcome {
-        let before_first = completed_requests();
-        let now = self.probes.sample().context("sampling the BPF maps")?;
-        self.block = BlockLayerWindow {
-            before_first,
-            after_first: completed_requests(),
-            before_last: BTreeMap::new(),
-        };
+        let (now, block) = first_sample(&self.probes)?;
+        self.block = block;
         self.first = now.clone();
         self.previous = now;
         self.intervals.clear();
@@ -287,6 +276,19 @@ impl Session {
         }
         unseen_completions(&self.block, &self.first, last)
     }
+}
+
+/// The first sample of a measurement, with the block layer read on both sides of it (the start of
+/// its window; the end is read at the last sample).
+fn first_sample(probes: &Probes) -> Outcome<(RawSample, BlockLayerWindow)> {
+    let before_first = completed_requests();
+    let first = probes.sample().context("first sample")?;
+    let block = BlockLayerWindow {
+        before_first,
+        after_first: completed_requests(),
+        before_last: BTreeMap::new(),
+    };
+    Ok((first, block))
 }
 
 /// The block layer's completed requests per request-based disk, now.
