@@ -16,6 +16,12 @@ use serde::Serialize;
 /// waiting is a finding of its own: on PREEMPT_RT a lock inside translation sleeps.
 pub const WAITING_FINDING: f64 = 0.05;
 
+/// The share of the timed calls that must have waited for waiting to be a pattern rather than an
+/// event: the e1000e maps its receive ring in process context when its link comes up, and on
+/// one CPU a tick's preemption of those few calls (1 to 4 of 6,000 in a 3 s TCP_RR on 7.3) can
+/// reach [`WAITING_FINDING`] of the measured time on its own.
+pub const WAITING_MIN_WAITED: f64 = 0.01;
+
 /// The operations whose waiting is measured against the threshold: the DMA API calls, which
 /// contain all the rest.
 pub const WAITING_OPS: [Op; 2] = [Op::DmaMap, Op::DmaUnmap];
@@ -29,6 +35,8 @@ pub struct DmaWaiting {
     pub measured_ns: u64,
     /// Calls that were switched out at least once.
     pub waited_calls: u64,
+    /// The timed calls.
+    pub timed_calls: u64,
 }
 
 impl DmaWaiting {
@@ -47,6 +55,7 @@ impl DmaWaiting {
             let sum = total.get_or_insert_with(DmaWaiting::default);
             sum.offcpu_ns = sum.offcpu_ns.saturating_add(waiting.offcpu_ns);
             sum.waited_calls = sum.waited_calls.saturating_add(waiting.waited);
+            sum.timed_calls = sum.timed_calls.saturating_add(latency.timed);
             sum.measured_ns = sum
                 .measured_ns
                 .saturating_add(latency.raw_total_ns.unwrap_or(latency.total_ns));
@@ -63,10 +72,12 @@ impl DmaWaiting {
         }
     }
 
-    /// Whether the waiting is a finding of its own ([`WAITING_FINDING`] of the measured time or
-    /// more).
+    /// Whether the waiting is a finding of its own: [`WAITING_FINDING`] of the measured time or
+    /// more, in at least [`WAITING_MIN_WAITED`] of the calls.
     pub fn is_finding(&self) -> bool {
-        self.measured_ns > 0 && self.share() >= WAITING_FINDING
+        self.measured_ns > 0
+            && self.share() >= WAITING_FINDING
+            && self.waited_calls as f64 >= WAITING_MIN_WAITED * self.timed_calls as f64
     }
 
     /// The waiting of `device` when it is a finding.
@@ -157,6 +168,7 @@ pub(crate) mod tests {
         assert_eq!(waiting.offcpu_ns, 7_534_697_613);
         assert_eq!(waiting.measured_ns, 11_863_474_526);
         assert_eq!(waiting.waited_calls, 3_264);
+        assert_eq!(waiting.timed_calls, 60_405);
         assert!(
             (waiting.share() - 0.6351).abs() < 1e-4,
             "{}",
@@ -176,6 +188,29 @@ pub(crate) mod tests {
         );
         assert!(!waiting.is_finding());
         assert_eq!(DmaWaiting::finding(&device(&RT_NIC)), None);
+    }
+
+    /// The 7.3 lab's eth1 in a 3 s TCP_RR (`lab_eras`' first run on it, one CPU): a few of the
+    /// receive ring's maps at link up were preempted for 15.6 ms, 5.3% of the NIC's measured DMA
+    /// time, in 4 of 11,000 calls. An event of the run's start, not waiting inside translation.
+    #[test]
+    fn a_few_preempted_calls_are_not_a_finding() {
+        const LINK_UP: [(Op, [u64; 6]); 2] = [
+            (
+                Op::DmaMap,
+                [5_500, 5_500, 120_000_000, 200_000_000, 15_600_000, 4],
+            ),
+            (Op::DmaUnmap, [5_500, 5_500, 60_000_000, 95_000_000, 0, 0]),
+        ];
+        let waiting = DmaWaiting::of(&device(&LINK_UP)).expect("measured");
+        assert!(waiting.share() >= WAITING_FINDING, "{}", waiting.share());
+        assert!(!waiting.is_finding());
+        // The same time in 1% of the calls is a pattern.
+        let mut spread = LINK_UP;
+        spread[0].1[5] = 110;
+        assert!(DmaWaiting::of(&device(&spread))
+            .expect("measured")
+            .is_finding());
     }
 
     /// A report written before waiting was measured says nothing about it, rather than 0%.

@@ -16,7 +16,6 @@
 
 use super::{Comparison, DeviceChange, HostDifference, MetricChange, Numbers, Role, Transition};
 use crate::units::human_ns;
-use crate::waiting::WAITING_FINDING;
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -485,8 +484,8 @@ fn count_findings(c: &Comparison) -> Vec<Finding> {
     }]
 }
 
-/// Waiting inside translation, per device where either run's DMA calls waited
-/// [`WAITING_FINDING`] of their measured time or more: one line with both runs' figures. The
+/// Waiting inside translation, per device where either run's DMA calls waited enough to be a
+/// finding ([`crate::waiting::DmaWaiting::is_finding`]): one line with both runs' figures. The
 /// times the other findings compare are on-CPU; this is what they leave out.
 fn waiting_findings(c: &Comparison) -> Vec<Finding> {
     let share = |w: &Option<super::DeviceWork>| w.as_ref().and_then(|w| w.dma_waiting_share);
@@ -494,9 +493,9 @@ fn waiting_findings(c: &Comparison) -> Vec<Finding> {
         c.devices
             .iter()
             .filter(|d| {
-                [share(&d.a), share(&d.b)]
+                [&d.a, &d.b]
                     .iter()
-                    .any(|s| s.is_some_and(|s| s >= WAITING_FINDING))
+                    .any(|w| w.as_ref().is_some_and(|w| w.dma_waiting_is_finding))
             })
             .collect(),
     )

@@ -162,6 +162,8 @@ pub struct DeviceWork {
     pub dma_waiting_share: Option<f64>,
     /// DMA map and unmap calls that were switched out at least once.
     pub dma_waited_calls: Option<u64>,
+    /// Whether that waiting is a finding of its own ([`DmaWaiting::is_finding`]).
+    pub dma_waiting_is_finding: bool,
 }
 
 impl DeviceWork {
@@ -185,6 +187,7 @@ impl DeviceWork {
             dma_offcpu_ns: waiting.and_then(|w| per(w.offcpu_ns as f64)),
             dma_waiting_share: waiting.map(|w| w.share()),
             dma_waited_calls: waiting.map(|w| w.waited_calls),
+            dma_waiting_is_finding: waiting.is_some_and(|w| w.is_finding()),
             translated,
             dma_maps: counted(Op::DmaMap),
             iommu_maps: counted(Op::IommuMap),

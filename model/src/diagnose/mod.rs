@@ -441,7 +441,7 @@ mod tests {
                     let raw = latency.raw_total_ns.unwrap_or(latency.total_ns);
                     latency.offcpu = Some(crate::op_stats::Waiting {
                         offcpu_ns: (raw as f64 * share) as u64,
-                        waited: 3,
+                        waited: latency.timed.div_ceil(10),
                     });
                 }
             }
