@@ -641,7 +641,9 @@ fn preempt_rt_waiting_inside_translation_is_measured_apart() {
 }
 
 /// Issue 27, every time against measures that are not the probes': the load cell (fio 4 KiB
-/// random reads at QD32 x 4 and TCP_RR on both NICs) under perf's sampling profile of every CPU,
+/// random reads, 8 jobs at QD1, and TCP_RR on both NICs; QD1 because the instruction clock's one
+/// TCG thread makes QEMU 7.2's NVMe behind VT-d lose batched reads, see docs/lab.md) under
+/// perf's sampling profile of every CPU,
 /// on the lab's instruction clock (`--icount 0`). Under plain TCG a guest's clock follows the
 /// host's, so a call's time holds the emulator's stalls (a vCPU waiting for QEMU's big lock in
 /// an IOMMU register write): real to the guest, but a timer interrupt cannot sample them, and
