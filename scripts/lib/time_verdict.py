@@ -49,16 +49,15 @@ def load(path):
 
 
 # An I/O this long is the guest's NVMe timing out (30 s) and being reset, which the lab's NVMe
-# does now and then on the instruction clock (5.10 on one CPU, once 7.3 on two): the run is then
-# mostly a stall, and its times and profile describe that, not fio and netperf.
+# behind VT-d does on the instruction clock's one TCG thread when reads are submitted several to
+# a doorbell (docs/lab.md: why the time cells run fio at QD1): the run is then mostly a stall,
+# and its times and profile describe that, not fio and netperf.
 STALLED_IO_NS = 5 * 10**9
 
 
-def longest_operations_ns(d, name):
+def longest_operations_ns(fio, netperf):
     """The workloads' own longest operation: fio's I/O (submission to completion), netperf's
     transaction."""
-    fio = load(f"{d}/{name}.fio.json")
-    netperf = load(f"{d}/{name}.netperf.json")
     return {
         "fio": max(job["read"]["lat_ns"]["max"] for job in fio["jobs"]),
         "netperf": netperf["results"]["max_latency_us"] * 1000,
@@ -127,11 +126,11 @@ def verdict(d, name):
     problems, figures = [], []
     report = load(f"{d}/{name}.json")
     rows = {r["key"]: r for r in report["devices"]}
-    longest = longest_operations_ns(d, name)
+    fio = load(f"{d}/{name}.fio.json")
+    longest = longest_operations_ns(fio, load(f"{d}/{name}.netperf.json"))
     figures.append(f"longest fio I/O {longest['fio'] / 1e6:.1f} ms, "
                    f"netperf transaction {longest['netperf'] / 1e6:.1f} ms")
-    fio_errors = sorted({job["error"] for job in load(f"{d}/{name}.fio.json")["jobs"]
-                         if job.get("error")})
+    fio_errors = sorted({job["error"] for job in fio["jobs"] if job.get("error")})
     if fio_errors:
         problems.append(f"fio failed (errno {', '.join(map(str, fio_errors))}): the lab's NVMe "
                         "stopped serving I/O, so its times are not the workload's")
@@ -210,7 +209,8 @@ def table(cells):
         try:
             report = load(f"{d}/{name}.json")
             rows = {r["key"]: r for r in report["devices"]}
-            longest = longest_operations_ns(d, name)
+            longest = longest_operations_ns(load(f"{d}/{name}.fio.json"),
+                                            load(f"{d}/{name}.netperf.json"))
             problems, _ = verdict(d, name)
             stacks, covered = read_profile(f"{d}/{name}.perf.folded")
         except (OSError, ValueError, KeyError) as e:
