@@ -8,10 +8,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// A module's path inside the crate (`change::domain`; empty for the root).
-type Module = Vec<String>;
+pub(crate) type Module = Vec<String>;
 
 /// Who imports whom, each module with the modules it names.
-type Graph = BTreeMap<Module, BTreeSet<Module>>;
+pub(crate) type Graph = BTreeMap<Module, BTreeSet<Module>>;
 
 /// The workspace's crates, by directory.
 const CRATES: [&str; 6] = [
@@ -412,7 +412,7 @@ fn absolute(leaf: &[String], here: &Module) -> Option<Vec<String>> {
 }
 
 /// Each circle found by a depth-first walk, as `a → b → a`.
-fn cycles(graph: &Graph) -> Vec<String> {
+pub(crate) fn cycles(graph: &Graph) -> Vec<String> {
     fn walk(
         graph: &Graph,
         node: &Module,

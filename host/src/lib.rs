@@ -51,6 +51,8 @@ pub use record::Change;
 pub use root::HostRoot;
 
 #[cfg(test)]
+mod c_includes;
+#[cfg(test)]
 mod fake;
 #[cfg(test)]
 mod file_sizes;
