@@ -278,4 +278,6 @@ pub struct IntervalDevice {
 #[cfg(test)]
 pub(crate) mod fixtures;
 #[cfg(test)]
+mod round_trip;
+#[cfg(test)]
 mod tests;
