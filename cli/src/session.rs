@@ -55,7 +55,7 @@ impl RunDescription {
         name: &str,
         workload: iommutop_workloads::WorkloadKind,
         params: iommutop_model::params::WorkloadParams,
-        results: serde_json::Map<String, Value>,
+        results: iommutop_model::results::WorkloadResults,
         interval: Duration,
         warnings: Vec<String>,
     ) -> RunDescription {

@@ -14,6 +14,7 @@ mod ops_map;
 pub mod params;
 pub mod pci;
 pub mod report;
+pub mod results;
 pub mod row_key;
 pub mod sample;
 pub mod shell;

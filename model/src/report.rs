@@ -125,18 +125,38 @@ pub struct Run {
 }
 
 /// A built-in workload's parameters and results, as the workload reported them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WorkloadReport {
     pub name: String,
     pub params: crate::params::WorkloadParams,
-    pub results: Map<String, Value>,
+    pub results: crate::results::WorkloadResults,
+}
+
+/// A workload as the JSON holds it: the results are typed by the workload's name.
+#[derive(Deserialize)]
+struct WorkloadReportJson {
+    name: String,
+    params: crate::params::WorkloadParams,
+    results: Map<String, Value>,
+}
+
+impl<'de> Deserialize<'de> for WorkloadReport {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<WorkloadReport, D::Error> {
+        let json = WorkloadReportJson::deserialize(d)?;
+        let results = crate::results::WorkloadResults::read(&json.name, json.results);
+        Ok(WorkloadReport {
+            name: json.name,
+            params: json.params,
+            results,
+        })
+    }
 }
 
 impl WorkloadReport {
     /// The workload's unit of work and headline numbers (`results.work`), if it stated them:
     /// reports of builds before it did have none.
     pub fn headline(&self) -> Option<crate::workload::Headline> {
-        crate::workload::Headline::of(&self.results)
+        self.results.headline()
     }
 }
 
@@ -277,5 +297,7 @@ pub struct IntervalDevice {
 
 #[cfg(test)]
 pub(crate) mod fixtures;
+#[cfg(test)]
+mod round_trip;
 #[cfg(test)]
 mod tests;

@@ -3,7 +3,6 @@
 //! guessing from the names of result keys; a report keeps it in `run.workload.results.work`.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
 /// The key of [`Headline`] among a workload's results.
 pub const WORK_KEY: &str = "work";
@@ -70,18 +69,6 @@ impl Headline {
             rate_per_s: None,
         }
     }
-
-    /// The headline stored among `results`, if there is one.
-    pub fn of(results: &Map<String, Value>) -> Option<Headline> {
-        serde_json::from_value(results.get(WORK_KEY)?.clone()).ok()
-    }
-
-    /// Stores the headline among `results` (replacing one that was there).
-    pub fn store(&self, results: &mut Map<String, Value>) {
-        if let Ok(value) = serde_json::to_value(self) {
-            results.insert(WORK_KEY.to_string(), value);
-        }
-    }
 }
 
 #[cfg(test)]
@@ -89,17 +76,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_headline_round_trips_through_results() {
-        let mut results = Map::new();
+    fn a_headline_is_written_as_results_hold_it() {
         let headline = Headline::counted(WorkUnit::Transaction, 5000.0, "transactions_per_s", 1e3);
-        headline.store(&mut results);
         assert_eq!(
-            results[WORK_KEY],
+            serde_json::to_value(&headline).expect("encodes"),
             serde_json::json!({"unit": "transaction", "count": 5000.0,
                                "rate_metric": "transactions_per_s", "rate_per_s": 1000.0})
         );
-        assert_eq!(Headline::of(&results), Some(headline));
-        assert_eq!(Headline::of(&Map::new()), None);
         assert_eq!(WorkUnit::Io.name(), "I/O");
     }
 }

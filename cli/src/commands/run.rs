@@ -20,6 +20,7 @@ use iommutop_model::html::render_report;
 use iommutop_model::params::WorkloadParams;
 use iommutop_model::report::repeats::RepeatRun;
 use iommutop_model::report::{Repeats, Report};
+use iommutop_model::results::WorkloadResults;
 use iommutop_workloads::profile::PROBE_GROUPS;
 use iommutop_workloads::{
     ProbeWindow, RunControl, WindowAccumulator, Workload, WorkloadError, WorkloadOutput,
@@ -145,7 +146,7 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
         let complete = run.error.is_none()
             && run.sampling_failure.is_none()
             && run.not_restored.is_empty()
-            && !run.results.contains_key("interrupted");
+            && !run.results.interrupted();
         if complete && args.runs > 1 {
             let devices = session.between(&before, &after).devices;
             let entry = RepeatRun::new(t_s, session.elapsed_s() - t_s, &run.results, &devices);
@@ -171,19 +172,22 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
         }
     }
     let mut warnings = Vec::new();
-    let mut all_results: Vec<Map<String, Value>> = Vec::new();
+    let mut all_results: Vec<WorkloadResults> = Vec::new();
     let mut entries = Vec::new();
     for (run, entry) in measured {
         warnings.extend(run.warnings);
         all_results.push(run.results);
         entries.extend(entry);
     }
-    let mut results = if args.runs > 1 {
-        Repeats::merged_results(&all_results)
-    } else {
-        all_results.pop().unwrap_or_default()
+    let mut results = match all_results.len() {
+        0 => None,
+        _ if args.runs > 1 => Some(Repeats::merged_results(
+            profile.workload.name(),
+            &all_results,
+        )),
+        _ => all_results.pop(),
     };
-    let (mut error, mut not_restored) = (None, Vec::new());
+    let (mut error, mut not_restored, mut interrupted) = (None, Vec::new(), false);
     if let Some(failed) = last_failure {
         if args.runs > 1 {
             let kept = match entries.len() {
@@ -197,13 +201,10 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
                 args.runs
             ));
         }
-        // Without a complete run, the failed run's results are the results.
-        let take_all = results.is_empty();
-        for (key, value) in failed.results {
-            if take_all || matches!(key.as_str(), "error" | "interrupted") {
-                results.insert(key, value);
-            }
-        }
+        // Without a complete run, the failed run's results are the results; after complete
+        // runs, the warnings and the exit status tell of it.
+        interrupted = failed.results.interrupted();
+        results.get_or_insert(failed.results);
         warnings.extend(failed.warnings);
         error = failed.error;
         not_restored = failed.not_restored;
@@ -215,8 +216,9 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
             profile.probe_groups.join(", ")
         ));
     }
-    let summary = (results.len() > 1 || !results.contains_key("interrupted"))
-        .then(|| profile.workload.summarize(&results));
+    let results = results.unwrap_or(WorkloadResults::Other(Map::new()));
+    let summary =
+        (results != WorkloadResults::Interrupted).then(|| profile.workload.summarize(&results));
     let mut report = session.finish(RunDescription::profile(
         &profile.name,
         profile.workload,
@@ -248,12 +250,12 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
     if let Some(e) = error {
         return Err(workload_failure(e));
     }
-    if report
-        .run
-        .workload
-        .as_ref()
-        .and_then(|w| w.results.get("interrupted"))
-        == Some(&Value::Bool(true))
+    if interrupted
+        || report
+            .run
+            .workload
+            .as_ref()
+            .is_some_and(|w| w.results.interrupted())
     {
         return Err(Failure::from(anyhow!(
             "interrupted (the report covers the run up to then)"
@@ -270,7 +272,7 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
 
 /// One measured run of the workload, as it ended.
 struct MeasuredRun {
-    results: Map<String, Value>,
+    results: WorkloadResults,
     warnings: Vec<String>,
     params: WorkloadParams,
     error: Option<WorkloadError>,
@@ -288,14 +290,13 @@ impl MeasuredRun {
         let (results, warnings, error) = match result.and_then(WorkloadOutput::reported) {
             Ok(output) => (output.results, output.warnings, None),
             Err(WorkloadError::Cancelled) => {
-                let mut results = Map::new();
-                results.insert("interrupted".into(), Value::Bool(true));
                 let why = "interrupted before the workload had results".to_string();
-                (results, vec![why], None)
+                (WorkloadResults::Interrupted, vec![why], None)
             }
             Err(e) => {
-                let mut results = Map::new();
-                results.insert("error".into(), e.to_string().into());
+                let results = WorkloadResults::Failed {
+                    error: e.to_string(),
+                };
                 (results, vec![format!("the workload failed: {e}")], Some(e))
             }
         };
@@ -346,8 +347,9 @@ fn plural(n: u32) -> &'static str {
 }
 
 /// `: transactions_per_s 1234.5` when the workload states its headline rate.
-fn headline_of(results: &Map<String, Value>) -> String {
-    iommutop_model::workload::Headline::of(results)
+fn headline_of(results: &WorkloadResults) -> String {
+    results
+        .headline()
         .and_then(|h| Some(format!(": {} {:.1}", h.rate_metric?, h.rate_per_s?)))
         .unwrap_or_default()
 }

@@ -296,7 +296,7 @@ pub fn run(args: &WorkloadArgs) -> Outcome<ExitCode> {
             }
         }
     }
-    if results.get("interrupted") == Some(&Value::Bool(true)) {
+    if results.interrupted() {
         return Err(Failure::from(anyhow!(
             "interrupted (the results cover the run up to then)"
         )));

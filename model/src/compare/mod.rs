@@ -728,14 +728,15 @@ fn workload_changes(a: &Report, b: &Report, ua: &WorkUnits, ub: &WorkUnits) -> V
     if let (Some(wa), Some(wb)) = (&a.run.workload, &b.run.workload) {
         // How long the workload ran is a parameter of the comparison, not a result.
         let durations = ["elapsed_s", "duration_s", "runtime_s"];
+        let numbers_b = wb.results.numbers();
         for (key, va) in wa
             .results
-            .iter()
+            .numbers()
+            .into_iter()
             .filter(|(k, _)| !durations.contains(&k.as_str()))
         {
-            let vb = wb.results.get(key).and_then(|v| v.as_f64());
-            if let (Some(va), Some(vb)) = (va.as_f64(), vb) {
-                metrics.insert(key.clone(), (va, vb));
+            if let Some(vb) = numbers_b.get(&key) {
+                metrics.insert(key, (va, *vb));
             }
         }
     }

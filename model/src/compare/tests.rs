@@ -162,14 +162,17 @@ fn report(run: &Run1) -> Report {
                 name: "netperf".into(),
                 params: serde_json::from_value(json!({"test": "TCP_RR", "duration_s": duration}))
                     .expect("params"),
-                results: json!({
-                    "transactions_per_s": run.tps,
-                    "transactions": transactions,
-                    "elapsed_s": duration
-                })
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
+                results: crate::results::WorkloadResults::read(
+                    "netperf",
+                    json!({
+                        "transactions_per_s": run.tps,
+                        "transactions": transactions,
+                        "elapsed_s": duration
+                    })
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+                ),
             }),
             device_filter: None,
             task_filter: None,

@@ -455,8 +455,7 @@ impl Threshold {
                 .run
                 .workload
                 .as_ref()
-                .and_then(|w| w.results.get(metric))
-                .and_then(|v| v.as_f64())
+                .and_then(|w| w.results.metric(metric))
                 .map(Observed::Number)
                 .ok_or_else(|| self.missing(&format!("workload result `{metric}`"), side)),
             Path::Device { selector, field } => {

@@ -13,7 +13,7 @@ use crate::snapshot::Device;
 use crate::waiting::DmaWaiting;
 use crate::workload::Headline;
 use serde::Serialize;
-use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 
 /// The workload "metric" every report has: completed I/Os per second over all devices.
 pub const COMPLETIONS_PER_S: &str = "completions_per_s";
@@ -83,16 +83,14 @@ const LEGACY_RATES: [(&str, &str); 4] = [
     ("requests_per_s", "request"),
 ];
 
-fn number(map: &Map<String, Value>, key: &str) -> Option<f64> {
-    map.get(key)
-        .and_then(Value::as_f64)
-        .filter(|v| v.is_finite())
+fn number(results: &BTreeMap<String, f64>, key: &str) -> Option<f64> {
+    results.get(key).copied()
 }
 
 /// The units of a report written before workloads stated them: recognised from the result keys
 /// of those builds.
 fn legacy_units(workload: &WorkloadReport) -> WorkUnits {
-    let results = &workload.results;
+    let results = &workload.results.numbers();
     let rate = LEGACY_RATES
         .iter()
         .find(|(key, _)| number(results, key).is_some());
@@ -253,14 +251,15 @@ mod tests {
     use super::*;
     use crate::report::fixtures::full_report;
     use crate::report::WorkloadReport;
-    use serde_json::json;
+    use crate::results::WorkloadResults;
+    use serde_json::{json, Value};
 
     fn with_results(results: Value, params: Value) -> Report {
         let mut report = full_report();
         report.run.workload = Some(WorkloadReport {
             name: "w".into(),
             params: serde_json::from_value(params).unwrap_or_default(),
-            results: results.as_object().cloned().unwrap_or_default(),
+            results: WorkloadResults::read("w", results.as_object().cloned().unwrap_or_default()),
         });
         report
     }
@@ -292,10 +291,9 @@ mod tests {
 
     #[test]
     fn stated_units_are_read_before_any_key() {
-        let mut results = serde_json::Map::new();
-        results.insert("transactions".into(), json!(1));
-        Headline::counted(crate::workload::WorkUnit::Io, 300.0, "iops", 100.0).store(&mut results);
-        let units = work_units(&with_results(Value::Object(results), json!({})));
+        let work = Headline::counted(crate::workload::WorkUnit::Io, 300.0, "iops", 100.0);
+        let results = json!({"transactions": 1, "work": work});
+        let units = work_units(&with_results(results, json!({})));
         assert_eq!(
             units,
             WorkUnits {
@@ -305,9 +303,8 @@ mod tests {
                 rate: Some(100.0),
             }
         );
-        let mut uncounted = serde_json::Map::new();
-        Headline::uncounted(crate::workload::WorkUnit::Access).store(&mut uncounted);
-        let units = work_units(&with_results(Value::Object(uncounted), json!({})));
+        let uncounted = json!({"work": Headline::uncounted(crate::workload::WorkUnit::Access)});
+        let units = work_units(&with_results(uncounted, json!({})));
         assert_eq!(
             units.unit, "completed I/O",
             "figures are per completion then"

@@ -98,7 +98,7 @@ fn rate(report: &Report, metric: &str) -> Option<f64> {
         let completions: u64 = report.devices.iter().map(|d| d.completions).sum();
         return (report.run.duration_s > 0.0).then(|| completions as f64 / report.run.duration_s);
     }
-    report.run.workload.as_ref()?.results.get(metric)?.as_f64()
+    report.run.workload.as_ref()?.results.metric(metric)
 }
 
 impl AbOutcome {
@@ -199,10 +199,13 @@ mod tests {
 
     fn with_rate(mut report: Report, rate: f64, seconds: &[f64]) -> Report {
         if let Some(w) = report.run.workload.as_mut() {
-            w.results = json!({"read_iops": rate})
-                .as_object()
-                .cloned()
-                .unwrap_or_default();
+            w.results = crate::results::WorkloadResults::read(
+                "fio",
+                json!({"read_iops": rate})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            );
         }
         let template = report.intervals[0].clone();
         report.intervals = seconds

@@ -194,10 +194,13 @@ pub fn full_report() -> Report {
             workload: Some(WorkloadReport {
                 name: "fio".into(),
                 params: serde_json::from_value(json!({"bs": "4k", "iodepth": 1})).expect("params"),
-                results: json!({"read_iops": 2000.0})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
+                results: crate::results::WorkloadResults::read(
+                    "fio",
+                    json!({"read_iops": 2000.0})
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default(),
+                ),
             }),
             device_filter: None,
             task_filter: None,
@@ -254,10 +257,11 @@ pub fn repeated_report() -> Report {
     use super::repeats::{RepeatRun, Repeats};
     let mut report = full_report();
     let results = |iops: f64| {
-        json!({"read_iops": iops, "rw": "randread"})
-            .as_object()
-            .cloned()
-            .unwrap_or_default()
+        let results = json!({"read_iops": iops, "rw": "randread"});
+        crate::results::WorkloadResults::read(
+            "fio",
+            results.as_object().cloned().unwrap_or_default(),
+        )
     };
     let runs = vec![
         RepeatRun::new(0.0, 1.0, &results(1900.0), &report.devices),

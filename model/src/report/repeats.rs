@@ -3,8 +3,10 @@
 //! ([`RepeatSummary`]), so that `compare` can measure noise from repeats instead of inferring it
 //! from the seconds of one run.
 
+use crate::results::WorkloadResults;
 use crate::sample::Op;
 use crate::snapshot::Device;
+use crate::workload::{Headline, WORK_KEY};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -94,14 +96,10 @@ impl RepeatRun {
     pub fn new(
         t_s: f64,
         duration_s: f64,
-        results: &Map<String, Value>,
+        results: &WorkloadResults,
         devices: &[Device],
     ) -> RepeatRun {
-        let workload = results
-            .iter()
-            .filter_map(|(key, value)| Some((key.clone(), value.as_f64()?)))
-            .filter(|(_, v)| v.is_finite())
-            .collect();
+        let workload = results.numbers();
         let devices = devices
             .iter()
             .map(|d| {
@@ -118,7 +116,7 @@ impl RepeatRun {
             t_s,
             duration_s,
             workload,
-            work_count: crate::workload::Headline::of(results).and_then(|h| h.count),
+            work_count: results.headline().and_then(|h| h.count),
             devices,
         }
     }
@@ -152,29 +150,28 @@ impl Repeats {
         }
     }
 
-    /// Workload results over the runs, for `run.workload.results`: each number the mean of the
-    /// runs that have it, everything else from the last run; the work count (`work.count`) is the
+    /// Workload `name`'s results over the runs, for `run.workload.results`: each number the
+    /// mean of the runs that have it (a whole number's rounded, so that the workload's type
+    /// still holds it), everything else from the last run; the work count (`work.count`) is the
     /// runs' total, because `devices[]` hold the work of all of them.
-    pub fn merged_results(runs: &[Map<String, Value>]) -> Map<String, Value> {
+    pub fn merged_results(name: &str, runs: &[WorkloadResults]) -> WorkloadResults {
         let Some(last) = runs.last() else {
-            return Map::new();
+            return WorkloadResults::Other(Map::new());
         };
-        let mut merged = last.clone();
+        let numbers: Vec<BTreeMap<String, f64>> = runs.iter().map(|r| r.numbers()).collect();
+        let mut merged = last.to_map().unwrap_or_default();
         for (key, value) in merged.iter_mut() {
             if value.is_number() {
-                let values: Vec<f64> = runs
-                    .iter()
-                    .filter_map(|r| r.get(key).and_then(Value::as_f64))
-                    .collect();
+                let values: Vec<f64> = numbers.iter().filter_map(|n| n.get(key).copied()).collect();
                 if let Some(mean) = MeanStddev::of(&values) {
-                    *value = Value::from(mean.mean);
+                    *value = match value.is_u64() {
+                        true => Value::from(mean.mean.round() as u64),
+                        false => Value::from(mean.mean),
+                    };
                 }
             }
         }
-        let headlines: Vec<_> = runs
-            .iter()
-            .filter_map(crate::workload::Headline::of)
-            .collect();
+        let headlines: Vec<Headline> = runs.iter().filter_map(|r| r.headline()).collect();
         if let Some(mut headline) = headlines.last().cloned() {
             let counts: Option<Vec<f64>> = headlines.iter().map(|h| h.count).collect();
             headline.count = counts
@@ -182,9 +179,11 @@ impl Repeats {
                 .map(|c| c.iter().sum());
             let rates: Vec<f64> = headlines.iter().filter_map(|h| h.rate_per_s).collect();
             headline.rate_per_s = MeanStddev::of(&rates).map(|m| m.mean);
-            headline.store(&mut merged);
+            if let Ok(work) = serde_json::to_value(&headline) {
+                merged.insert(WORK_KEY.to_string(), work);
+            }
         }
-        merged
+        WorkloadResults::read(name, merged)
     }
 }
 
@@ -232,7 +231,7 @@ impl RepeatSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::{Headline, WorkUnit};
+    use crate::workload::WorkUnit;
     use serde_json::json;
 
     #[test]
@@ -252,27 +251,45 @@ mod tests {
         assert_eq!(MeanStddev::of(&[1.0, f64::NAN]), None);
     }
 
-    fn results(rate: f64, count: f64) -> Map<String, Value> {
-        let mut r = json!({"transactions_per_s": rate, "transactions": count, "host": "x"})
-            .as_object()
-            .cloned()
-            .expect("object");
-        Headline::counted(WorkUnit::Transaction, count, "transactions_per_s", rate).store(&mut r);
-        r
+    fn results(rate: f64, count: f64) -> WorkloadResults {
+        let work = Headline::counted(WorkUnit::Transaction, count, "transactions_per_s", rate);
+        let r = json!({"transactions_per_s": rate, "transactions": count, "host": "x",
+                       "work": work});
+        WorkloadResults::read("other", r.as_object().cloned().expect("object"))
     }
 
     #[test]
     fn merged_results_average_the_numbers_and_total_the_work() {
-        let merged = Repeats::merged_results(&[results(100.0, 1000.0), results(200.0, 2000.0)]);
-        assert_eq!(merged["transactions_per_s"], json!(150.0));
-        assert_eq!(merged["host"], json!("x"));
-        let headline = Headline::of(&merged).expect("work");
+        let runs = [results(100.0, 1000.0), results(200.0, 2000.0)];
+        let merged = Repeats::merged_results("other", &runs);
+        assert_eq!(merged.metric("transactions_per_s"), Some(150.0));
+        assert_eq!(merged.to_map().expect("encodes")["host"], json!("x"));
+        let headline = merged.headline().expect("work");
         assert_eq!(
             headline.count,
             Some(3000.0),
             "devices[] hold both runs' work"
         );
         assert_eq!(headline.rate_per_s, Some(150.0));
+    }
+
+    /// A whole count's mean is written whole, so netperf's mean is still netperf's results.
+    #[test]
+    fn merged_netperf_results_stay_typed() {
+        let run = |transactions: u64| {
+            let r = json!({"transactions_per_s": transactions as f64 / 10.0,
+                           "transactions": transactions, "elapsed_s": 10.0, "test": "TCP_RR",
+                           "mode": "local", "nics": [], "command": []});
+            WorkloadResults::read("netperf", r.as_object().cloned().expect("object"))
+        };
+        let merged = Repeats::merged_results("netperf", &[run(1000), run(2001)]);
+        let WorkloadResults::Netperf(results) = merged else {
+            panic!("{merged:?}")
+        };
+        assert_eq!(
+            (results.transactions, results.transactions_per_s),
+            (1501, 150.05)
+        );
     }
 
     #[test]

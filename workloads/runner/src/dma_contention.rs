@@ -300,7 +300,7 @@ impl Workload for DmaContention {
         if interrupted {
             warnings.push("interrupted: the curve stops at the last step completed".into());
         }
-        let results = DmaContentionResults::of(curve, fio::TargetResult::of(&target), interrupted);
+        let results = DmaContentionResults::of(curve, fio::target_result(&target), interrupted);
         Ok(WorkloadOutput::new(
             results,
             Headline::uncounted(WorkUnit::Io),

@@ -70,13 +70,13 @@ impl WorkloadOutput {
 
     /// The output as the report holds it (see [`WorkloadResults::to_report`]).
     pub fn reported(self) -> Result<ReportedOutput, WorkloadError> {
-        let results =
-            self.results
-                .to_report(self.work.as_ref())
-                .map_err(|e| WorkloadError::Output {
-                    tool: "iommutop".into(),
-                    message: format!("encoding the workload's results: {e}"),
-                })?;
+        let results = self
+            .results
+            .to_report(self.work)
+            .map_err(|e| WorkloadError::Output {
+                tool: "iommutop".into(),
+                message: format!("encoding the workload's results: {e}"),
+            })?;
         Ok(ReportedOutput {
             results,
             warnings: self.warnings,

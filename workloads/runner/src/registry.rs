@@ -3,6 +3,7 @@
 use crate::error::WorkloadError;
 use crate::params::{ParamSpec, ParamValues};
 use crate::{dma_contention, fio, netperf, tlb, vfio_nvme, Workload};
+use iommutop_model::results::WorkloadResults as ReportResults;
 use serde_json::{Map, Value};
 
 #[derive(
@@ -119,14 +120,20 @@ impl WorkloadKind {
         })
     }
 
-    /// A few lines for a person: the headline numbers of `results`.
-    pub fn summarize(self, results: &Map<String, Value>) -> String {
-        match self {
-            WorkloadKind::Netperf => netperf::summarize(results),
-            WorkloadKind::Fio => fio::summarize(results),
-            WorkloadKind::DmaContention => dma_contention::summarize(results),
-            WorkloadKind::Tlb => tlb::summarize(results),
-            WorkloadKind::VfioNvme => vfio_nvme::summarize(results),
+    /// A few lines for a person: the headline numbers of `results` (none when the workload
+    /// failed or was interrupted before it had any).
+    pub fn summarize(self, results: &ReportResults) -> String {
+        match (self, results) {
+            (_, ReportResults::Netperf(results)) => netperf::summarize(results),
+            (_, ReportResults::Fio(results)) => fio::summarize(results),
+            (WorkloadKind::DmaContention, ReportResults::Other(results)) => {
+                dma_contention::summarize(results)
+            }
+            (WorkloadKind::Tlb, ReportResults::Other(results)) => tlb::summarize(results),
+            (WorkloadKind::VfioNvme, ReportResults::Other(results)) => {
+                vfio_nvme::summarize(results)
+            }
+            _ => String::new(),
         }
     }
 }

@@ -3,70 +3,61 @@
 //! typed), the unit of work among them as `work`.
 
 use crate::dma_contention::DmaContentionResults;
-use crate::fio::FioResults;
-use crate::netperf::NetperfResults;
-use crate::registry::WorkloadKind;
 use crate::tlb::TlbResults;
 use crate::vfio_nvme::VfioNvmeResults;
-use iommutop_model::workload::Headline;
+use iommutop_model::results::WorkloadResults as ReportResults;
+use iommutop_model::workload::{Headline, WORK_KEY};
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-/// What a built-in workload's run did, one variant per workload (boxed: they are hundreds of
-/// bytes each, and one is made per run).
+/// What a built-in workload's run did: netperf's and fio's already as the report types them,
+/// the others one variant each (boxed: they are hundreds of bytes each, and one is made per
+/// run).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum WorkloadResults {
-    Netperf(Box<NetperfResults>),
-    Fio(Box<FioResults>),
+    Typed(ReportResults),
     DmaContention(Box<DmaContentionResults>),
     Tlb(Box<TlbResults>),
     VfioNvme(Box<VfioNvmeResults>),
 }
 
 impl WorkloadResults {
-    /// The workload these are the results of.
-    pub fn kind(&self) -> WorkloadKind {
-        match self {
-            WorkloadResults::Netperf(_) => WorkloadKind::Netperf,
-            WorkloadResults::Fio(_) => WorkloadKind::Fio,
-            WorkloadResults::DmaContention(_) => WorkloadKind::DmaContention,
-            WorkloadResults::Tlb(_) => WorkloadKind::Tlb,
-            WorkloadResults::VfioNvme(_) => WorkloadKind::VfioNvme,
-        }
-    }
-
-    /// The results as `run.workload.results` holds them: a JSON object with keys in name order,
-    /// `work` the headline when there is one.
-    pub fn to_report(
-        &self,
-        work: Option<&Headline>,
-    ) -> Result<Map<String, Value>, serde_json::Error> {
-        let mut results = match serde_json::to_value(self)? {
-            Value::Object(map) => map,
-            other => {
-                return Err(serde::ser::Error::custom(format!(
-                    "{} results must be a JSON object, not {other}",
-                    self.kind().name()
-                )))
+    /// The results as `run.workload.results` holds them, `work` the headline when there is
+    /// one: netperf's and fio's typed; the other workloads' as the JSON object their types
+    /// write (keys in name order), until their types move into the model.
+    pub fn to_report(self, work: Option<Headline>) -> Result<ReportResults, serde_json::Error> {
+        Ok(match self {
+            WorkloadResults::Typed(ReportResults::Netperf(mut results)) => {
+                results.work = work;
+                ReportResults::Netperf(results)
             }
-        };
-        if let Some(work) = work {
-            work.store(&mut results);
-        }
-        Ok(results)
+            WorkloadResults::Typed(ReportResults::Fio(mut results)) => {
+                results.run.work = work;
+                ReportResults::Fio(results)
+            }
+            WorkloadResults::Typed(other) => other,
+            other => {
+                let mut results = match serde_json::to_value(&other)? {
+                    Value::Object(map) => map,
+                    value => {
+                        return Err(serde::ser::Error::custom(format!(
+                            "workload results must be a JSON object, not {value}"
+                        )))
+                    }
+                };
+                if let Some(work) = work {
+                    results.insert(WORK_KEY.to_string(), serde_json::to_value(work)?);
+                }
+                ReportResults::Other(results)
+            }
+        })
     }
 }
 
-impl From<NetperfResults> for WorkloadResults {
-    fn from(results: NetperfResults) -> WorkloadResults {
-        WorkloadResults::Netperf(Box::new(results))
-    }
-}
-
-impl From<FioResults> for WorkloadResults {
-    fn from(results: FioResults) -> WorkloadResults {
-        WorkloadResults::Fio(Box::new(results))
+impl From<ReportResults> for WorkloadResults {
+    fn from(results: ReportResults) -> WorkloadResults {
+        WorkloadResults::Typed(results)
     }
 }
 
@@ -91,20 +82,20 @@ impl From<VfioNvmeResults> for WorkloadResults {
 /// A run's output as the report holds it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReportedOutput {
-    pub results: Map<String, Value>,
+    pub results: ReportResults,
     pub warnings: Vec<String>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fio::parse::{parse_report, split_objects};
 
-    /// Every CLI fixture report's workload results, read into their workload's type, write back
-    /// exactly what the report holds: every key, and every number as it was spelt (lab reports of
-    /// TCP_RR between two NICs, written by the map-building code). The reports with no workload
-    /// are counted out; a workload the fixtures gain must be readable here too.
+    /// Every CLI fixture report's workload results (lab reports of TCP_RR between two NICs,
+    /// written by the map-building code) read into their workload's type, not kept as a map;
+    /// the reports with no workload are counted out.
     #[test]
-    fn fixture_reports_results_write_back_byte_for_byte() {
+    fn fixture_reports_results_read_typed() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../cli/tests/fixtures");
         let mut read = 0;
         for entry in std::fs::read_dir(&dir).expect("fixtures") {
@@ -114,26 +105,39 @@ mod tests {
             let Some(workload) = report["run"]["workload"].as_object() else {
                 continue;
             };
+            let name = workload["name"].as_str().expect("name");
             let held = workload["results"].as_object().expect("results").clone();
-            let typed: WorkloadResults = match workload["name"].as_str() {
-                Some("netperf") => {
-                    serde_json::from_value::<NetperfResults>(Value::Object(held.clone()))
-                        .expect("netperf results")
-                        .into()
-                }
-                other => panic!("{}: no reader for workload {other:?}", path.display()),
-            };
-            let written = typed
-                .to_report(Headline::of(&held).as_ref())
-                .expect("encodes");
-            assert_eq!(
-                Value::Object(written).to_string(),
-                Value::Object(held).to_string(),
-                "{}",
+            let typed = ReportResults::read(name, held.clone());
+            assert!(
+                !matches!(typed, ReportResults::Other(_)),
+                "{}: {name} results kept as a map",
                 path.display()
             );
+            assert_eq!(typed.to_map().expect("encodes"), held, "{}", path.display());
             read += 1;
         }
         assert!(read >= 3, "only {read} fixture reports with a workload");
+    }
+
+    /// fio's results, with their headline, read back from their JSON into the same value.
+    #[test]
+    fn fio_results_read_back_typed() {
+        for text in [
+            include_str!("../testdata/fio-randread-4k-qd32x4.json"),
+            include_str!("../testdata/fio-randwrite-4k-qd32x4.json"),
+            include_str!("../testdata/fio-two-jobs-with-note.json"),
+        ] {
+            let (objects, _) = split_objects(text);
+            let result = parse_report(objects.last().expect("an object")).expect("fio JSON");
+            let mut results = crate::fio::results_of(&result);
+            results.run.command = vec!["fio".into()];
+            let headline = crate::fio::headline(&result);
+            let reported = WorkloadResults::from(ReportResults::from(results))
+                .to_report(Some(headline))
+                .expect("encodes");
+            assert!(matches!(reported, ReportResults::Fio(_)));
+            let read = ReportResults::read("fio", reported.to_map().expect("encodes"));
+            assert_eq!(read, reported);
+        }
     }
 }

@@ -140,38 +140,7 @@ pub const PER_UNIT_OPS: [Op; 9] = [
     Op::Completion,
 ];
 
-/// One row's counts over a window per unit of work (transaction, I/O), each of
-/// [`PER_UNIT_OPS`] under its operation's name (`dma_map`, …), zeros included.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct PerUnit {
-    pub completion: f64,
-    pub dma_map: f64,
-    pub dma_unmap: f64,
-    pub iommu_map: f64,
-    pub iommu_unmap: f64,
-    pub iotlb_flush: f64,
-    pub iotlb_sync: f64,
-    pub iova_alloc: f64,
-    pub iova_free: f64,
-}
-
-impl PerUnit {
-    /// The figure of `op`, if it is one of [`PER_UNIT_OPS`].
-    pub fn of(&self, op: Op) -> Option<f64> {
-        Some(match op {
-            Op::Completion => self.completion,
-            Op::DmaMap => self.dma_map,
-            Op::DmaUnmap => self.dma_unmap,
-            Op::IommuMap => self.iommu_map,
-            Op::IommuUnmap => self.iommu_unmap,
-            Op::IotlbFlush => self.iotlb_flush,
-            Op::IotlbSync => self.iotlb_sync,
-            Op::IovaAlloc => self.iova_alloc,
-            Op::IovaFree => self.iova_free,
-            _ => return None,
-        })
-    }
-}
+pub use iommutop_model::results::PerUnit;
 
 /// The row `key_or_name`'s counts over the window divided by `units` (transactions, I/Os);
 /// `None` if the probes saw no such row or there were no units.

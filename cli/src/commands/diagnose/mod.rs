@@ -28,8 +28,8 @@ use iommutop_model::diagnose::diagnosis::markdown::render_markdown_diagnosis;
 use iommutop_model::diagnose::{render_system, Diagnosis};
 use iommutop_model::html::render_diagnosis;
 use iommutop_model::report::Report;
+use iommutop_model::results::WorkloadResults;
 use plan::Plan;
-use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -204,9 +204,8 @@ fn measure(
                     }
                     Err(e) => {
                         warnings.push(format!("the workload failed: {e}"));
-                        let mut results = Map::new();
-                        results.insert("error".into(), e.to_string().into());
-                        (results, Some(workload_failure(e)))
+                        let error = e.to_string();
+                        (WorkloadResults::Failed { error }, Some(workload_failure(e)))
                     }
                 };
             let failure = failure.or_else(|| {
@@ -217,7 +216,7 @@ fn measure(
                     ))
                 })
             });
-            let interrupted = results.get("interrupted") == Some(&Value::Bool(true));
+            let interrupted = results.interrupted();
             let report = session.finish(RunDescription::profile(
                 &profile.name,
                 profile.workload,

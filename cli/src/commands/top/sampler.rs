@@ -7,13 +7,14 @@ use crate::output::ReportSink;
 use crate::session::{RunDescription, Session};
 use anyhow::anyhow;
 use iommutop_model::params::{ParamValue, WorkloadParams};
+use iommutop_model::results::WorkloadResults;
 use iommutop_model::snapshot::Snapshot;
 use iommutop_tui::WorkloadEvent;
 use iommutop_workloads::{
     ProbeWindow, RunControl, WindowAccumulator, Workload, WorkloadError, WorkloadKind,
     WorkloadOutput,
 };
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::sync::Arc;
@@ -386,8 +387,9 @@ impl Sampler {
         let (results, mut warnings, error) = match result.and_then(WorkloadOutput::reported) {
             Ok(output) => (output.results, output.warnings, None),
             Err(e) => {
-                let mut results = Map::new();
-                results.insert("error".into(), e.to_string().into());
+                let results = WorkloadResults::Failed {
+                    error: e.to_string(),
+                };
                 (results, vec![format!("the workload failed: {e}")], Some(e))
             }
         };

@@ -14,13 +14,13 @@ use crate::control::RunControl;
 use crate::error::WorkloadError;
 use crate::params::{DefaultValue, Kind, ParamSpec, ParamValues, WorkloadParams};
 use crate::process::{require_tool, Launched};
-use crate::window::{per_unit, PerUnit, ProbeWindow};
+use crate::window::{per_unit, ProbeWindow};
 use crate::{Workload, WorkloadOutput};
+use iommutop_model::results::fio;
 use iommutop_model::units::format_size;
 use iommutop_model::workload::{Headline, WorkUnit};
 use parse::{parse_report, Direction, FioResult, ObjectSplitter};
-use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -255,150 +255,57 @@ fn us(ns: Option<f64>) -> Option<f64> {
     ns.map(|v| (v / 10.0).round() / 100.0)
 }
 
-/// One direction's numbers among fio's results, each key prefixed with the direction
-/// (`read_iops`, `write_clat_p99_us`): flat, so that compare and `--fail-if` find them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DirectionResults {
-    /// `read` or `write`.
-    pub direction: &'static str,
-    pub iops: f64,
-    pub bw_bytes_per_s: f64,
-    pub ios: u64,
-    pub bytes: u64,
-    /// Latencies in µs, to 0.01; absent when fio did not give them.
-    pub lat_mean_us: Option<f64>,
-    pub clat_mean_us: Option<f64>,
-    pub clat_p50_us: Option<f64>,
-    pub clat_p90_us: Option<f64>,
-    pub clat_p99_us: Option<f64>,
-    pub clat_p99_9_us: Option<f64>,
-}
+pub use iommutop_model::results::fio::{
+    DirectionNumbers, DirectionResults, FioDetails, FioResults, TargetResult,
+};
 
-impl DirectionResults {
-    fn of(direction: &'static str, d: &Direction) -> DirectionResults {
-        DirectionResults {
-            direction,
-            iops: d.iops,
-            bw_bytes_per_s: d.bw_bytes_per_s,
-            ios: d.ios,
-            bytes: d.bytes,
-            lat_mean_us: us(d.lat_mean_ns),
-            clat_mean_us: us(d.clat_mean_ns),
-            clat_p50_us: us(d.clat_p50_ns),
-            clat_p90_us: us(d.clat_p90_ns),
-            clat_p99_us: us(d.clat_p99_ns),
-            clat_p99_9_us: us(d.clat_p99_9_ns),
-        }
-    }
-}
-
-impl Serialize for DirectionResults {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let key = |name: &str| format!("{}_{name}", self.direction);
-        let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry(&key("iops"), &self.iops)?;
-        map.serialize_entry(&key("bw_bytes_per_s"), &self.bw_bytes_per_s)?;
-        map.serialize_entry(
-            &key("bw_mib_per_s"),
-            &(self.bw_bytes_per_s / f64::from(1 << 20)),
-        )?;
-        map.serialize_entry(&key("ios"), &self.ios)?;
-        map.serialize_entry(&key("bytes"), &self.bytes)?;
-        for (name, value) in [
-            ("lat_mean_us", self.lat_mean_us),
-            ("clat_mean_us", self.clat_mean_us),
-            ("clat_p50_us", self.clat_p50_us),
-            ("clat_p90_us", self.clat_p90_us),
-            ("clat_p99_us", self.clat_p99_us),
-            ("clat_p99_9_us", self.clat_p99_9_us),
-        ] {
-            if let Some(value) = value {
-                map.serialize_entry(&key(name), &value)?;
-            }
-        }
-        map.end()
-    }
+/// One direction's numbers among fio's results, latencies in µs to 0.01.
+fn direction_results(direction: fio::Direction, d: &Direction) -> DirectionResults {
+    let mut numbers = DirectionNumbers::new(d.iops, d.bw_bytes_per_s, d.ios, d.bytes);
+    numbers.lat_mean_us = us(d.lat_mean_ns);
+    numbers.clat_mean_us = us(d.clat_mean_ns);
+    numbers.clat_p50_us = us(d.clat_p50_ns);
+    numbers.clat_p90_us = us(d.clat_p90_ns);
+    numbers.clat_p99_us = us(d.clat_p99_ns);
+    numbers.clat_p99_9_us = us(d.clat_p99_9_ns);
+    DirectionResults { direction, numbers }
 }
 
 /// The file or device fio was pointed at, as the results show it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TargetResult {
-    pub filename: String,
-    /// `block_device` or `file`.
-    pub kind: &'static str,
-    pub disk: Option<String>,
-    pub pci_address: Option<iommutop_model::pci::PciAddress>,
-}
-
-impl TargetResult {
-    pub fn of(t: &Target) -> TargetResult {
-        TargetResult {
-            filename: t.path.display().to_string(),
-            kind: match t.kind {
-                TargetKind::BlockDevice => "block_device",
-                TargetKind::File { .. } => "file",
-            },
-            disk: t.disk.clone(),
-            pci_address: t.pci_address,
-        }
+pub fn target_result(t: &Target) -> TargetResult {
+    TargetResult {
+        filename: t.path.display().to_string(),
+        kind: match t.kind {
+            TargetKind::BlockDevice => fio::TargetKind::BlockDevice,
+            TargetKind::File { .. } => fio::TargetKind::File,
+        },
+        disk: t.disk.clone(),
+        pci_address: t.pci_address,
     }
 }
 
-/// What a fio run did, as `run.workload.results` holds it: fio's numbers flat at the top (both
-/// directions together, then each direction's under its prefix), what was run below.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
-pub struct FioResults {
-    pub iops: f64,
-    pub bw_bytes_per_s: f64,
-    pub ios: u64,
-    #[serde(flatten)]
-    pub read: Option<DirectionResults>,
-    #[serde(flatten)]
-    pub write: Option<DirectionResults>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub usr_cpu_percent: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sys_cpu_percent: Option<f64>,
-    pub runtime_s: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fio_version: Option<String>,
-    /// fio's per-disk utilisation, as it gave it; absent when it gave none.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub disk_util: Vec<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub target: Option<TargetResult>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub interrupted: bool,
-    /// The target's probe counts per I/O, by PCI address (one entry); absent without probes or
-    /// when they saw no DMA work on it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub per_io: Option<BTreeMap<String, PerUnit>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dma_maps_per_io: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub iommu_maps_per_io: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub probe_window_s: Option<f64>,
-    pub command: Vec<String>,
-}
-
-impl FioResults {
-    /// fio's own numbers; what was run is filled in by the caller.
-    pub fn of(r: &FioResult) -> FioResults {
-        FioResults {
-            iops: r.iops(),
-            bw_bytes_per_s: r.bw_bytes_per_s(),
-            ios: r.ios(),
-            read: r.read.as_ref().map(|d| DirectionResults::of("read", d)),
-            write: r.write.as_ref().map(|d| DirectionResults::of("write", d)),
+/// fio's own numbers; what was run is filled in by the caller.
+pub fn results_of(r: &FioResult) -> FioResults {
+    FioResults {
+        iops: r.iops(),
+        bw_bytes_per_s: r.bw_bytes_per_s(),
+        ios: r.ios(),
+        read: r
+            .read
+            .as_ref()
+            .map(|d| direction_results(fio::Direction::Read, d)),
+        write: r
+            .write
+            .as_ref()
+            .map(|d| direction_results(fio::Direction::Write, d)),
+        run: FioDetails {
             usr_cpu_percent: r.usr_cpu_percent,
             sys_cpu_percent: r.sys_cpu_percent,
             runtime_s: r.runtime_s,
             fio_version: r.fio_version.clone(),
             disk_util: r.disk_util.clone(),
-            ..FioResults::default()
-        }
+            ..FioDetails::default()
+        },
     }
 }
 
@@ -550,20 +457,20 @@ impl Workload for Fio {
             self.job.runtime_s.round()
         ));
         let run = run_job(&self.job, ctl, "fio")?;
-        let mut results = FioResults::of(&run.result);
-        results.target = Some(TargetResult::of(&target));
+        let mut results = results_of(&run.result);
+        results.run.target = Some(target_result(&target));
         let mut warnings: Vec<String> = run.notes.iter().map(|n| format!("fio: {n}")).collect();
         if run.interrupted {
-            results.interrupted = true;
+            results.run.interrupted = true;
             warnings.push("fio was interrupted: its numbers cover the run up to then".into());
         }
         if let Some(window) = &run.window {
             match target.pci_address.map(|a| a.to_string()).as_deref() {
                 Some(pci) => match per_unit(window, pci, run.result.ios()) {
                     Some(row) => {
-                        results.dma_maps_per_io = Some(row.dma_map);
-                        results.iommu_maps_per_io = Some(row.iommu_map);
-                        results.per_io = Some(BTreeMap::from([(pci.to_string(), row)]));
+                        results.run.dma_maps_per_io = Some(row.dma_map);
+                        results.run.iommu_maps_per_io = Some(row.iommu_map);
+                        results.run.per_io = Some(BTreeMap::from([(pci.to_string(), row)]));
                     }
                     None => warnings.push(format!(
                         "the probes saw no DMA work on {pci} during the run: no per-I/O counts"
@@ -574,11 +481,11 @@ impl Workload for Fio {
                     target.path.display()
                 )),
             }
-            results.probe_window_s = Some(window.duration_s);
+            results.run.probe_window_s = Some(window.duration_s);
         }
-        results.command = self.job.argv();
+        results.run.command = self.job.argv();
         Ok(WorkloadOutput::new(
-            results,
+            iommutop_model::results::WorkloadResults::from(results),
             headline(&run.result),
             warnings,
         ))
@@ -590,48 +497,41 @@ impl Workload for Fio {
 }
 
 /// The headline for a person.
-pub fn summarize(results: &Map<String, Value>) -> String {
-    let n = |key: &str| results.get(key).and_then(Value::as_f64);
+pub fn summarize(results: &FioResults) -> String {
     let target = results
-        .get("target")
-        .and_then(|t| t["filename"].as_str())
-        .unwrap_or("?");
+        .run
+        .target
+        .as_ref()
+        .map_or("?", |t| t.filename.as_str());
     let mut out = format!(
         "fio on {target}: {:.0} IOPS, {:.1} MiB/s, {} I/Os in {:.1} s\n",
-        n("iops").unwrap_or(0.0),
-        n("bw_bytes_per_s").unwrap_or(0.0) / f64::from(1 << 20),
-        n("ios").unwrap_or(0.0),
-        n("runtime_s").unwrap_or(0.0),
+        results.iops,
+        results.bw_bytes_per_s / f64::from(1 << 20),
+        results.ios,
+        results.run.runtime_s,
     );
-    for dir in ["read", "write"] {
-        if let Some(iops) = n(&format!("{dir}_iops")) {
-            let p = |q: &str| {
-                n(&format!("{dir}_clat_{q}_us")).map_or("-".into(), |v| format!("{v:.1}"))
-            };
-            out.push_str(&format!(
-                "  {dir}: {iops:.0} IOPS, completion latency µs: mean {}  p50 {}  p90 {}  p99 {}  p99.9 {}\n",
-                p("mean"),
-                p("p50"),
-                p("p90"),
-                p("p99"),
-                p("p99_9"),
-            ));
-        }
+    for direction in [&results.read, &results.write].into_iter().flatten() {
+        let d = &direction.numbers;
+        let p = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+        out.push_str(&format!(
+            "  {}: {:.0} IOPS, completion latency µs: mean {}  p50 {}  p90 {}  p99 {}  p99.9 {}\n",
+            direction.direction.name(),
+            d.iops,
+            p(d.clat_mean_us),
+            p(d.clat_p50_us),
+            p(d.clat_p90_us),
+            p(d.clat_p99_us),
+            p(d.clat_p99_9_us),
+        ));
     }
-    if let (Some(u), Some(s)) = (n("usr_cpu_percent"), n("sys_cpu_percent")) {
+    if let (Some(u), Some(s)) = (results.run.usr_cpu_percent, results.run.sys_cpu_percent) {
         out.push_str(&format!("  CPU: usr {u:.1} %, sys {s:.1} %\n"));
     }
-    if let Some(Value::Object(per_io)) = results.get("per_io") {
-        for (pci, row) in per_io {
-            let v = |k: &str| row.get(k).and_then(Value::as_f64).unwrap_or(0.0);
-            out.push_str(&format!(
-                "  {pci}: {:.2} DMA maps, {:.2} IOMMU maps, {:.2} IOVA allocations, {:.3} IOTLB flushes per I/O\n",
-                v("dma_map"),
-                v("iommu_map"),
-                v("iova_alloc"),
-                v("iotlb_flush"),
-            ));
-        }
+    for (pci, row) in results.run.per_io.iter().flatten() {
+        out.push_str(&format!(
+            "  {pci}: {:.2} DMA maps, {:.2} IOMMU maps, {:.2} IOVA allocations, {:.3} IOTLB flushes per I/O\n",
+            row.dma_map, row.iommu_map, row.iova_alloc, row.iotlb_flush,
+        ));
     }
     out
 }
@@ -728,15 +628,20 @@ mod tests {
         let (objects, _) =
             parse::split_objects(include_str!("../../testdata/fio-randread-4k-qd32x4.json"));
         let r = parse_report(objects.last().unwrap()).unwrap();
-        let m = crate::WorkloadResults::from(FioResults::of(&r))
-            .to_report(None)
+        let mut results = results_of(&r);
+        let m = iommutop_model::results::WorkloadResults::from(results.clone())
+            .to_map()
             .expect("encodes");
         assert_eq!(m["read_ios"], json!(110463));
         assert_eq!(m["read_clat_p99_us"], json!(6520.83));
         assert!(m.get("write_iops").is_none());
-        let mut shown = m.clone();
-        shown.insert("target".into(), json!({"filename": "/tmp/f"}));
-        let text = summarize(&shown);
+        results.run.target = Some(TargetResult {
+            filename: "/tmp/f".into(),
+            kind: fio::TargetKind::File,
+            disk: None,
+            pci_address: None,
+        });
+        let text = summarize(&results);
         assert!(text.starts_with("fio on /tmp/f: 54929 IOPS"), "{text}");
         assert!(text.contains("p99 6520.8"), "{text}");
     }

@@ -342,7 +342,7 @@ impl Workload for Netperf {
             tool: "netperf".into(),
             message: m,
         })?;
-        let mut results = NetperfResults::of(&result);
+        let mut results = results::results_of(&result);
         results.test = self.test.clone();
         results.mode = self.mode.name().into();
         results.nics = self.nics.clone();
@@ -377,6 +377,7 @@ impl Workload for Netperf {
             "transactions_per_s",
             result.transactions_per_s,
         );
+        let results = iommutop_model::results::WorkloadResults::from(results);
         Ok(WorkloadOutput::new(results, work, warnings))
     }
 

@@ -2,149 +2,67 @@
 
 use super::parse::RrResult;
 use super::Netperf;
-use crate::window::{per_unit, PerUnit, ProbeWindow};
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use crate::window::{per_unit, ProbeWindow};
 use std::collections::BTreeMap;
 
-/// One NIC taking part, for the report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Nic {
-    /// `client` or `server`.
-    pub role: String,
-    pub name: String,
-    pub pci_address: Option<iommutop_model::pci::PciAddress>,
-    /// The network namespace the workload moved it into (local mode).
-    pub namespace: Option<String>,
-    pub address: Option<String>,
-}
+pub use iommutop_model::results::netperf::{NetperfResults, Nic, NicPerTransaction};
 
-/// One NIC's probe counts per transaction, with the NIC's name and role.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NicPerTransaction {
-    #[serde(flatten)]
-    pub counts: PerUnit,
-    pub name: String,
-    pub role: String,
-}
-
-/// What a netperf run did, as `run.workload.results` holds it: netperf's numbers flat at the top
-/// (so that `compare` and `--fail-if workload.KEY` find them), what was run below. A number
-/// netperf did not give is absent, not 0.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct NetperfResults {
-    pub transactions_per_s: f64,
-    pub transactions: u64,
-    pub elapsed_s: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mean_latency_us: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub p50_latency_us: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub p90_latency_us: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub p99_latency_us: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub min_latency_us: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_latency_us: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stddev_latency_us: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub local_cpu_percent: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub remote_cpu_percent: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub local_service_demand_us: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub remote_service_demand_us: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub request_size: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub response_size: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retransmissions: Option<u64>,
-    pub test: String,
-    pub mode: String,
-    pub nics: Vec<Nic>,
-    /// The NICs' DMA and IOMMU maps per transaction, summed; absent when the probes saw none.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dma_maps_per_transaction: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub iommu_maps_per_transaction: Option<f64>,
-    /// By PCI address; absent without probes (`iommutop workload`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub per_transaction: Option<BTreeMap<String, NicPerTransaction>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub probe_window_s: Option<f64>,
-    pub command: Vec<String>,
-}
-
-impl NetperfResults {
-    /// netperf's own numbers; what was run is filled in by the caller.
-    pub fn of(r: &RrResult) -> NetperfResults {
-        NetperfResults {
-            transactions_per_s: r.transactions_per_s,
-            transactions: r.transactions(),
-            elapsed_s: r.elapsed_s,
-            mean_latency_us: r.mean_latency_us,
-            p50_latency_us: r.p50_latency_us,
-            p90_latency_us: r.p90_latency_us,
-            p99_latency_us: r.p99_latency_us,
-            min_latency_us: r.min_latency_us,
-            max_latency_us: r.max_latency_us,
-            stddev_latency_us: r.stddev_latency_us,
-            local_cpu_percent: r.local_cpu_percent,
-            remote_cpu_percent: r.remote_cpu_percent,
-            local_service_demand_us: r.local_service_demand_us,
-            remote_service_demand_us: r.remote_service_demand_us,
-            request_size: r.request_size,
-            response_size: r.response_size,
-            retransmissions: r.retransmissions,
-            ..NetperfResults::default()
-        }
+/// netperf's own numbers; what was run is filled in by the caller.
+pub fn results_of(r: &RrResult) -> NetperfResults {
+    NetperfResults {
+        transactions_per_s: r.transactions_per_s,
+        transactions: r.transactions(),
+        elapsed_s: r.elapsed_s,
+        mean_latency_us: r.mean_latency_us,
+        p50_latency_us: r.p50_latency_us,
+        p90_latency_us: r.p90_latency_us,
+        p99_latency_us: r.p99_latency_us,
+        min_latency_us: r.min_latency_us,
+        max_latency_us: r.max_latency_us,
+        stddev_latency_us: r.stddev_latency_us,
+        local_cpu_percent: r.local_cpu_percent,
+        remote_cpu_percent: r.remote_cpu_percent,
+        local_service_demand_us: r.local_service_demand_us,
+        remote_service_demand_us: r.remote_service_demand_us,
+        request_size: r.request_size,
+        response_size: r.response_size,
+        retransmissions: r.retransmissions,
+        ..NetperfResults::default()
     }
 }
 
 /// The headline for a person.
-pub fn summarize(results: &Map<String, Value>) -> String {
-    let n = |key: &str| results.get(key).and_then(Value::as_f64);
+pub fn summarize(results: &NetperfResults) -> String {
     let mut out = format!(
         "netperf {} {}/{} ({}): {:.1} transactions/s, {} transactions in {:.1} s\n",
-        results.get("test").and_then(Value::as_str).unwrap_or("?"),
-        n("request_size").unwrap_or(0.0),
-        n("response_size").unwrap_or(0.0),
-        results.get("mode").and_then(Value::as_str).unwrap_or("?"),
-        n("transactions_per_s").unwrap_or(0.0),
-        n("transactions").unwrap_or(0.0),
-        n("elapsed_s").unwrap_or(0.0),
+        results.test,
+        results.request_size.unwrap_or(0),
+        results.response_size.unwrap_or(0),
+        results.mode,
+        results.transactions_per_s,
+        results.transactions,
+        results.elapsed_s,
     );
     let lat: Vec<String> = [
-        ("mean", "mean_latency_us"),
-        ("p50", "p50_latency_us"),
-        ("p90", "p90_latency_us"),
-        ("p99", "p99_latency_us"),
+        ("mean", results.mean_latency_us),
+        ("p50", results.p50_latency_us),
+        ("p90", results.p90_latency_us),
+        ("p99", results.p99_latency_us),
     ]
     .iter()
-    .filter_map(|(label, key)| n(key).map(|v| format!("{label} {v:.1}")))
+    .filter_map(|(label, value)| value.map(|v| format!("{label} {v:.1}")))
     .collect();
     if !lat.is_empty() {
         out.push_str(&format!("  latency µs: {}\n", lat.join("  ")));
     }
-    if let (Some(l), Some(r)) = (n("local_cpu_percent"), n("remote_cpu_percent")) {
+    if let (Some(l), Some(r)) = (results.local_cpu_percent, results.remote_cpu_percent) {
         out.push_str(&format!("  CPU: local {l:.1} %, remote {r:.1} %\n"));
     }
-    if let Some(Value::Object(table)) = results.get("per_transaction") {
-        for (pci, row) in table {
-            let v = |k: &str| row.get(k).and_then(Value::as_f64).unwrap_or(0.0);
-            out.push_str(&format!(
-                "  {} {pci}: {:.2} DMA maps, {:.2} IOMMU maps, {:.2} IOTLB flushes per transaction\n",
-                row.get("name").and_then(Value::as_str).unwrap_or("?"),
-                v("dma_map"),
-                v("iommu_map"),
-                v("iotlb_flush"),
-            ));
-        }
+    for (pci, row) in results.per_transaction.iter().flatten() {
+        out.push_str(&format!(
+            "  {} {pci}: {:.2} DMA maps, {:.2} IOMMU maps, {:.2} IOTLB flushes per transaction\n",
+            row.name, row.counts.dma_map, row.counts.iommu_map, row.counts.iotlb_flush,
+        ));
     }
     out
 }
@@ -182,13 +100,14 @@ mod tests {
     #[test]
     fn results_are_flat_numbers_with_latency_in_microseconds() {
         let r = parse_rr(include_str!("../../testdata/netperf-tcp-rr-k.txt")).unwrap();
-        let m = crate::WorkloadResults::from(NetperfResults::of(&r))
-            .to_report(None)
+        let results = results_of(&r);
+        let m = iommutop_model::results::WorkloadResults::from(results.clone())
+            .to_map()
             .expect("encodes");
         assert_eq!(m["transactions_per_s"], json!(40839.93));
         assert_eq!(m["p99_latency_us"], json!(116.0));
         assert_eq!(m["request_size"], json!(1024));
-        let text = summarize(&m);
+        let text = summarize(&results);
         assert!(text.contains("40839.9 transactions/s"), "{text}");
         assert!(text.contains("p99 116.0"), "{text}");
     }

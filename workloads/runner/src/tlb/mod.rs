@@ -550,7 +550,7 @@ mod tests {
             tlb.run(&mut ctl).unwrap()
         };
         assert_eq!(live, 7, "4k … 256k");
-        let results = out.reported().unwrap().results;
+        let results = out.reported().unwrap().results.to_map().unwrap();
         let curve = results["curve"].as_array().unwrap();
         assert_eq!(curve.len(), 7);
         assert!(curve

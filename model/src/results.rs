@@ -1,0 +1,250 @@
+//! A workload's results, typed: one variant per built-in workload, a run that failed or was
+//! interrupted before it had any, and the results of a workload this build does not know
+//! (a third party's, or an older build's whose keys differ) kept as they were written.
+//!
+//! In a report they are a JSON object, keys in name order, the headline as `work`: exactly what
+//! the map of results the workloads built before they were typed was. Reading keeps a typed
+//! variant only when it writes back exactly what was read, so no report changes on a round trip.
+
+pub mod fio;
+pub mod netperf;
+
+use crate::sample::Op;
+use crate::workload::{Headline, WORK_KEY};
+use fio::FioResults;
+use netperf::NetperfResults;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// The key of a failed run's error among its results.
+const ERROR_KEY: &str = "error";
+/// The key that marks a run interrupted before it finished.
+const INTERRUPTED_KEY: &str = "interrupted";
+
+/// What a workload's run did, as `run.workload.results` holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkloadResults {
+    Netperf(Box<NetperfResults>),
+    Fio(Box<FioResults>),
+    /// The workload failed before it had results: `{"error": …}`.
+    Failed {
+        error: String,
+    },
+    /// Interrupted before the workload had results: `{"interrupted": true}`.
+    Interrupted,
+    /// Results of a workload this build has no type for, or that its type does not write back
+    /// as they were written: kept as read.
+    Other(Map<String, Value>),
+}
+
+impl WorkloadResults {
+    /// The results of workload `name` as a report holds them: typed when the workload's type
+    /// reads them and writes back the same JSON, else as they are.
+    pub fn read(name: &str, results: Map<String, Value>) -> WorkloadResults {
+        let value = Value::Object(results);
+        let typed = match (name, failure(&value)) {
+            (_, Some(failure)) => Some(failure),
+            ("netperf", None) => serde_json::from_value::<NetperfResults>(value.clone())
+                .ok()
+                .map(WorkloadResults::from),
+            ("fio", None) => serde_json::from_value::<FioResults>(value.clone())
+                .ok()
+                .map(WorkloadResults::from),
+            _ => None,
+        };
+        let Value::Object(results) = value else {
+            unreachable!("built from an object above")
+        };
+        match typed {
+            Some(typed) if typed.to_map().as_ref().ok() == Some(&results) => typed,
+            _ => WorkloadResults::Other(results),
+        }
+    }
+
+    /// The results as a JSON object, keys in name order.
+    pub fn to_map(&self) -> Result<Map<String, Value>, serde_json::Error> {
+        let value = match self {
+            WorkloadResults::Netperf(results) => serde_json::to_value(results)?,
+            WorkloadResults::Fio(results) => serde_json::to_value(results)?,
+            WorkloadResults::Failed { error } => serde_json::json!({ ERROR_KEY: error }),
+            WorkloadResults::Interrupted => serde_json::json!({ INTERRUPTED_KEY: true }),
+            WorkloadResults::Other(results) => return Ok(results.clone()),
+        };
+        match value {
+            Value::Object(map) => Ok(map),
+            other => Err(serde::ser::Error::custom(format!(
+                "workload results must be a JSON object, not {other}"
+            ))),
+        }
+    }
+
+    /// The unit of work and headline numbers, if the workload stated them.
+    pub fn headline(&self) -> Option<Headline> {
+        match self {
+            WorkloadResults::Netperf(results) => results.work.clone(),
+            WorkloadResults::Fio(results) => results.run.work.clone(),
+            WorkloadResults::Failed { .. } | WorkloadResults::Interrupted => None,
+            WorkloadResults::Other(results) => {
+                serde_json::from_value(results.get(WORK_KEY)?.clone()).ok()
+            }
+        }
+    }
+
+    /// Whether the run was interrupted (the numbers cover it up to then).
+    pub fn interrupted(&self) -> bool {
+        match self {
+            WorkloadResults::Netperf(_) | WorkloadResults::Failed { .. } => false,
+            WorkloadResults::Fio(results) => results.run.interrupted,
+            WorkloadResults::Interrupted => true,
+            WorkloadResults::Other(results) => {
+                results.get(INTERRUPTED_KEY) == Some(&Value::Bool(true))
+            }
+        }
+    }
+
+    /// Why the workload failed, if it did.
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            WorkloadResults::Failed { error } => Some(error),
+            WorkloadResults::Other(results) => results.get(ERROR_KEY)?.as_str(),
+            _ => None,
+        }
+    }
+
+    /// Every finite number at the top level by its key (`transactions_per_s`, `read_iops`):
+    /// what `compare`, `--fail-if workload.KEY` and repeated runs read.
+    pub fn numbers(&self) -> BTreeMap<String, f64> {
+        self.to_map()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(key, value)| Some((key, value.as_f64()?)))
+            .filter(|(_, value)| value.is_finite())
+            .collect()
+    }
+
+    /// The top-level number `key`, if it is one and finite.
+    pub fn metric(&self, key: &str) -> Option<f64> {
+        self.numbers().remove(key)
+    }
+}
+
+/// A failed or interrupted run's results: only `error`, or only `interrupted: true`.
+fn failure(results: &Value) -> Option<WorkloadResults> {
+    let map = results.as_object()?;
+    if map.len() != 1 {
+        return None;
+    }
+    match (map.get(ERROR_KEY), map.get(INTERRUPTED_KEY)) {
+        (Some(Value::String(error)), _) => Some(WorkloadResults::Failed {
+            error: error.clone(),
+        }),
+        (_, Some(Value::Bool(true))) => Some(WorkloadResults::Interrupted),
+        _ => None,
+    }
+}
+
+impl Serialize for WorkloadResults {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_map()
+            .map_err(serde::ser::Error::custom)?
+            .serialize(serializer)
+    }
+}
+
+impl From<NetperfResults> for WorkloadResults {
+    fn from(results: NetperfResults) -> WorkloadResults {
+        WorkloadResults::Netperf(Box::new(results))
+    }
+}
+
+impl From<FioResults> for WorkloadResults {
+    fn from(results: FioResults) -> WorkloadResults {
+        WorkloadResults::Fio(Box::new(results))
+    }
+}
+
+/// One row's counts over a window per unit of work (transaction, I/O), each of the operations
+/// below under its name (`dma_map`, …), zeros included.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct PerUnit {
+    pub completion: f64,
+    pub dma_map: f64,
+    pub dma_unmap: f64,
+    pub iommu_map: f64,
+    pub iommu_unmap: f64,
+    pub iotlb_flush: f64,
+    pub iotlb_sync: f64,
+    pub iova_alloc: f64,
+    pub iova_free: f64,
+}
+
+impl PerUnit {
+    /// The figure of `op`, if it is one counted per unit.
+    pub fn of(&self, op: Op) -> Option<f64> {
+        Some(match op {
+            Op::Completion => self.completion,
+            Op::DmaMap => self.dma_map,
+            Op::DmaUnmap => self.dma_unmap,
+            Op::IommuMap => self.iommu_map,
+            Op::IommuUnmap => self.iommu_unmap,
+            Op::IotlbFlush => self.iotlb_flush,
+            Op::IotlbSync => self.iotlb_sync,
+            Op::IovaAlloc => self.iova_alloc,
+            Op::IovaFree => self.iova_free,
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn read(name: &str, results: Value) -> WorkloadResults {
+        WorkloadResults::read(name, results.as_object().cloned().expect("an object"))
+    }
+
+    #[test]
+    fn failures_read_as_their_variants_and_write_back() {
+        let failed = read("fio", json!({"error": "fio exited with 1"}));
+        assert_eq!(
+            failed,
+            WorkloadResults::Failed {
+                error: "fio exited with 1".into()
+            }
+        );
+        assert_eq!(failed.error(), Some("fio exited with 1"));
+        let interrupted = read("netperf", json!({"interrupted": true}));
+        assert_eq!(interrupted, WorkloadResults::Interrupted);
+        assert!(interrupted.interrupted());
+        for (value, results) in [
+            (json!({"error": "fio exited with 1"}), failed),
+            (json!({"interrupted": true}), interrupted),
+        ] {
+            assert_eq!(serde_json::to_value(&results).expect("encodes"), value);
+        }
+    }
+
+    /// A key the type does not know would be dropped on the way back: such results stay a map.
+    #[test]
+    fn results_the_type_would_change_are_kept_as_read() {
+        let unknown = json!({"transactions_per_s": 10.0, "transactions": 100, "elapsed_s": 10.0,
+                             "test": "TCP_RR", "mode": "local", "nics": [], "command": [],
+                             "from_a_newer_build": 1});
+        let results = read("netperf", unknown.clone());
+        assert!(matches!(results, WorkloadResults::Other(_)));
+        assert_eq!(serde_json::to_value(&results).expect("encodes"), unknown);
+        assert_eq!(results.metric("transactions_per_s"), Some(10.0));
+        let mut known = unknown;
+        known
+            .as_object_mut()
+            .expect("object")
+            .remove("from_a_newer_build");
+        assert!(matches!(
+            read("netperf", known),
+            WorkloadResults::Netperf(_)
+        ));
+    }
+}
