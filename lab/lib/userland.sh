@@ -3,8 +3,8 @@
 # so it gets a root file system of its own, built once from Debian's arm64 packages (the packages
 # below and everything they depend on, unpacked with dpkg-deb -x: no maintainer scripts run, no
 # emulator is needed) into $CACHE_DIR/arm64/userland-KEY/, which QEMU shares read-only with the
-# guest in place of the host's root. busybox-static gives the shell and the small tools, fio and
-# netperf the workloads, iproute2 network namespaces.
+# guest in place of the host's root. dash is /bin/sh; busybox-static gives the small tools, fio
+# and netperf the workloads, iproute2 network namespaces.
 #
 # KEY is a hash of the suite, the package list and this file's layout version: changing the list
 # builds a new root; nothing is rebuilt otherwise. The entry holds root/ (what the guest sees as
@@ -12,7 +12,7 @@
 # into place under the lock 'userland', like a kernel entry.
 
 readonly USERLAND_SUITE=bookworm
-readonly USERLAND_PACKAGES="busybox-static fio netperf iproute2"
+readonly USERLAND_PACKAGES="dash busybox-static fio netperf iproute2"
 readonly USERLAND_LAYOUT=1
 
 userland_key() {
@@ -64,8 +64,12 @@ build_userland_locked() {
   mkdir -p "$tmp"/root/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,run,tmp,root,etc,lib/modules,boot}
   chmod 1777 "$tmp/root/tmp"
   [ -x "$tmp/root/bin/busybox" ] || die_env "busybox-static left no /bin/busybox in the arm64 userland"
-  # One link per applet where no package put a program of that name in any directory of PATH
-  # (iproute2's ip, not busybox's, which cannot make network namespaces); /bin/sh is busybox's ash.
+  # /bin/sh is dash, not busybox's ash: Debian builds busybox-static as a "standalone shell",
+  # whose commands run busybox's applets before anything in PATH (its ip, which cannot make
+  # network namespaces, instead of iproute2's).
+  [ -x "$tmp/root/bin/dash" ] || die_env "dash left no /bin/dash in the arm64 userland"
+  ln -sf dash "$tmp/root/bin/sh"
+  # One link per applet where no package put a program of that name in any directory of PATH.
   for applet in $(busybox_applets); do
     name=${applet##*/} taken=0
     for d in bin sbin usr/bin usr/sbin; do
@@ -73,7 +77,6 @@ build_userland_locked() {
     done
     [ "$taken" = 1 ] || ln -s /bin/busybox "$tmp/root/$applet"
   done
-  [ -e "$tmp/root/bin/sh" ] || ln -s busybox "$tmp/root/bin/sh"
   echo "root:x:0:0:root:/root:/bin/sh" >"$tmp/root/etc/passwd"
   echo "root:x:0:" >"$tmp/root/etc/group"
   mkdir "$tmp/entry"
