@@ -9,7 +9,7 @@
 # shellcheck disable=SC2034 # lab/fetch's
 readonly KERNEL_SERIES="5.10 6.1 6.12 6.12-rt 6.18 7.3"
 # arm64: the same Debian series, built for arm64 (each has ARM_SMMU_V3 built in).
-readonly ARM64_KERNEL_SERIES="6.1 6.12"
+readonly ARM64_KERNEL_SERIES="6.1 6.12 7.3"
 
 # kernel_series: the series this architecture offers.
 kernel_series() {
