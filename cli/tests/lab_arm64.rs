@@ -11,6 +11,7 @@
 //! run here; with `IOMMUTOP_SKIP_LAB=1` it says it is skipped and returns.
 
 use std::collections::BTreeMap;
+use std::process::Command;
 
 mod support;
 
@@ -206,4 +207,56 @@ fn arm64_smmuv3_guest_translates_nvme_reads_and_tcp_rr() {
         "iommu:map events per TCP_RR transaction: {per_transaction} ({} maps, {transactions} transactions)",
         one("rr_maps")
     );
+}
+
+/// `--arch` and `--iommu` are checked together: each IOMMU only with the architecture QEMU
+/// emulates it for; a bad combination is one line and exit 2, before anything is fetched.
+#[test]
+fn arm64_bad_input_is_one_line_and_exit_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--iommu", "smmuv3", "--", "true"],
+            "lab: --iommu smmuv3 is an arm64 IOMMU: add --arch arm64",
+        ),
+        (
+            &["--arch", "arm64", "--iommu", "intel", "--", "true"],
+            "lab: --iommu intel is not emulated on arm64: use --iommu smmuv3 or none",
+        ),
+        (
+            &["--arch", "arm64", "--kernel", "5.10", "--", "true"],
+            "lab: unknown kernel '5.10': use one of 6.1 6.12 7.3 with --arch arm64",
+        ),
+        (
+            &["--arch", "riscv64", "--", "true"],
+            "lab: unknown arch 'riscv64': use x86_64 or arm64",
+        ),
+        (&["--arch"], "--arch needs a value"),
+    ];
+    for (args, needle) in cases {
+        let output = Command::new(support::project_root().join("lab/run"))
+            .args(*args)
+            .output()
+            .expect("lab/run starts");
+        support::assert_one_line_error(&output, 2, &[needle]);
+    }
+    let output = Command::new(support::project_root().join("lab/fetch"))
+        .args(["--arch", "arm64", "--kernel", "6.18"])
+        .output()
+        .expect("lab/fetch starts");
+    support::assert_one_line_error(
+        &output,
+        2,
+        &["lab: unknown kernel '6.18': use one of 6.1 6.12 7.3, or all"],
+    );
+}
+
+/// Without qemu-system-aarch64, lab/run names the Debian package that has it (exit 3).
+#[test]
+fn arm64_without_qemu_says_which_package_to_install() {
+    let output = Command::new(support::project_root().join("lab/run"))
+        .args(["--arch", "arm64", "--", "true"])
+        .env("IOMMUTOP_QEMU_ARM64", "/nonexistent/qemu-system-aarch64")
+        .output()
+        .expect("lab/run starts");
+    support::assert_one_line_error(&output, 3, &["apt-get install qemu-system-arm"]);
 }
