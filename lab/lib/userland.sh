@@ -13,20 +13,36 @@
 
 readonly USERLAND_SUITE=bookworm
 readonly USERLAND_PACKAGES="dash busybox-static fio netperf iproute2"
-readonly USERLAND_LAYOUT=1
+readonly USERLAND_LAYOUT=2
 
 userland_key() {
   printf '%s\n' "$USERLAND_SUITE" "$USERLAND_PACKAGES" "$USERLAND_LAYOUT" | sha256sum | cut -c1-16
 }
 userland_dir() { echo "$(arch_cache_dir)/userland-$(userland_key)"; }
 
+# What the packages depend on only for their maintainer scripts or helper scripts (fio's are
+# Python; iproute2 asks debconf; dash registers itself with dpkg): nothing that unpacking needs
+# or a workload runs, and with them perl and python would come too.
+readonly USERLAND_SKIP="debconf dpkg init-system-helpers python3"
+
 # userland_packages: the packages and, recursively, what they depend on (Depends and
-# Pre-Depends; virtual packages, shown as <name>, are provided by a real one in the list).
+# Pre-Depends, every alternative; virtual packages, shown as <name>, are provided by a real one
+# in the list), minus USERLAND_SKIP and what only they would bring.
 userland_packages() {
+  local want=$USERLAND_PACKAGES seen=" " p
+  while [ -n "$want" ]; do
+    for p in $want; do seen+="$p "; done
+    # shellcheck disable=SC2086 # the list is words
+    want=$(APT_TOOL=apt-cache suite_apt "$USERLAND_SUITE" depends --no-recommends --no-suggests \
+      --no-conflicts --no-breaks --no-replaces --no-enhances $want 2>/dev/null |
+      awk -v seen="$seen" -v skip=" $USERLAND_SKIP " '
+        $1 ~ /^[|]?(Pre)?Depends:$/ && $2 !~ /^</ {
+          p = $2; sub(":.*", "", p)
+          if (index(seen, " " p " ") == 0 && index(skip, " " p " ") == 0) print p
+        }' | sort -u)
+  done
   # shellcheck disable=SC2086 # the list is words
-  APT_TOOL=apt-cache suite_apt "$USERLAND_SUITE" depends --recurse --no-recommends --no-suggests \
-    --no-conflicts --no-breaks --no-replaces --no-enhances $USERLAND_PACKAGES 2>/dev/null |
-    awk '/^[a-z0-9]/ { sub(":.*", ""); print }' | sort -u
+  printf '%s\n' $seen | sort -u
 }
 
 # busybox_applets: the applets of the busybox the root gets, named by the host's static busybox
