@@ -40,10 +40,12 @@ fn main() {
         fail("libbpf headers not found (/usr/include/bpf/bpf_helpers.h): apt-get install libbpf-dev, or run scripts/install-deps");
     }
 
+    let target_arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_else(|_| "x86_64".into());
+    let arch_define = bpf_target_arch_define(&target_arch);
     let vmlinux_dir = out.join("vmlinux");
     fs::create_dir_all(&vmlinux_dir)
         .unwrap_or_else(|e| fail(&format!("mkdir {vmlinux_dir:?}: {e}")));
-    write_vmlinux_h(&bpftool, &vmlinux_dir.join("vmlinux.h"));
+    write_vmlinux_h(&bpftool, &target_arch, &vmlinux_dir.join("vmlinux.h"));
 
     let compile = |source: &Path, object: &Path, defines: &[&str]| {
         run(
@@ -56,7 +58,7 @@ fn main() {
                     "-g",
                     "-Wall",
                     "-Werror",
-                    "-D__TARGET_ARCH_x86",
+                    arch_define,
                     // v3: 32-bit atomics with fetch (the in-flight stack takes slots atomically)
                     "-mcpu=v3",
                 ])
@@ -154,12 +156,32 @@ fn run(command: &mut Command, what: &str) {
     }
 }
 
-/// vmlinux.h from the build machine's kernel BTF (CO-RE relocates it to the running kernel).
-fn write_vmlinux_h(bpftool: &str, target: &Path) {
+/// libbpf's `__TARGET_ARCH_*` for the architecture the binary is built for: `bpf_tracing.h`
+/// reads a kprobe's arguments and stack pointer from that architecture's `pt_regs`.
+fn bpf_target_arch_define(target_arch: &str) -> &'static str {
+    match target_arch {
+        "x86_64" => "-D__TARGET_ARCH_x86",
+        "aarch64" => "-D__TARGET_ARCH_arm64",
+        other => fail(&format!(
+            "no BPF target architecture for `{other}`: iommutop builds for x86_64 and aarch64"
+        )),
+    }
+}
+
+/// vmlinux.h from the build machine's kernel BTF (CO-RE relocates it to the running kernel), or
+/// the one IOMMUTOP_VMLINUX_H names: needed when building for another architecture, whose
+/// kernel types (pt_regs) the build machine's BTF does not have.
+fn write_vmlinux_h(bpftool: &str, target_arch: &str, target: &Path) {
     if let Ok(given) = env::var("IOMMUTOP_VMLINUX_H") {
         fs::copy(&given, target)
             .unwrap_or_else(|e| fail(&format!("IOMMUTOP_VMLINUX_H={given}: {e}")));
         return;
+    }
+    if target_arch != env::consts::ARCH {
+        fail(&format!(
+            "building for {target_arch} on {}: set IOMMUTOP_VMLINUX_H to a vmlinux.h of a {target_arch} kernel (bpftool btf dump file /sys/kernel/btf/vmlinux format c, on such a kernel)",
+            env::consts::ARCH
+        ));
     }
     let btf = "/sys/kernel/btf/vmlinux";
     if !Path::new(btf).exists() {

@@ -51,20 +51,9 @@ fn kernel_log_tail(stderr: &str) -> String {
     lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
-/// `lab/fetch --kernel KERNEL`: instant when the runner has fetched already (scripts/test does);
-/// otherwise downloads here, so that the download's messages do not land in a test's stderr.
+/// `lab/fetch --kernel KERNEL` (see `support::lab_fetch`).
 fn fetched(kernel: &str) {
-    let fetch = project_root().join("lab/fetch");
-    let output = Command::new(&fetch)
-        .args(["--kernel", kernel])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", fetch.display()));
-    assert!(
-        output.status.success(),
-        "the lab cannot run here: lab/fetch --kernel {kernel} exited {:?} (set IOMMUTOP_SKIP_LAB=1 to skip the lab tests): {}",
-        output.status.code(),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    support::lab_fetch(&["--kernel", kernel]);
 }
 
 /// Runs `lab/run ARGS` (ARGS include `-- COMMAND...`) for a test that needs the lab: fails the

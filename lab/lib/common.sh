@@ -22,7 +22,35 @@ lab_cache_dir() {
 }
 CACHE_DIR=$(lab_cache_dir)
 readonly CACHE_DIR
-readonly QEMU=${IOMMUTOP_QEMU:-qemu-system-x86_64}
+
+# The guest's architecture: x86_64 (the default) or arm64. lab/run and lab/fetch set it from
+# --arch before anything touches the cache; kernels, apt states and locks are kept apart by it.
+LAB_ARCH=x86_64
+
+# arch_cache_dir: where this architecture's kernels and apt states live. x86_64 keeps the
+# cache's top level (as before there was a second architecture); arm64 has its own directory.
+arch_cache_dir() {
+  case $LAB_ARCH in
+    arm64) echo "$CACHE_DIR/arm64";;
+    *) echo "$CACHE_DIR";;
+  esac
+}
+
+# lock_name NAME: the cache lock of entry NAME for this architecture.
+lock_name() {
+  case $LAB_ARCH in
+    arm64) echo "arm64-$1";;
+    *) echo "$1";;
+  esac
+}
+
+# qemu_binary: the emulator for this architecture.
+qemu_binary() {
+  case $LAB_ARCH in
+    arm64) echo "${IOMMUTOP_QEMU_ARM64:-qemu-system-aarch64}";;
+    *) echo "${IOMMUTOP_QEMU:-qemu-system-x86_64}";;
+  esac
+}
 
 say() { echo "lab: $*" >&2; }
 die_usage() { say "$*"; exit "$EX_USAGE"; }
@@ -49,17 +77,20 @@ static_busybox() {
 }
 
 require_cache_dir() {
-  if ! mkdir -p "$CACHE_DIR/kernels" 2>/dev/null || [ ! -w "$CACHE_DIR/kernels" ]; then
+  local kernels
+  kernels=$(arch_cache_dir)/kernels
+  if ! mkdir -p "$kernels" 2>/dev/null || [ ! -w "$kernels" ]; then
     die_env "cannot write the lab cache $CACHE_DIR: run as root or set IOMMUTOP_LAB_CACHE to a writable directory"
   fi
 }
 
 # with_lock NAME COMMAND...: runs COMMAND (in a subshell) holding an exclusive lock on the cache
-# entry NAME, so that concurrent lab/run and lab/fetch invocations (cargo runs tests in parallel)
+# entry NAME (of this architecture), so that concurrent lab/run and lab/fetch invocations (cargo runs tests in parallel)
 # never see or build half an entry. Call it plainly (not under if, || or &&) so that errexit
 # stays in force inside COMMAND.
 with_lock() {
-  local name=$1
+  local name
+  name=$(lock_name "$1")
   shift
   (
     exec 9>"$CACHE_DIR/.lock-$name" || die_env "cannot create the lock $CACHE_DIR/.lock-$name"

@@ -62,12 +62,13 @@ build_initramfs_locked() {
   rm -rf "$tree"
 }
 
-# ensure_initramfs SERIES: prints the path of the kernel's initramfs, building it if needed.
+# ensure_initramfs SERIES [BUSYBOX]: prints the path of the kernel's initramfs, building it if
+# needed. BUSYBOX (a static one for the guest's architecture) defaults to the host's.
 ensure_initramfs() {
-  local series=$1 dir version busybox early root devices key out
+  local series=$1 busybox=${2:-} dir version early root devices key out
   dir=$(kernel_dir "$series")
   version=$(kernel_version "$series")
-  busybox=$(static_busybox)
+  [ -n "$busybox" ] || busybox=$(static_busybox)
   early=""
   # shellcheck disable=SC2086 # the lists are words
   {

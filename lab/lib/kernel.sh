@@ -8,15 +8,25 @@
 
 # shellcheck disable=SC2034 # lab/fetch's
 readonly KERNEL_SERIES="5.10 6.1 6.12 6.12-rt 6.18 7.3"
+# arm64: the same Debian series, built for arm64 (each has ARM_SMMU_V3 built in).
+readonly ARM64_KERNEL_SERIES="6.1 6.12 7.3"
 
-kernel_dir() { echo "$CACHE_DIR/kernels/$1"; }
+# kernel_series: the series this architecture offers.
+kernel_series() {
+  case $LAB_ARCH in
+    arm64) echo "$ARM64_KERNEL_SERIES";;
+    *) echo "$KERNEL_SERIES";;
+  esac
+}
+
+kernel_dir() { echo "$(arch_cache_dir)/kernels/$1"; }
 kernel_version() { cat "$(kernel_dir "$1")/version"; }
 kernel_ready() { [ -f "$(kernel_dir "$1")/ready" ]; }
 
 # is_kernel_series NAME: NAME is one of the lab's kernels.
 is_kernel_series() {
   local s
-  for s in $KERNEL_SERIES; do [ "$s" = "$1" ] && return 0; done
+  for s in $(kernel_series); do [ "$s" = "$1" ] && return 0; done
   return 1
 }
 
@@ -36,7 +46,11 @@ kernel_suite() {
     6.18 | 7.3) echo trixie-backports;;
   esac
 }
-kernel_flavour() { case $1 in *-rt) echo rt-amd64;; *) echo amd64;; esac; }
+kernel_flavour() {
+  local debian_arch=amd64
+  [ "$LAB_ARCH" = arm64 ] && debian_arch=arm64
+  case $1 in *-rt) echo "rt-$debian_arch";; *) echo "$debian_arch";; esac
+}
 kernel_upstream() { echo "${1%-rt}"; }
 
 # The URI of the host's Debian archive (ARCHIVE=debian) or security archive (debian-security),
@@ -56,12 +70,15 @@ host_archive_uri() {
 
 suite_archive() { case $1 in *-security) echo debian-security;; *) echo debian;; esac; }
 
-# suite_apt SUITE ARGS...: apt-get (or apt-cache, with APT_TOOL=apt-cache) on the suite's own state.
+# suite_apt SUITE ARGS...: apt-get (or apt-cache, with APT_TOOL=apt-cache) on the suite's own
+# state. For arm64 that state is the arm64 archive's (APT::Architecture): dpkg's own architecture
+# list is never changed.
 suite_apt() {
-  local suite=$1 root
+  local suite=$1 root foreign=()
   shift
-  root=$CACHE_DIR/apt/$suite
-  "${APT_TOOL:-apt-get}" -q \
+  root=$(arch_cache_dir)/apt/$suite
+  [ "$LAB_ARCH" = arm64 ] && foreign=(-o APT::Architecture=arm64 -o APT::Architectures=arm64)
+  "${APT_TOOL:-apt-get}" -q "${foreign[@]}" \
     -o Dir::Etc::SourceList="$root/sources.list" -o Dir::Etc::SourceParts=/dev/null \
     -o Dir::Etc::Preferences=/dev/null -o Dir::Etc::PreferencesParts=/dev/null \
     -o Dir::State::Lists="$root/lists" -o Dir::Cache="$root/cache" \
@@ -71,8 +88,10 @@ suite_apt() {
 # suite_update SUITE: writes the suite's sources.list (from the host's archive URI) and refreshes
 # its package lists. apt checks the Release signatures with the host's Debian keyring.
 suite_update() {
-  local suite=$1 root archive uri
-  root=$CACHE_DIR/apt/$suite
+  local suite=$1 root archive uri components=main
+  root=$(arch_cache_dir)/apt/$suite
+  # The arm64 guest's userland comes from these lists too, and netperf is in non-free.
+  [ "$LAB_ARCH" = arm64 ] && components="main non-free"
   archive=$(suite_archive "$suite")
   uri=$(host_archive_uri "$archive")
   if [ -z "$uri" ] && [ "$archive" = debian-security ]; then
@@ -81,7 +100,7 @@ suite_update() {
   fi
   [ -n "$uri" ] || die_env "found no apt source for the $archive archive in /etc/apt to fetch $suite from: add one to /etc/apt/sources.list.d/"
   mkdir -p "$root/lists/partial" "$root/cache/archives/partial"
-  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri $suite main" >"$root/sources.list"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri $suite $components" >"$root/sources.list"
   say "refreshing the package lists of $suite"
   suite_apt "$suite" update >"$root/update.log" 2>&1 ||
     die_env "apt-get update for $suite failed: $(grep -iE 'err|fail|sign' "$root/update.log" | tail -n1)"
@@ -103,7 +122,7 @@ kernel_package_lookup() {
 kernel_package() {
   local series=$1 suite pkg
   suite=$(kernel_suite "$series")
-  [ -f "$CACHE_DIR/apt/$suite/updated" ] || suite_update "$suite"
+  [ -f "$(arch_cache_dir)/apt/$suite/updated" ] || suite_update "$suite"
   pkg=$(kernel_package_lookup "$series")
   if [ -z "$pkg" ]; then
     suite_update "$suite"
@@ -174,8 +193,8 @@ fetch_kernel_locked() {
   local series=$1 final tmp debs
   final=$(kernel_dir "$series")
   [ -f "$final/ready" ] && return 0 # fetched by another run while we waited for the lock
-  rm -rf "$CACHE_DIR/kernels/.fetch-$series".* # left by an interrupted fetch (we hold the lock)
-  tmp=$(mktemp -d "$CACHE_DIR/kernels/.fetch-$series.XXXXXX")
+  rm -rf "${final%/*}/.fetch-$series".* # left by an interrupted fetch (we hold the lock)
+  tmp=$(mktemp -d "${final%/*}/.fetch-$series.XXXXXX")
   fetch_tmp=$tmp
   trap 'rm -rf "$fetch_tmp"' EXIT # in with_lock's subshell: cleans up a failed fetch
   download_kernel "$series" "$tmp"
@@ -209,6 +228,11 @@ ensure_boot_image() {
   local series=$1 dir version out
   dir=$(kernel_dir "$series")
   version=$(kernel_version "$series")
+  # Debian's arm64 vmlinuz is already an uncompressed Image that QEMU boots directly.
+  if [ "$LAB_ARCH" = arm64 ]; then
+    echo "$dir/boot/vmlinuz-$version"
+    return 0
+  fi
   out=$dir/boot/vmlinux-$version
   if [ ! -f "$out" ] && [ ! -f "$out.failed" ]; then
     with_lock "$series" extract_vmlinux_locked "$dir/boot/vmlinuz-$version" "$out"

@@ -10,7 +10,8 @@ iommu_device_args() {
     intel) echo "-device intel-iommu,intremap=on,caching-mode=off";;
     amd) echo "-device amd-iommu";;
     virtio) echo "-device virtio-iommu-pci,addr=03.0";;
-    none) ;;
+    # QEMU 7.2 has no pluggable SMMUv3 device: the virt machine builds it in (machine_args).
+    smmuv3 | none) ;;
   esac
 }
 
@@ -32,22 +33,40 @@ accel_args() {
   fi
 }
 
-# qemu_args RUN_DIR KERNEL INITRD CMDLINE IOMMU SMP MEM [ICOUNT]: one argument per line.
+# machine_args IOMMU: the machine and CPU of this architecture, one argument per line.
+machine_args() {
+  case $LAB_ARCH in
+    arm64)
+      # The virt machine with GICv3; SMMUv3 in front of its whole PCIe root complex when asked.
+      # pauth-impdef=on: Debian's arm64 kernels sign return addresses, and TCG's emulation of
+      # the architected algorithm (QARMA) makes the whole guest 3-5x slower than this one.
+      local machine=virt,gic-version=3
+      [ "$1" = smmuv3 ] && machine+=,iommu=smmuv3
+      printf '%s\n' -cpu max,pauth-impdef=on -machine "$machine"
+      ;;
+    *) printf '%s\n' -cpu max -machine q35,kernel-irqchip=split;;
+  esac
+}
+
+# qemu_args RUN_DIR KERNEL INITRD CMDLINE IOMMU SMP MEM [ICOUNT [ROOT [KERNEL_DIR]]]: one argument
+# per line. ROOT is the directory the guest gets as its root file system (default /, the host's);
+# KERNEL_DIR, when given, is shared read-only (mount tag labkernel): the kernel's modules for a
+# guest whose root is not the host's.
 qemu_args() {
   local run=$1 kernel=$2 initrd=$3 cmdline=$4 iommu=$5 smp=$6 mem=$7 icount=${8:-} a
+  local guest_root=${9:-/} kernel_share=${10:-}
   # A path inside a QEMU option list escapes its commas by doubling them. (The run directory's
   # name, from mktemp, has none.)
   local project=${PROJECT_DIR//,/,,}
   local args=()
   for a in $(accel_args "$icount"); do args+=("$a"); done
+  for a in $(machine_args "$iommu"); do args+=("$a"); done
   # shellcheck disable=SC2054 # the commas are QEMU's option syntax
   args+=(
-    -cpu max
-    -machine q35,kernel-irqchip=split
     -smp "$smp" -m "$mem"
     -nodefaults -no-reboot -display none -no-user-config
     -kernel "$kernel" -initrd "$initrd" -append "$cmdline"
-    # The kernel console (ttyS0) goes to a file, never to the command's stdout.
+    # The kernel console (ttyS0; ttyAMA0 on arm64) goes to a file, never to the command's stdout.
     -serial "file:$run/console.log"
   )
   # The IOMMU comes before the devices it translates for. The PCI addresses are fixed, the same
@@ -59,7 +78,7 @@ qemu_args() {
     # The host's root, read-only (the guest puts a tmpfs overlay on it); the project, writable;
     # the run directory (command in, output and status out). multidevs=remap: / spans several
     # file systems, whose inode numbers would otherwise collide in the guest.
-    -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap
+    -fsdev "local,id=hostroot,path=${guest_root//,/,,},security_model=none,readonly=on,multidevs=remap"
     -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot,addr=08.0
     -fsdev "local,id=project,path=$project,security_model=none,multidevs=remap"
     -device virtio-9p-pci,fsdev=project,mount_tag=project,addr=09.0
@@ -72,6 +91,13 @@ qemu_args() {
     -netdev hubport,id=net0,hubid=0 -device e1000e,netdev=net0,romfile=,mac=52:54:00:12:34:56,addr=05.0
     -netdev hubport,id=net1,hubid=0 -device e1000e,netdev=net1,romfile=,mac=52:54:00:12:34:57,addr=06.0
   )
+  if [ -n "$kernel_share" ]; then
+    # shellcheck disable=SC2054
+    args+=(
+      -fsdev "local,id=labkernel,path=${kernel_share//,/,,},security_model=none,readonly=on"
+      -device virtio-9p-pci,fsdev=labkernel,mount_tag=labkernel,addr=0b.0
+    )
+  fi
   printf '%s\n' "${args[@]}"
 }
 

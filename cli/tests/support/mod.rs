@@ -142,6 +142,24 @@ pub fn lab_run(lab_args: &[&str], command: &[&str]) -> Output {
     output
 }
 
+/// `lab/fetch ARGS` (`--kernel 6.12`, `--arch arm64 --kernel 6.12`): instant when the runner has
+/// fetched already (scripts/test does); otherwise downloads here, so that the download's
+/// messages do not land in a test's stderr. Fails the test, saying why, when it cannot.
+pub fn lab_fetch(args: &[&str]) {
+    let fetch = project_root().join("lab/fetch");
+    let output = Command::new(&fetch)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", fetch.display()));
+    assert!(
+        output.status.success(),
+        "the lab cannot run here: lab/fetch {} exited {:?} (set IOMMUTOP_SKIP_LAB=1 to skip the lab tests): {}",
+        args.join(" "),
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 pub fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
