@@ -62,6 +62,21 @@ impl WorkloadResults {
         }
     }
 
+    /// These results of workload `name` with the `error` or `interrupted` of `failed`, a later
+    /// run of the series that did not complete, so that whoever reads the report's JSON sees it.
+    /// Typed results that cannot hold the mark are kept as [`WorkloadResults::Other`].
+    pub fn marked_by(self, name: &str, failed: &WorkloadResults) -> WorkloadResults {
+        let (Ok(mut results), Ok(failed)) = (self.to_map(), failed.to_map()) else {
+            return self;
+        };
+        for key in [ERROR_KEY, INTERRUPTED_KEY] {
+            if let Some(value) = failed.get(key) {
+                results.insert(key.to_string(), value.clone());
+            }
+        }
+        WorkloadResults::read(name, results)
+    }
+
     /// The results as a JSON object, keys in name order.
     pub fn to_map(&self) -> Result<Map<String, Value>, serde_json::Error> {
         let value = match self {
@@ -225,6 +240,21 @@ mod tests {
         ] {
             assert_eq!(serde_json::to_value(&results).expect("encodes"), value);
         }
+    }
+
+    /// A series whose later run was interrupted or failed says so in the results it keeps.
+    #[test]
+    fn complete_results_marked_by_a_failed_run_carry_its_mark() {
+        let complete = read("tlb-sweep", json!({"points": 4, "work": {"unit": "read"}}));
+        let marked = complete.marked_by("tlb-sweep", &WorkloadResults::Interrupted);
+        assert!(marked.interrupted());
+        assert_eq!(marked.metric("points"), Some(4.0));
+        let failed = WorkloadResults::Failed {
+            error: "exited with 1".into(),
+        };
+        let marked = marked.marked_by("tlb-sweep", &failed);
+        assert_eq!(marked.error(), Some("exited with 1"));
+        assert!(marked.interrupted(), "the first mark stays");
     }
 
     /// A key the type does not know would be dropped on the way back: such results stay a map.

@@ -202,9 +202,12 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
             ));
         }
         // Without a complete run, the failed run's results are the results; after complete
-        // runs, the warnings and the exit status tell of it.
+        // runs, its `error` or `interrupted` joins theirs.
         interrupted = failed.results.interrupted();
-        results.get_or_insert(failed.results);
+        results = Some(match results {
+            None => failed.results,
+            Some(complete) => complete.marked_by(profile.workload.name(), &failed.results),
+        });
         warnings.extend(failed.warnings);
         error = failed.error;
         not_restored = failed.not_restored;
