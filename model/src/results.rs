@@ -86,12 +86,7 @@ impl WorkloadResults {
             WorkloadResults::Interrupted => serde_json::json!({ INTERRUPTED_KEY: true }),
             WorkloadResults::Other(results) => return Ok(results.clone()),
         };
-        match value {
-            Value::Object(map) => Ok(map),
-            other => Err(serde::ser::Error::custom(format!(
-                "workload results must be a JSON object, not {other}"
-            ))),
-        }
+        results_object(value)
     }
 
     /// The unit of work and headline numbers, if the workload stated them.
@@ -141,6 +136,16 @@ impl WorkloadResults {
     /// The top-level number `key`, if it is one and finite.
     pub fn metric(&self, key: &str) -> Option<f64> {
         self.numbers().remove(key)
+    }
+}
+
+/// `value` as the JSON object every workload's results are, or an error saying it is not one.
+pub fn results_object(value: Value) -> Result<Map<String, Value>, serde_json::Error> {
+    match value {
+        Value::Object(map) => Ok(map),
+        other => Err(serde::ser::Error::custom(format!(
+            "workload results must be a JSON object, not {other}"
+        ))),
     }
 }
 

@@ -37,9 +37,6 @@ pub struct DirectionResults {
 pub struct DirectionNumbers {
     pub iops: f64,
     pub bw_bytes_per_s: f64,
-    /// `bw_bytes_per_s` in MiB/s (written from it; read and not kept apart).
-    #[serde(default, skip_deserializing)]
-    bw_mib_per_s: f64,
     pub ios: u64,
     pub bytes: u64,
     /// Latencies in µs, to 0.01; absent when fio did not give them.
@@ -58,12 +55,11 @@ pub struct DirectionNumbers {
 }
 
 impl DirectionNumbers {
-    /// A direction's numbers; the MiB/s are derived from the bytes per second.
+    /// A direction's numbers.
     pub fn new(iops: f64, bw_bytes_per_s: f64, ios: u64, bytes: u64) -> DirectionNumbers {
         DirectionNumbers {
             iops,
             bw_bytes_per_s,
-            bw_mib_per_s: bw_bytes_per_s / f64::from(1 << 20),
             ios,
             bytes,
             lat_mean_us: None,
@@ -79,11 +75,14 @@ impl DirectionNumbers {
 impl Serialize for DirectionResults {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let numbers = match serde_json::to_value(&self.numbers) {
-            Ok(Value::Object(numbers)) => numbers,
-            Ok(other) => return Err(serde::ser::Error::custom(format!("not an object: {other}"))),
-            Err(e) => return Err(serde::ser::Error::custom(e)),
-        };
+        let mut numbers = serde_json::to_value(&self.numbers)
+            .and_then(super::results_object)
+            .map_err(serde::ser::Error::custom)?;
+        // Written beside the bytes per second it comes from, never read back.
+        numbers.insert(
+            "bw_mib_per_s".to_string(),
+            Value::from(self.numbers.bw_bytes_per_s / f64::from(1 << 20)),
+        );
         let mut map = serializer.serialize_map(Some(numbers.len()))?;
         for (name, value) in numbers {
             map.serialize_entry(&format!("{}_{name}", self.direction.name()), &value)?;
@@ -182,9 +181,8 @@ impl<'de> Deserialize<'de> for FioResults {
                 .into_iter()
                 .filter_map(|k| Some((k[prefix.len()..].to_string(), rest.remove(&k)?)))
                 .collect();
-            let mut numbers: DirectionNumbers = serde_json::from_value(Value::Object(numbers))
+            let numbers: DirectionNumbers = serde_json::from_value(Value::Object(numbers))
                 .map_err(|e| D::Error::custom(format!("fio's {prefix}* numbers: {e}")))?;
-            numbers.bw_mib_per_s = numbers.bw_bytes_per_s / f64::from(1 << 20);
             Ok(Some(DirectionResults { direction, numbers }))
         };
         let read = direction(Direction::Read)?;

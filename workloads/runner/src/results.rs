@@ -5,10 +5,9 @@
 use crate::dma_contention::DmaContentionResults;
 use crate::tlb::TlbResults;
 use crate::vfio_nvme::VfioNvmeResults;
-use iommutop_model::results::WorkloadResults as ReportResults;
+use iommutop_model::results::{results_object, WorkloadResults as ReportResults};
 use iommutop_model::workload::{Headline, WORK_KEY};
 use serde::Serialize;
-use serde_json::Value;
 
 /// What a built-in workload's run did: netperf's and fio's already as the report types them,
 /// the others one variant each (boxed: they are hundreds of bytes each, and one is made per
@@ -38,14 +37,7 @@ impl WorkloadResults {
             }
             WorkloadResults::Typed(other) => other,
             other => {
-                let mut results = match serde_json::to_value(&other)? {
-                    Value::Object(map) => map,
-                    value => {
-                        return Err(serde::ser::Error::custom(format!(
-                            "workload results must be a JSON object, not {value}"
-                        )))
-                    }
-                };
+                let mut results = results_object(serde_json::to_value(&other)?)?;
                 if let Some(work) = work {
                     results.insert(WORK_KEY.to_string(), serde_json::to_value(work)?);
                 }
@@ -101,7 +93,7 @@ mod tests {
         for entry in std::fs::read_dir(&dir).expect("fixtures") {
             let path = entry.expect("entry").path();
             let text = std::fs::read_to_string(&path).expect("readable");
-            let report: Value = serde_json::from_str(&text).expect("JSON");
+            let report: serde_json::Value = serde_json::from_str(&text).expect("JSON");
             let Some(workload) = report["run"]["workload"].as_object() else {
                 continue;
             };
