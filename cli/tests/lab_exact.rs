@@ -316,7 +316,7 @@ fn multi_segment_reads_count_every_map(kernel: &str, page_tables: PageTables) {
         count(nvme, "dma_map") * 128 * 1024,
         "{kernel}: scatter-gather and IOVA-API maps count the bytes of their requests"
     );
-    assert_page_tables(kernel, nvme, page_tables, fio_ios);
+    assert_page_tables(kernel, nvme, page_tables, fio_ios, Linking::Possible);
 
     let mixed = read_report(&out, "mixed");
     assert_nothing_untracked(&mixed);
@@ -336,10 +336,28 @@ fn multi_segment_reads_count_every_map(kernel: &str, page_tables: PageTables) {
         fio_reads(&out, "mixed", "io_bytes"),
         0.5,
     );
-    assert_page_tables(kernel, nvme, page_tables, requests);
+    assert_page_tables(kernel, nvme, page_tables, requests, Linking::Required);
 }
 
-fn assert_page_tables(kernel: &str, nvme: &Value, page_tables: PageTables, requests: u64) {
+/// Whether a run must have linked some request segment by segment (IOVA API kernels).
+#[derive(Clone, Copy, PartialEq)]
+enum Linking {
+    /// fio's 128 KiB sequential reads: their 16 MiB of buffers, faulted in order on a guest
+    /// just booted, come out of the page allocator nearly contiguous (141 of 18,226 reads had
+    /// more than one segment on 6.18).
+    Possible,
+    /// fio's random 4k-256k reads: about half link several segments (18,253 more page-table
+    /// maps than the 22,599 reads on 6.18), so none at all means the IOVA API went unused.
+    Required,
+}
+
+fn assert_page_tables(
+    kernel: &str,
+    nvme: &Value,
+    page_tables: PageTables,
+    requests: u64,
+    linking: Linking,
+) {
     match page_tables {
         PageTables::OnePerRequest => assert_close(
             &format!("{kernel}: iommu_map vs requests"),
@@ -348,16 +366,19 @@ fn assert_page_tables(kernel: &str, nvme: &Value, page_tables: PageTables, reque
             0.5,
         ),
         PageTables::OnePerSegment => {
-            // fio's buffers are not all physically contiguous: some requests link several
-            // segments, so there are more page-table maps than requests, and together they
-            // map exactly the bytes the DMA maps did (fio's buffers are page-aligned), plus
-            // the coherent buffers the driver allocated meanwhile (its PRP/SGL list pool
-            // growing by a page).
+            // Where fio's buffer is not physically contiguous a request links several
+            // segments, each its own page-table map; together they map exactly the bytes the
+            // DMA maps did (fio's buffers are page-aligned), plus the coherent buffers the
+            // driver allocated meanwhile (its PRP/SGL list pool growing by a page).
+            let maps = count(nvme, "iommu_map");
+            let as_expected = match linking {
+                Linking::Required => maps > requests,
+                Linking::Possible => maps >= requests,
+            };
             assert!(
-                count(nvme, "iommu_map") > requests,
-                "{kernel}: {} page-table maps for {requests} requests: no request was linked \
-                 segment by segment, so the IOVA API was not exercised",
-                count(nvme, "iommu_map")
+                as_expected,
+                "{kernel}: {maps} page-table maps for {requests} requests: fewer than one per \
+                 request, or no request linked segment by segment where some must be"
             );
             assert_eq!(
                 bytes(nvme, "iommu_map"),
