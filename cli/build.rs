@@ -173,6 +173,7 @@ fn bpf_target_arch_define(target_arch: &str) -> &'static str {
 /// kernel types (pt_regs) the build machine's BTF does not have.
 fn write_vmlinux_h(bpftool: &str, target_arch: &str, target: &Path) {
     if let Ok(given) = env::var("IOMMUTOP_VMLINUX_H") {
+        println!("cargo:rerun-if-changed={given}");
         fs::copy(&given, target)
             .unwrap_or_else(|e| fail(&format!("IOMMUTOP_VMLINUX_H={given}: {e}")));
         return;

@@ -209,6 +209,161 @@ fn arm64_smmuv3_guest_translates_nvme_reads_and_tcp_rr() {
     );
 }
 
+/// The aarch64 iommutop, built by scripts/build-arm64 (idempotent: cargo rebuilds only what
+/// changed), as a path relative to the project root the arm64 guest starts in.
+fn arm64_iommutop() -> String {
+    let output = Command::new(support::project_root().join("scripts/build-arm64"))
+        .current_dir(support::project_root())
+        .output()
+        .expect("scripts/build-arm64 starts");
+    support::assert_succeeded(&output, "scripts/build-arm64");
+    let path = "target/aarch64-unknown-linux-gnu/release/iommutop";
+    assert!(
+        support::project_root().join(path).is_file(),
+        "scripts/build-arm64 left no {path}"
+    );
+    path.to_string()
+}
+
+/// Runs cli/tests/lab/arm64.sh MODE in an arm64 6.12 guest behind the SMMUv3, with `append` on
+/// the kernel's command line; its key=value lines.
+fn arm64_boot(iommutop: &str, out: &str, mode: &str, append: &str) -> BTreeMap<String, String> {
+    let mut lab_args = vec!["--arch", "arm64", "--iommu", "smmuv3", "--kernel", "6.12"];
+    if !append.is_empty() {
+        lab_args.extend(["--append", append]);
+    }
+    let output = support::lab_run(
+        &lab_args,
+        &["sh", "cli/tests/lab/arm64.sh", iommutop, out, mode],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "arm64.sh {mode} failed\nstdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// iommutop built for aarch64 from this tree, in the arm64 lab (6.12, SMMUv3, strict): every
+/// program passes the arm64 kernel's verifier; dd's 2,000 direct 4 KiB reads are 2,000 DMA maps,
+/// unmaps and completions on the NVMe's row, as the block layer counted them, and each strict
+/// unmap one SMMUv3 range invalidation (`__arm_smmu_tlb_inv_range`, on fentry); the report names
+/// the SMMUv3 and strict mode. TCP_RR between the two NICs maps 3 buffers per transaction per
+/// NIC, as on x86; and `compare` of strict against a boot with `iommu.strict=0` names the
+/// invalidation mode, and that command-line parameter, as the cause.
+#[test]
+fn arm64_iommutop_counts_smmuv3_work_and_compare_names_strict_mode() {
+    if support::lab_skipped("arm64_iommutop_counts_smmuv3_work_and_compare_names_strict_mode") {
+        return;
+    }
+    let iommutop = arm64_iommutop();
+    support::lab_fetch(&["--arch", "arm64", "--kernel", "6.12"]);
+    let out = support::lab_out_dir("arm64-iommutop");
+    let root = support::project_root()
+        .canonicalize()
+        .expect("project root");
+    let rel_out = out
+        .strip_prefix(&root)
+        .expect("lab-out is under the project root")
+        .to_str()
+        .expect("utf-8 path")
+        .to_string();
+    let strict = arm64_boot(&iommutop, &rel_out, "strict", "");
+    let lazy = arm64_boot(&iommutop, &rel_out, "lazy", "iommu.strict=0");
+    let text = |name: &str| support::read(&out.join(name));
+
+    assert_eq!(strict["probes_rc"], "0", "{}", text("probes.txt"));
+    let probes = text("probes.txt");
+    let tier_of = |point: &str| -> Vec<&str> {
+        probes
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(point))
+            .map(|l| l.split_whitespace().collect())
+            .unwrap_or_else(|| panic!("no {point} line in probes:\n{probes}"))
+    };
+    assert_eq!(tier_of("dma_map")[1], "fentry", "{probes}");
+    let flush = tier_of("iotlb_flush");
+    assert_eq!(flush[1], "fentry", "{probes}");
+    assert!(
+        flush.contains(&"__arm_smmu_tlb_inv_range,") && flush.contains(&"arm_smmu_tlb_inv_context"),
+        "SMMUv3's range and whole-context invalidations are hooked:\n{probes}"
+    );
+    assert_eq!(
+        strict["verify_rc"],
+        "0",
+        "every program loads on arm64 6.12:\n{}",
+        text("verify.txt")
+    );
+
+    assert_eq!(strict["record_rc"], "0", "{}", text("dd.out"));
+    assert_eq!(strict["block_reads"], "2000", "the block layer's count");
+    let dd = support::read_json(&out.join("dd.json"));
+    support::assert_valid_report(&dd);
+    assert_eq!(dd["host"]["iommu"]["vendor"], "smmu_v3", "{}", dd["host"]);
+    assert_eq!(dd["host"]["iommu"]["dma_mode"], "strict", "{}", dd["host"]);
+    let nvme = dd["devices"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["key"] == "0000:00:04.0"))
+        .unwrap_or_else(|| panic!("no NVMe row: {dd}"));
+    for op in ["dma_map", "dma_unmap", "completion"] {
+        assert_eq!(support::op_count(nvme, op), 2000, "{op}: {nvme}");
+    }
+    let invalidations = support::op_count(nvme, "iotlb_flush");
+    assert!(
+        invalidations >= 2000,
+        "strict: an invalidation per unmap, {invalidations} for 2000: {nvme}"
+    );
+    assert_eq!(dd["health"]["exit_without_entry"], 0, "{}", dd["health"]);
+    assert_eq!(dd["health"]["abandoned_frames"], 0, "{}", dd["health"]);
+
+    for (boot, mode) in [(&strict, "strict"), (&lazy, "lazy")] {
+        assert_eq!(boot["rr_rc"], "0", "{}", text(&format!("rr-{mode}.out")));
+    }
+    let rr = support::read_json(&out.join("rr-strict.json"));
+    let transactions = rr["run"]["workload"]["results"]["transactions"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("TCP_RR transactions in {}", rr["run"]["workload"]));
+    assert!(transactions > 100, "TCP_RR ran: {transactions}");
+    for nic in ["0000:00:05.0", "0000:00:06.0"] {
+        let row = rr["devices"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r["key"] == nic))
+            .unwrap_or_else(|| panic!("no {nic} row"));
+        let per_transaction = support::op_count(row, "dma_map") as f64 / transactions as f64;
+        assert!(
+            (2.8..3.3).contains(&per_transaction),
+            "{nic}: {per_transaction} DMA maps per TCP_RR transaction (x86: 3)"
+        );
+    }
+
+    let json = out.join("strict-vs-lazy.json");
+    let compared = Command::new(support::iommutop_bin())
+        .arg("compare")
+        .arg(out.join("rr-strict.json"))
+        .arg(out.join("rr-lazy.json"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("compare runs");
+    support::assert_succeeded(&compared, "iommutop compare");
+    let said = String::from_utf8_lossy(&compared.stdout).into_owned();
+    let findings = support::read_json(&json)["comparison"]["findings"].clone();
+    let invalidation = findings
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["kind"] == "invalidation"))
+        .unwrap_or_else(|| panic!("no invalidation finding:\n{said}"));
+    let cause = invalidation["details"][0].as_str().unwrap_or("");
+    assert!(
+        cause.starts_with("cause: ") && cause.contains("iommu.strict"),
+        "the cause is the command line's iommu.strict: {cause}\n{said}"
+    );
+}
+
 /// `--arch` and `--iommu` are checked together: each IOMMU only with the architecture QEMU
 /// emulates it for; a bad combination is one line and exit 2, before anything is fetched.
 #[test]

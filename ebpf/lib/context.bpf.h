@@ -61,6 +61,16 @@ static __always_inline int iommutop_in_task_context(const void *ctx)
  * The stack test above cannot see one that arrived in user mode: it runs on the interrupted
  * task's kernel stack (empty then, so the tracking is not misled). Whose work it is can be:
  * the filter and a process's own row ask this too. 0 when the count was not found. */
+#if defined(__TARGET_ARCH_arm64)
+/* arm64 keeps the count in the current task's thread_info (THREAD_INFO_IN_TASK), not per CPU;
+ * its low word is the count, the high one the need-resched flag. */
+static __always_inline int iommutop_in_interrupt(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	return (task->thread_info.preempt_count & IOMMUTOP_NOT_IN_TASK) != 0;
+}
+#else
 static __always_inline int iommutop_in_interrupt(void)
 {
 	__u64 at = iommutop_preempt_count_at, offset = 0;
@@ -83,5 +93,6 @@ static __always_inline int iommutop_in_interrupt(void)
 		return 0;
 	return (count & IOMMUTOP_NOT_IN_TASK) != 0;
 }
+#endif
 
 #endif

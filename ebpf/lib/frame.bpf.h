@@ -34,15 +34,23 @@ struct iommutop_call {
 };
 
 /* The identity of a call as the programs of each kind see it. A kretprobe runs after the function
- * returned, its stack pointer one word above where the kprobe saw it (checked in the lab on 5.10
- * and 7.3); it has no arguments, so kprobes give no tag. */
+ * returned: on x86-64 its stack pointer is one word above where the kprobe saw it, the return
+ * address the call pushed (checked in the lab on 5.10 and 7.3); arm64's call keeps the return
+ * address in the link register, and the stack pointer comes back where it was (checked on arm64
+ * 6.1). A kretprobe has no arguments, so kprobes give no tag. */
+#if defined(__TARGET_ARCH_arm64)
+#define IOMMUTOP_RETURN_ADDRESS_ON_STACK 0
+#else
+#define IOMMUTOP_RETURN_ADDRESS_ON_STACK 8
+#endif
 #define IOMMUTOP_FENTRY_CALL(ctx) ((struct iommutop_call){.at = (__u64)(ctx)})
 #define IOMMUTOP_FENTRY_CALL_TAGGED(ctx, tag_value)                                                \
 	((struct iommutop_call){.at = (__u64)(ctx), .tag = (__u64)(tag_value)})
 #define IOMMUTOP_KPROBE_CALL(ctx)                                                                  \
 	((struct iommutop_call){.at = PT_REGS_SP((struct pt_regs *)(ctx))})
 #define IOMMUTOP_KRETPROBE_CALL(ctx)                                                               \
-	((struct iommutop_call){.at = PT_REGS_SP((struct pt_regs *)(ctx)) - 8})
+	((struct iommutop_call){.at = PT_REGS_SP((struct pt_regs *)(ctx)) -                        \
+				      IOMMUTOP_RETURN_ADDRESS_ON_STACK})
 /* A call on an IOMMU-side object, its first argument (see iommutop_key_of_owner). */
 #define IOMMUTOP_OWNED_CALL(ctx)                                                                   \
 	((struct iommutop_call){.at = (__u64)(ctx), .owner = ((__u64 *)(ctx))[0]})

@@ -10,8 +10,16 @@
  *                      size beyond any address width is a whole-domain flush
  *                    amd_iommu_iotlb_sync, viommu_iotlb_sync (domain, struct iommu_iotlb_gather *):
  *                      the unmap-side flush of the gathered range
+ *                    ARM SMMUv3 (no sync after map; its iotlb_sync and flush_iotlb_all share
+ *                    their names with the SMMUv2 driver's, so the functions under them):
+ *                      __arm_smmu_tlb_inv_range (struct arm_smmu_cmdq_ent *, iova, size, ...)
+ *                      (6.1, 6.12), arm_smmu_domain_inv_range (struct arm_smmu_domain *, iova,
+ *                      size, ...) and the __arm_smmu_domain_inv_range it calls (struct
+ *                      arm_smmu_invs *, iova, size, ...) (7.3): the range's TLBI commands,
+ *                      their submission to the command queue and the wait for its CMD_SYNC
  *   full flushes:    intel_flush_iotlb_all, amd_iommu_flush_iotlb_all, viommu_flush_iotlb_all
- *                      (struct iommu_domain *): what the flush queue's timer ends in; the
+ *                      (struct iommu_domain *), arm_smmu_tlb_inv_context (struct
+ *                      arm_smmu_domain *): what the flush queue's timer ends in; the
  *                      invalidations they issue (qi_submit_sync, ...) are counted once with them
  *   deferred:        fq_flush_timeout (struct timer_list *): the flush-queue timer of lazy
  *                    (DMA-FQ) domains; it and what nests in it go to the "deferred" key.
@@ -123,6 +131,28 @@ int BPF_PROG(iotlb__virtio_iotlb_sync__fentry, void *domain, struct iommu_iotlb_
 }
 IOMMUTOP_FEXIT_OWNED(iotlb__virtio_iotlb_sync__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
 
+/* SMMUv3 range invalidations, (first, unsigned long iova, size_t size, ...): the first argument
+ * is a command template or the domain's invalidation array, no object that names a device. */
+#define IOTLB_RANGE_PAIR(prefix)                                                                   \
+	SEC("fentry")                                                                              \
+	int BPF_PROG(prefix##__fentry, void *first, unsigned long iova, size_t size)               \
+	{                                                                                          \
+		flush_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), size);                                 \
+		return 0;                                                                          \
+	}                                                                                          \
+	IOMMUTOP_FEXIT(prefix##__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
+
+IOTLB_RANGE_PAIR(iotlb__smmu_inv_range)
+IOTLB_RANGE_PAIR(iotlb__smmu_domain_inv)
+IOTLB_RANGE_PAIR(iotlb__smmu_domain_inv_invs)
+
+SEC("kprobe")
+int BPF_KPROBE(iotlb__range_inv__kprobe, void *first, unsigned long iova, size_t size)
+{
+	flush_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), size);
+	return 0;
+}
+
 SEC("kprobe")
 int BPF_KPROBE(iotlb__gather_sync__kprobe, void *domain, struct iommu_iotlb_gather *gather)
 {
@@ -143,6 +173,7 @@ int BPF_KPROBE(iotlb__gather_sync__kprobe, void *domain, struct iommu_iotlb_gath
 IOTLB_FLUSH_ALL_PAIR(iotlb__intel_flush_all)
 IOTLB_FLUSH_ALL_PAIR(iotlb__amd_flush_all)
 IOTLB_FLUSH_ALL_PAIR(iotlb__virtio_flush_all)
+IOTLB_FLUSH_ALL_PAIR(iotlb__smmu_flush_all)
 
 SEC("kprobe")
 int BPF_KPROBE(iotlb__flush_all__kprobe)

@@ -31,10 +31,12 @@ pub enum IommuVendor {
     Amd,
     /// virtio-iommu (units named after their virtio device).
     Virtio,
+    /// ARM SMMUv3 (`smmu3.0x…` units, named after their MMIO base).
+    SmmuV3,
 }
 
 impl IommuVendor {
-    /// The vendor of a unit from its name in `/sys/class/iommu`; `None` for others (ARM SMMU, ...).
+    /// The vendor of a unit from its name in `/sys/class/iommu`; `None` for others (ARM SMMUv2, ...).
     pub fn from_unit_name(name: &str) -> Option<IommuVendor> {
         if name.starts_with("dmar") {
             Some(IommuVendor::Intel)
@@ -42,6 +44,8 @@ impl IommuVendor {
             Some(IommuVendor::Amd)
         } else if name.starts_with("virtio") {
             Some(IommuVendor::Virtio)
+        } else if name.starts_with("smmu3.") {
+            Some(IommuVendor::SmmuV3)
         } else {
             None
         }
@@ -439,7 +443,12 @@ mod tests {
             IommuVendor::from_unit_name("virtio0"),
             Some(IommuVendor::Virtio)
         );
-        assert_eq!(IommuVendor::from_unit_name("smmu3.0x0"), None);
+        assert_eq!(
+            IommuVendor::from_unit_name("smmu3.0x0000000009050000"),
+            Some(IommuVendor::SmmuV3)
+        );
+        assert_eq!(IommuVendor::SmmuV3.name(), "smmu_v3");
+        assert_eq!(IommuVendor::from_unit_name("arm-smmu.0"), None);
     }
 
     #[test]

@@ -440,7 +440,12 @@ pub const POINTS: &[Point] = &[
             ),
         ],
         tracepoints: &[],
-        caveats: &[],
+        caveats: &[EraCaveat {
+            era_marker: "arm_smmu_cmdq_issue_cmdlist",
+            says: "the ARM SMMUv3 driver has no IOTLB sync after a map (it invalidates on unmap \
+                   only): devices behind an SMMUv3 have none to count",
+            on_tier: None,
+        }],
     },
     Point {
         name: "iotlb_flush",
@@ -487,6 +492,33 @@ pub const POINTS: &[Point] = &[
                 ),
             ),
             function(
+                "__arm_smmu_tlb_inv_range",
+                "6.1-6.12 (SMMUv3)",
+                (
+                    "iotlb__smmu_inv_range__fentry",
+                    "iotlb__smmu_inv_range__fexit",
+                ),
+                ("iotlb__range_inv__kprobe", "iotlb__flush_pages__kretprobe"),
+            ),
+            function(
+                "arm_smmu_domain_inv_range",
+                "7.3 (SMMUv3)",
+                (
+                    "iotlb__smmu_domain_inv__fentry",
+                    "iotlb__smmu_domain_inv__fexit",
+                ),
+                ("iotlb__range_inv__kprobe", "iotlb__flush_pages__kretprobe"),
+            ),
+            function(
+                "__arm_smmu_domain_inv_range",
+                "7.3 (SMMUv3; inside arm_smmu_domain_inv_range, counted once with it)",
+                (
+                    "iotlb__smmu_domain_inv_invs__fentry",
+                    "iotlb__smmu_domain_inv_invs__fexit",
+                ),
+                ("iotlb__range_inv__kprobe", "iotlb__flush_pages__kretprobe"),
+            ),
+            function(
                 "intel_flush_iotlb_all",
                 "all (VT-d; whole domain)",
                 (
@@ -510,6 +542,15 @@ pub const POINTS: &[Point] = &[
                 (
                     "iotlb__virtio_flush_all__fentry",
                     "iotlb__virtio_flush_all__fexit",
+                ),
+                ("iotlb__flush_all__kprobe", "iotlb__flush_pages__kretprobe"),
+            ),
+            function(
+                "arm_smmu_tlb_inv_context",
+                "6.1+ (SMMUv3; whole context)",
+                (
+                    "iotlb__smmu_flush_all__fentry",
+                    "iotlb__smmu_flush_all__fexit",
                 ),
                 ("iotlb__flush_all__kprobe", "iotlb__flush_pages__kretprobe"),
             ),

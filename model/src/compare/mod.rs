@@ -410,6 +410,8 @@ pub fn config_vendor(option: &str) -> Option<IommuVendor> {
         Some(IommuVendor::Amd)
     } else if option == "VIRTIO_IOMMU" {
         Some(IommuVendor::Virtio)
+    } else if option.starts_with("ARM_SMMU_V3") {
+        Some(IommuVendor::SmmuV3)
     } else {
         None
     }

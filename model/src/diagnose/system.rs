@@ -54,6 +54,11 @@ pub fn iommu_reasons(facts: &HostFacts) -> Vec<String> {
         (true, Some(IommuVendor::Virtio)) => {
             reasons.push("a virtio-iommu translates for the devices attached to it".into())
         }
+        (true, Some(IommuVendor::SmmuV3)) => reasons.push(
+            "an ARM SMMUv3 translates for the devices behind it: arm-smmu-v3 probes every one \
+             the firmware (device tree or IORT) describes, unless `iommu.passthrough=1`"
+                .into(),
+        ),
         (true, None) => reasons.push("an IOMMU of unknown vendor is active".into()),
         (false, _) => reasons.push(off_reason(facts, &cmdline)),
     }
