@@ -255,7 +255,8 @@ fn arm64_boot(iommutop: &str, out: &str, mode: &str, append: &str) -> BTreeMap<S
 /// unmap one SMMUv3 range invalidation (`__arm_smmu_tlb_inv_range`, on fentry); the report names
 /// the SMMUv3 and strict mode. TCP_RR between the two NICs maps 3 buffers per transaction per
 /// NIC, as on x86; and `compare` of strict against a boot with `iommu.strict=0` names the
-/// invalidation mode, and that command-line parameter, as the cause.
+/// invalidation mode, and that command-line parameter, as the cause; `diagnose` names the SMMUv3,
+/// strict mode with its source, and IOTLB invalidation among where the time goes.
 #[test]
 fn arm64_iommutop_counts_smmuv3_work_and_compare_names_strict_mode() {
     if support::lab_skipped("arm64_iommutop_counts_smmuv3_work_and_compare_names_strict_mode") {
@@ -321,6 +322,20 @@ fn arm64_iommutop_counts_smmuv3_work_and_compare_names_strict_mode() {
     assert_eq!(dd["health"]["exit_without_entry"], 0, "{}", dd["health"]);
     assert_eq!(dd["health"]["abandoned_frames"], 0, "{}", dd["health"]);
 
+    // diagnose names the SMMUv3, strict mode and its source, and where a NIC's time goes.
+    let diagnosis = text("diagnose.txt");
+    assert_eq!(strict["diagnose_rc"], "0", "{diagnosis}");
+    for said in [
+        "IOMMU: smmu_v3 (smmu3.",
+        "an ARM SMMUv3 translates for the devices behind it",
+        "default mode strict",
+        "CONFIG_IOMMU_DEFAULT_DMA_STRICT=y",
+        "where the time goes",
+        "IOTLB invalidation and its wait",
+    ] {
+        assert!(diagnosis.contains(said), "no `{said}` in:\n{diagnosis}");
+    }
+
     for (boot, mode) in [(&strict, "strict"), (&lazy, "lazy")] {
         assert_eq!(boot["rr_rc"], "0", "{}", text(&format!("rr-{mode}.out")));
     }
@@ -361,6 +376,75 @@ fn arm64_iommutop_counts_smmuv3_work_and_compare_names_strict_mode() {
     assert!(
         cause.starts_with("cause: ") && cause.contains("iommu.strict"),
         "the cause is the command line's iommu.strict: {cause}\n{said}"
+    );
+}
+
+/// `scripts/deb --arch arm64` packages the aarch64 build: the package is for arm64, named for the
+/// commit this machine's build of the same tree names, and its /usr/bin/iommutop is an aarch64
+/// ELF executable (e_machine 183). Needs the arm64 lab's kernel (for the build), not a boot.
+#[test]
+fn arm64_package_holds_the_aarch64_binary() {
+    if support::lab_skipped("arm64_package_holds_the_aarch64_binary") {
+        return;
+    }
+    let iommutop = support::project_root().join(arm64_iommutop());
+    let out = tempfile::tempdir().expect("tempdir");
+    let output = Command::new(support::project_root().join("scripts/deb"))
+        .args(["--arch", "arm64", "--profile", "debug", "--binary"])
+        .arg(&iommutop)
+        .args(["--host-binary", &support::iommutop_bin(), "--out"])
+        .arg(out.path())
+        .output()
+        .expect("scripts/deb runs");
+    support::assert_succeeded(&output, "scripts/deb --arch arm64");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let deb = stdout
+        .lines()
+        .last()
+        .expect("the package's path")
+        .to_string();
+    assert!(deb.ends_with("_arm64.deb"), "{stdout}");
+    let info = Command::new("dpkg-deb")
+        .args(["--field", &deb, "Architecture", "Version"])
+        .output()
+        .expect("dpkg-deb runs");
+    let info = String::from_utf8_lossy(&info.stdout).into_owned();
+    assert!(info.contains("Architecture: arm64\n"), "{info}");
+    let version = Command::new(support::iommutop_bin())
+        .arg("--version")
+        .output()
+        .expect("runs");
+    let version = String::from_utf8_lossy(&version.stdout).into_owned();
+    let commit = version.trim().rsplit(['(', ')']).nth(1).expect("a commit");
+    assert!(info.contains(&format!("+git.{commit}\n")), "{info}");
+
+    let tar = Command::new("dpkg-deb")
+        .args(["--fsys-tarfile", &deb])
+        .output()
+        .expect("dpkg-deb runs");
+    let unpacked = out.path().join("root");
+    std::fs::create_dir_all(&unpacked).expect("mkdir");
+    let mut untar = Command::new("tar")
+        .args(["-x", "-C"])
+        .arg(&unpacked)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("tar runs");
+    std::io::Write::write_all(untar.stdin.as_mut().expect("stdin"), &tar.stdout).expect("write");
+    drop(untar.stdin.take());
+    assert!(untar.wait().expect("tar ends").success(), "tar -x");
+    let packaged = std::fs::read(unpacked.join("usr/bin/iommutop")).expect("usr/bin/iommutop");
+    const EM_AARCH64: u16 = 183;
+    assert_eq!(&packaged[..4], b"\x7fELF", "an ELF file");
+    assert_eq!(
+        u16::from_le_bytes([packaged[18], packaged[19]]),
+        EM_AARCH64,
+        "an aarch64 executable"
+    );
+    assert_eq!(
+        packaged,
+        std::fs::read(&iommutop).expect("the build"),
+        "the package holds the aarch64 build itself"
     );
 }
 
