@@ -168,7 +168,7 @@ pub struct DmaContentionResults {
 }
 
 impl DmaContentionResults {
-    fn of(curve: Vec<Step>, target: fio::TargetResult, interrupted: bool) -> DmaContentionResults {
+    pub(crate) fn of(curve: Vec<Step>, target: fio::TargetResult, interrupted: bool) -> DmaContentionResults {
         let mean = |step: Option<&Step>, op: Op| -> Option<f64> {
             step?.probes.as_ref()?.as_ref()?.ops.get(op.name())?.mean_ns
         };
@@ -187,7 +187,7 @@ impl DmaContentionResults {
 
 /// The probe numbers of one step for the device at `pci`; `None` when the probes saw nothing
 /// of it.
-fn step_probes(window: &ProbeWindow, pci: &str, ios: u64) -> Option<StepProbes> {
+pub(crate) fn step_probes(window: &ProbeWindow, pci: &str, ios: u64) -> Option<StepProbes> {
     let device = window.device(pci)?;
     let ops = STEP_OPS
         .iter()

@@ -79,6 +79,9 @@ pub struct ReportedOutput {
 }
 
 #[cfg(test)]
+mod examples;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::fio::parse::{parse_report, split_objects};
