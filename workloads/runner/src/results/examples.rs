@@ -1,14 +1,16 @@
 //! One run of each workload whose results were maps before the model typed them, built from
-//! fixed numbers through the workload's own code, and the JSON the report holds of each: the
-//! copies in `model/tests/results/` were written by the build before (set
-//! `IOMMUTOP_WRITE_RESULTS` to write them again), so equal text is the same report.
+//! fixed numbers through the workload's own code, and the JSON and summary of each: the copies
+//! in `model/tests/results/` and `testdata/summaries/` were written by the build before the
+//! types (commit 855fd1d; `IOMMUTOP_WRITE_RESULTS` writes them again), so equal text is the
+//! same report and the same summary.
 
 use crate::dma_contention::{self, Step};
 use crate::tlb::{steps, CurvePoint, SeriesBacking, TlbResults, TscResult};
-use crate::vfio_nvme::{RunResults, SweepResults, VfioNvmeResults};
+use crate::vfio_nvme::VfioNvmeResults;
 use crate::window::{ProbeWindow, WindowDevice, WindowOp};
 use crate::{WorkloadKind, WorkloadOutput};
 use iommutop_model::results::fio::{TargetKind, TargetResult};
+use iommutop_model::results::WorkloadResults;
 use iommutop_model::workload::{Headline, WorkUnit};
 use iommutop_vfio_nvme as driver;
 use std::collections::BTreeMap;
@@ -133,20 +135,20 @@ fn tlb() -> WorkloadOutput {
         (
             "4k".to_string(),
             SeriesBacking {
-                backing: "4k",
+                backing: "4k".into(),
                 huge_fraction: None,
             },
         ),
         (
             "2m".to_string(),
             SeriesBacking {
-                backing: "thp",
+                backing: "thp".into(),
                 huge_fraction: Some(0.75),
             },
         ),
     ]);
     let results = TlbResults {
-        pattern: "pages",
+        pattern: "pages".into(),
         page_sizes,
         sizes_per_page_size: sizes.len(),
         ns_per_access_4k_largest: Some(9.75),
@@ -160,6 +162,7 @@ fn tlb() -> WorkloadOutput {
         steps: found,
         estimates,
         interrupted: false,
+        work: None,
     };
     WorkloadOutput::new(results, Headline::uncounted(WorkUnit::Access), Vec::new())
 }
@@ -217,7 +220,9 @@ fn setup() -> driver::SetupCost {
         ..driver::SetupCost::default()
     };
     for (what, bytes) in [("queues", 90_112), ("data", 2 << 20)] {
-        setup.maps.push(map(what, bytes, driver::PageSize::Size4K, 0x10_0000));
+        setup
+            .maps
+            .push(map(what, bytes, driver::PageSize::Size4K, 0x10_0000));
         setup.map_total_ns += 48_211;
         setup.unmap_total_ns += 20_500;
     }
@@ -297,7 +302,7 @@ fn vfio_nvme_run() -> WorkloadOutput {
         host: host(),
     };
     let work = Headline::counted(WorkUnit::Io, result.ios as f64, "iops", result.iops);
-    let results = VfioNvmeResults::Run(Box::new(RunResults::of(result)));
+    let results = VfioNvmeResults::Run(Box::new(result.reported()));
     WorkloadOutput::new(results, work, Vec::new())
 }
 
@@ -323,7 +328,12 @@ fn vfio_nvme_sweep() -> WorkloadOutput {
         let (knee, verdict) = driver::sweep::analyse(page_size, &steps);
         driver::SweepSeries {
             page_size,
-            map: map("data", steps.last().map_or(0, |s| s.bytes_covered), page_size, 0x20_0000),
+            map: map(
+                "data",
+                steps.last().map_or(0, |s| s.bytes_covered),
+                page_size,
+                0x20_0000,
+            ),
             steps,
             knee,
             verdict,
@@ -338,20 +348,27 @@ fn vfio_nvme_sweep() -> WorkloadOutput {
         device: device(),
         setup: setup(),
         series: vec![
-            series(driver::PageSize::Size4K, &[9_000, 9_010, 8_990, 9_005, 12_400, 12_380]),
+            series(
+                driver::PageSize::Size4K,
+                &[9_000, 9_010, 8_990, 9_005, 12_400, 12_380],
+            ),
             series(driver::PageSize::Size2M, &[9_000, 9_020, 8_990]),
         ],
         interrupted: false,
         host: driver::HostChanges::default(),
     };
-    let results = VfioNvmeResults::Sweep(Box::new(SweepResults::of(result)));
+    let results = VfioNvmeResults::Sweep(Box::new(result.reported()));
     WorkloadOutput::new(results, Headline::uncounted(WorkUnit::Io), Vec::new())
 }
 
 /// Each example by the name of its copies, with its workload.
 fn examples() -> Vec<(&'static str, WorkloadKind, WorkloadOutput)> {
     vec![
-        ("dma-contention", WorkloadKind::DmaContention, dma_contention()),
+        (
+            "dma-contention",
+            WorkloadKind::DmaContention,
+            dma_contention(),
+        ),
         ("tlb", WorkloadKind::Tlb, tlb()),
         ("vfio-nvme-run", WorkloadKind::VfioNvme, vfio_nvme_run()),
         ("vfio-nvme-sweep", WorkloadKind::VfioNvme, vfio_nvme_sweep()),
@@ -371,8 +388,14 @@ fn assert_copy(path: &std::path::Path, text: &str) {
 #[test]
 fn examples_write_the_json_of_the_build_before_their_types() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../model/tests/results");
-    for (name, _, output) in examples() {
+    for (name, kind, output) in examples() {
         let results = output.reported().expect("encodes").results;
+        let read = WorkloadResults::read(kind.name(), results.to_map().expect("encodes"));
+        assert!(
+            !matches!(read, WorkloadResults::Other(_)),
+            "{name} read as a map"
+        );
+        assert_eq!(read, results, "{name} read back");
         let mut text = serde_json::to_string_pretty(&results).expect("encodes");
         text.push('\n');
         assert_copy(&dir.join(format!("{name}.json")), &text);
