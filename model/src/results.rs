@@ -6,16 +6,23 @@
 //! the map of results the workloads built before they were typed was. Reading keeps a typed
 //! variant only when it writes back exactly what was read, so no report changes on a round trip.
 
+pub mod dma_contention;
 pub mod fio;
 pub mod netperf;
+pub mod tlb;
+pub mod vfio_nvme;
 
 use crate::sample::Op;
 use crate::workload::{Headline, WORK_KEY};
+use dma_contention::DmaContentionResults;
 use fio::FioResults;
 use netperf::NetperfResults;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
+use tlb::TlbResults;
+use vfio_nvme::VfioNvmeResults;
 
 /// The key of a failed run's error among its results.
 const ERROR_KEY: &str = "error";
@@ -27,6 +34,10 @@ const INTERRUPTED_KEY: &str = "interrupted";
 pub enum WorkloadResults {
     Netperf(Box<NetperfResults>),
     Fio(Box<FioResults>),
+    DmaContention(Box<DmaContentionResults>),
+    Tlb(Box<TlbResults>),
+    /// An I/O run's or an IOTLB sweep's.
+    VfioNvme(VfioNvmeResults),
     /// The workload failed before it had results: `{"error": …}`.
     Failed {
         error: String,
@@ -45,12 +56,11 @@ impl WorkloadResults {
         let value = Value::Object(results);
         let typed = match (name, failure(&value)) {
             (_, Some(failure)) => Some(failure),
-            ("netperf", None) => serde_json::from_value::<NetperfResults>(value.clone())
-                .ok()
-                .map(WorkloadResults::from),
-            ("fio", None) => serde_json::from_value::<FioResults>(value.clone())
-                .ok()
-                .map(WorkloadResults::from),
+            ("netperf", None) => typed::<NetperfResults>(&value),
+            ("fio", None) => typed::<FioResults>(&value),
+            ("dma-contention", None) => typed::<DmaContentionResults>(&value),
+            ("tlb", None) => typed::<TlbResults>(&value),
+            ("vfio-nvme", None) => typed::<VfioNvmeResults>(&value),
             _ => None,
         };
         let Value::Object(results) = value else {
@@ -82,6 +92,9 @@ impl WorkloadResults {
         let value = match self {
             WorkloadResults::Netperf(results) => serde_json::to_value(results)?,
             WorkloadResults::Fio(results) => serde_json::to_value(results)?,
+            WorkloadResults::DmaContention(results) => serde_json::to_value(results)?,
+            WorkloadResults::Tlb(results) => serde_json::to_value(results)?,
+            WorkloadResults::VfioNvme(results) => serde_json::to_value(results)?,
             WorkloadResults::Failed { error } => serde_json::json!({ ERROR_KEY: error }),
             WorkloadResults::Interrupted => serde_json::json!({ INTERRUPTED_KEY: true }),
             WorkloadResults::Other(results) => return Ok(results.clone()),
@@ -94,6 +107,9 @@ impl WorkloadResults {
         match self {
             WorkloadResults::Netperf(results) => results.work.clone(),
             WorkloadResults::Fio(results) => results.run.work.clone(),
+            WorkloadResults::DmaContention(results) => results.work.clone(),
+            WorkloadResults::Tlb(results) => results.work.clone(),
+            WorkloadResults::VfioNvme(results) => results.work().cloned(),
             WorkloadResults::Failed { .. } | WorkloadResults::Interrupted => None,
             WorkloadResults::Other(results) => {
                 serde_json::from_value(results.get(WORK_KEY)?.clone()).ok()
@@ -106,6 +122,9 @@ impl WorkloadResults {
         match self {
             WorkloadResults::Netperf(_) | WorkloadResults::Failed { .. } => false,
             WorkloadResults::Fio(results) => results.run.interrupted,
+            WorkloadResults::DmaContention(results) => results.interrupted,
+            WorkloadResults::Tlb(results) => results.interrupted,
+            WorkloadResults::VfioNvme(results) => results.interrupted(),
             WorkloadResults::Interrupted => true,
             WorkloadResults::Other(results) => {
                 results.get(INTERRUPTED_KEY) == Some(&Value::Bool(true))
@@ -149,6 +168,14 @@ pub fn results_object(value: Value) -> Result<Map<String, Value>, serde_json::Er
     }
 }
 
+/// `value` read as workload results of type `T`, if it reads as one.
+fn typed<T>(value: &Value) -> Option<WorkloadResults>
+where
+    T: DeserializeOwned + Into<WorkloadResults>,
+{
+    T::deserialize(value).ok().map(Into::into)
+}
+
 /// A failed or interrupted run's results: only `error`, or only `interrupted: true`.
 fn failure(results: &Value) -> Option<WorkloadResults> {
     let map = results.as_object()?;
@@ -181,6 +208,24 @@ impl From<NetperfResults> for WorkloadResults {
 impl From<FioResults> for WorkloadResults {
     fn from(results: FioResults) -> WorkloadResults {
         WorkloadResults::Fio(Box::new(results))
+    }
+}
+
+impl From<DmaContentionResults> for WorkloadResults {
+    fn from(results: DmaContentionResults) -> WorkloadResults {
+        WorkloadResults::DmaContention(Box::new(results))
+    }
+}
+
+impl From<TlbResults> for WorkloadResults {
+    fn from(results: TlbResults) -> WorkloadResults {
+        WorkloadResults::Tlb(Box::new(results))
+    }
+}
+
+impl From<VfioNvmeResults> for WorkloadResults {
+    fn from(results: VfioNvmeResults) -> WorkloadResults {
+        WorkloadResults::VfioNvme(results)
     }
 }
 
@@ -260,6 +305,63 @@ mod tests {
         let marked = marked.marked_by("tlb-sweep", &failed);
         assert_eq!(marked.error(), Some("exited with 1"));
         assert!(marked.interrupted(), "the first mark stays");
+    }
+
+    /// dma-contention's, tlb's and vfio-nvme's results as the build before their types wrote
+    /// them (`model/tests/results/`) read as their types and write back the same text.
+    #[test]
+    fn results_written_before_their_types_read_typed_and_write_back_the_same_text() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/results");
+        for (name, file) in [
+            ("dma-contention", "dma-contention.json"),
+            ("tlb", "tlb.json"),
+            ("vfio-nvme", "vfio-nvme-run.json"),
+            ("vfio-nvme", "vfio-nvme-sweep.json"),
+        ] {
+            let text = std::fs::read_to_string(dir.join(file)).expect("readable");
+            let map: Map<String, Value> = serde_json::from_str(&text).expect("an object");
+            let results = WorkloadResults::read(name, map);
+            let typed = match &results {
+                WorkloadResults::DmaContention(_) => "dma-contention",
+                WorkloadResults::Tlb(_) => "tlb",
+                WorkloadResults::VfioNvme(_) => "vfio-nvme",
+                other => panic!("{file}: read as {other:?}"),
+            };
+            assert_eq!(typed, name, "{file}");
+            let mut written = serde_json::to_string_pretty(&results).expect("encodes");
+            written.push('\n');
+            assert!(written == text, "{file} written back differs");
+        }
+    }
+
+    /// What compare, gates and run read of them comes from the typed fields.
+    #[test]
+    fn typed_results_answer_headline_interrupted_and_metrics() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/results");
+        let read_file = |name: &str, file: &str| {
+            let text = std::fs::read_to_string(dir.join(file)).expect("readable");
+            WorkloadResults::read(name, serde_json::from_str(&text).expect("an object"))
+        };
+        let contention = read_file("dma-contention", "dma-contention.json");
+        assert!(contention.interrupted());
+        assert_eq!(contention.metric("dma_map_mean_ns_growth"), Some(2.5));
+        assert_eq!(
+            contention.headline().map(|h| h.unit),
+            Some(crate::workload::WorkUnit::Io)
+        );
+        let tlb = read_file("tlb", "tlb.json");
+        assert!(!tlb.interrupted());
+        assert_eq!(tlb.metric("ns_per_access_2m_largest"), Some(9.5));
+        let run = read_file("vfio-nvme", "vfio-nvme-run.json");
+        assert!(matches!(
+            run,
+            WorkloadResults::VfioNvme(VfioNvmeResults::Run(_))
+        ));
+        assert_eq!(run.metric("setup_map_ns"), Some(96_422.0));
+        assert_eq!(run.headline().and_then(|h| h.count), Some(800.0));
+        let sweep = read_file("vfio-nvme", "vfio-nvme-sweep.json");
+        assert_eq!(sweep.metric("iotlb_entries_4k"), Some(64.0));
+        assert_eq!(sweep.metric("iotlb_entries_2m"), None);
     }
 
     /// A key the type does not know would be dropped on the way back: such results stay a map.

@@ -11,14 +11,14 @@ use crate::error::WorkloadError;
 use crate::fio::{self, run_job, FioJob};
 use crate::params::{DefaultValue, Kind, ParamSpec, ParamValues};
 use crate::process::require_tool;
-use crate::window::{per_unit, PerUnit, ProbeWindow, WindowOp};
+use crate::window::{per_unit, ProbeWindow, WindowOp};
 use crate::{Workload, WorkloadOutput};
 use iommutop_model::sample::Op;
 use iommutop_model::workload::{Headline, WorkUnit};
-use serde::Serialize;
-use serde_json::{json, Map, Value};
-use std::collections::BTreeMap;
+use serde_json::json;
 use std::path::PathBuf;
+
+pub use iommutop_model::results::dma_contention::{DmaContentionResults, Step, StepProbes};
 
 pub const SPECS: &[ParamSpec] = &[
     ParamSpec {
@@ -71,17 +71,6 @@ pub const SPECS: &[ParamSpec] = &[
     },
 ];
 
-/// The operations a step reports with their latency.
-const STEP_OPS: [Op; 7] = [
-    Op::DmaMap,
-    Op::DmaUnmap,
-    Op::IovaAlloc,
-    Op::IovaAllocSlow,
-    Op::IovaFree,
-    Op::IommuMap,
-    Op::IotlbFlush,
-];
-
 pub struct DmaContention {
     params: ParamValues,
     threads: Vec<u64>,
@@ -124,87 +113,25 @@ impl DmaContention {
     }
 }
 
-/// The probes' numbers of one step for the device: each of [`STEP_OPS`] under its name (zero
-/// when the probes saw none), the counts per I/O, and the step's length.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StepProbes {
-    #[serde(flatten)]
-    pub ops: BTreeMap<&'static str, WindowOp>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub per_io: Option<PerUnit>,
-    pub window_s: f64,
-}
-
-/// One step of the curve: fio's numbers at a job count, and the probes' when they were attached
-/// (`probes` is null when they saw nothing of the device, absent when none were attached).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Step {
-    pub threads: u64,
-    pub iops: f64,
-    pub ios: u64,
-    pub clat_mean_us: Option<f64>,
-    pub clat_p99_us: Option<f64>,
-    pub sys_cpu_percent: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub probes: Option<Option<StepProbes>>,
-}
-
-/// What a dma-contention run did, as `run.workload.results` holds it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DmaContentionResults {
-    pub steps: usize,
-    /// IOPS with one job.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub iops_1: Option<f64>,
-    /// Mean latency at the last step over the first, when both were timed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub iova_alloc_mean_ns_growth: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dma_map_mean_ns_growth: Option<f64>,
-    pub curve: Vec<Step>,
-    pub target: fio::TargetResult,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub interrupted: bool,
-}
-
-impl DmaContentionResults {
-    fn of(curve: Vec<Step>, target: fio::TargetResult, interrupted: bool) -> DmaContentionResults {
-        let mean = |step: Option<&Step>, op: Op| -> Option<f64> {
-            step?.probes.as_ref()?.as_ref()?.ops.get(op.name())?.mean_ns
-        };
-        let growth = |op: Op| Some(mean(curve.last(), op)? / mean(curve.first(), op)?);
-        DmaContentionResults {
-            steps: curve.len(),
-            iops_1: curve.first().map(|step| step.iops),
-            iova_alloc_mean_ns_growth: growth(Op::IovaAlloc),
-            dma_map_mean_ns_growth: growth(Op::DmaMap),
-            curve,
-            target,
-            interrupted,
-        }
-    }
-}
-
 /// The probe numbers of one step for the device at `pci`; `None` when the probes saw nothing
 /// of it.
-fn step_probes(window: &ProbeWindow, pci: &str, ios: u64) -> Option<StepProbes> {
+pub(crate) fn step_probes(window: &ProbeWindow, pci: &str, ios: u64) -> Option<StepProbes> {
     let device = window.device(pci)?;
-    let ops = STEP_OPS
-        .iter()
-        .map(|op| {
-            let stats = device.ops.get(op.name()).cloned().unwrap_or(WindowOp {
-                count: 0,
-                per_s: 0.0,
-                mean_ns: None,
-                p50_ns: None,
-                p90_ns: None,
-                p99_ns: None,
-            });
-            (op.name(), stats)
-        })
-        .collect();
+    let op = |op: Op| {
+        device
+            .ops
+            .get(op.name())
+            .cloned()
+            .unwrap_or_else(WindowOp::unseen)
+    };
     Some(StepProbes {
-        ops,
+        dma_map: op(Op::DmaMap),
+        dma_unmap: op(Op::DmaUnmap),
+        iova_alloc: op(Op::IovaAlloc),
+        iova_alloc_slow: op(Op::IovaAllocSlow),
+        iova_free: op(Op::IovaFree),
+        iommu_map: op(Op::IommuMap),
+        iotlb_flush: op(Op::IotlbFlush),
         per_io: per_unit(window, pci, ios),
         window_s: window.duration_s,
     })
@@ -313,38 +240,34 @@ impl Workload for DmaContention {
     }
 }
 
-fn ns(v: &Value) -> String {
-    v.as_f64().map_or("-".into(), |x| format!("{x:.0}"))
+fn ns(v: Option<f64>) -> String {
+    v.map_or("-".into(), |x| format!("{x:.0}"))
 }
 
 /// The curve as a table.
-pub fn summarize(results: &Map<String, Value>) -> String {
-    let target = results
-        .get("target")
-        .and_then(|t| t["filename"].as_str())
-        .unwrap_or("?");
+pub fn summarize(results: &DmaContentionResults) -> String {
     let mut out = format!(
-        "dma-contention on {target}\n{:>7} {:>10} {:>12} {:>12} {:>12} {:>12} {:>10}\n",
-        "threads", "IOPS", "map ns avg", "map ns p99", "iova ns avg", "unmap ns avg", "iova slow"
+        "dma-contention on {}\n{:>7} {:>10} {:>12} {:>12} {:>12} {:>12} {:>10}\n",
+        results.target.filename,
+        "threads",
+        "IOPS",
+        "map ns avg",
+        "map ns p99",
+        "iova ns avg",
+        "unmap ns avg",
+        "iova slow"
     );
-    for p in results
-        .get("curve")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let probes = &p["probes"];
+    for step in &results.curve {
+        let probes = step.probes.as_ref().and_then(Option::as_ref);
         out.push_str(&format!(
             "{:>7} {:>10.0} {:>12} {:>12} {:>12} {:>12} {:>10}\n",
-            p["threads"].as_u64().unwrap_or(0),
-            p["iops"].as_f64().unwrap_or(0.0),
-            ns(&probes["dma_map"]["mean_ns"]),
-            ns(&probes["dma_map"]["p99_ns"]),
-            ns(&probes["iova_alloc"]["mean_ns"]),
-            ns(&probes["dma_unmap"]["mean_ns"]),
-            probes["iova_alloc_slow"]["count"]
-                .as_u64()
-                .map_or("-".into(), |c| c.to_string()),
+            step.threads,
+            step.iops,
+            ns(probes.and_then(|p| p.dma_map.mean_ns)),
+            ns(probes.and_then(|p| p.dma_map.p99_ns).map(|v| v as f64)),
+            ns(probes.and_then(|p| p.iova_alloc.mean_ns)),
+            ns(probes.and_then(|p| p.dma_unmap.mean_ns)),
+            probes.map_or("-".into(), |p| p.iova_alloc_slow.count.to_string()),
         ));
     }
     out
@@ -394,15 +317,29 @@ mod tests {
             },
         );
         window.devices.insert("0000:00:04.0".into(), device);
-        let step = json!(step_probes(&window, "0000:00:04.0", 400));
+        let probes = step_probes(&window, "0000:00:04.0", 400);
+        let step = json!(probes);
         assert_eq!(step["iova_alloc"]["mean_ns"], json!(350.0));
         assert_eq!(step["iova_alloc"]["p99_ns"], json!(900));
         assert_eq!(step["dma_map"]["count"], json!(0));
         assert_eq!(step["per_io"]["iova_alloc"], json!(1.0));
         assert_eq!(step_probes(&window, "0000:00:09.0", 1), None);
-        let results = json!({"curve": [{"threads": 2, "iops": 200.0, "probes": step}],
-                             "target": {"filename": "/dev/nvme0n1"}});
-        let text = summarize(results.as_object().unwrap());
+        let step = Step {
+            threads: 2,
+            iops: 200.0,
+            ios: 400,
+            clat_mean_us: None,
+            clat_p99_us: None,
+            sys_cpu_percent: None,
+            probes: Some(probes),
+        };
+        let target = iommutop_model::results::fio::TargetResult {
+            filename: "/dev/nvme0n1".into(),
+            kind: iommutop_model::results::fio::TargetKind::BlockDevice,
+            disk: None,
+            pci_address: None,
+        };
+        let text = summarize(&DmaContentionResults::of(vec![step], target, false));
         assert!(text.contains("      2        200"), "{text}");
         assert!(text.contains("350"), "{text}");
     }

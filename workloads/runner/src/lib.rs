@@ -38,8 +38,9 @@ pub use profile::{Profile, ProfileError, ProfileSet};
 pub use registry::WorkloadKind;
 pub use window::{ProbeWindow, WindowAccumulator};
 
+pub use iommutop_model::results::WorkloadResults;
 use iommutop_model::workload::Headline;
-pub use results::{ReportedOutput, WorkloadResults};
+pub use results::ReportedOutput;
 
 /// What a run produced: the workload's own numbers, its unit of work, and sentences about
 /// their limits.
@@ -68,15 +69,13 @@ impl WorkloadOutput {
         }
     }
 
-    /// The output as the report holds it (see [`WorkloadResults::to_report`]).
+    /// The output as the report holds it: the results with the unit of work among them.
     pub fn reported(self) -> Result<ReportedOutput, WorkloadError> {
-        let results = self
-            .results
-            .to_report(self.work)
-            .map_err(|e| WorkloadError::Output {
-                tool: "iommutop".into(),
-                message: format!("encoding the workload's results: {e}"),
-            })?;
+        let results = results::with_work(self.results, self.work);
+        results.to_map().map_err(|e| WorkloadError::Output {
+            tool: "iommutop".into(),
+            message: format!("encoding the workload's results: {e}"),
+        })?;
         Ok(ReportedOutput {
             results,
             warnings: self.warnings,

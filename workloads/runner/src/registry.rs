@@ -126,13 +126,9 @@ impl WorkloadKind {
         match (self, results) {
             (_, ReportResults::Netperf(results)) => netperf::summarize(results),
             (_, ReportResults::Fio(results)) => fio::summarize(results),
-            (WorkloadKind::DmaContention, ReportResults::Other(results)) => {
-                dma_contention::summarize(results)
-            }
-            (WorkloadKind::Tlb, ReportResults::Other(results)) => tlb::summarize(results),
-            (WorkloadKind::VfioNvme, ReportResults::Other(results)) => {
-                vfio_nvme::summarize(results)
-            }
+            (_, ReportResults::DmaContention(results)) => dma_contention::summarize(results),
+            (_, ReportResults::Tlb(results)) => tlb::summarize(results),
+            (_, ReportResults::VfioNvme(results)) => vfio_nvme::summarize(results),
             _ => String::new(),
         }
     }

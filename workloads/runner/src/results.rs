@@ -1,82 +1,48 @@
-//! Every workload's results as one enum ([`WorkloadResults`]), and what the report holds of
-//! them: a JSON object, keys in name order (as a map of results was written before they were
-//! typed), the unit of work among them as `work`.
+//! What the report holds of a run's results: the model's [`WorkloadResults`], typed for every
+//! built-in workload, with the unit of work among them as `work`.
 
-use crate::dma_contention::DmaContentionResults;
-use crate::tlb::TlbResults;
-use crate::vfio_nvme::VfioNvmeResults;
-use iommutop_model::results::{results_object, WorkloadResults as ReportResults};
-use iommutop_model::workload::{Headline, WORK_KEY};
-use serde::Serialize;
+use iommutop_model::results::WorkloadResults;
+use iommutop_model::workload::Headline;
 
-/// What a built-in workload's run did: netperf's and fio's already as the report types them,
-/// the others one variant each (boxed: they are hundreds of bytes each, and one is made per
-/// run).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum WorkloadResults {
-    Typed(ReportResults),
-    DmaContention(Box<DmaContentionResults>),
-    Tlb(Box<TlbResults>),
-    VfioNvme(Box<VfioNvmeResults>),
-}
-
-impl WorkloadResults {
-    /// The results as `run.workload.results` holds them, `work` the headline when there is
-    /// one: netperf's and fio's typed; the other workloads' as the JSON object their types
-    /// write (keys in name order), until their types move into the model.
-    pub fn to_report(self, work: Option<Headline>) -> Result<ReportResults, serde_json::Error> {
-        Ok(match self {
-            WorkloadResults::Typed(ReportResults::Netperf(mut results)) => {
-                results.work = work;
-                ReportResults::Netperf(results)
-            }
-            WorkloadResults::Typed(ReportResults::Fio(mut results)) => {
-                results.run.work = work;
-                ReportResults::Fio(results)
-            }
-            WorkloadResults::Typed(other) => other,
-            other => {
-                let mut results = results_object(serde_json::to_value(&other)?)?;
-                if let Some(work) = work {
-                    results.insert(WORK_KEY.to_string(), serde_json::to_value(work)?);
-                }
-                ReportResults::Other(results)
-            }
-        })
-    }
-}
-
-impl From<ReportResults> for WorkloadResults {
-    fn from(results: ReportResults) -> WorkloadResults {
-        WorkloadResults::Typed(results)
-    }
-}
-
-impl From<DmaContentionResults> for WorkloadResults {
-    fn from(results: DmaContentionResults) -> WorkloadResults {
-        WorkloadResults::DmaContention(Box::new(results))
-    }
-}
-
-impl From<TlbResults> for WorkloadResults {
-    fn from(results: TlbResults) -> WorkloadResults {
-        WorkloadResults::Tlb(Box::new(results))
-    }
-}
-
-impl From<VfioNvmeResults> for WorkloadResults {
-    fn from(results: VfioNvmeResults) -> WorkloadResults {
-        WorkloadResults::VfioNvme(Box::new(results))
+/// `results` with `work`, the headline, among them where their type keeps one (a failed or
+/// interrupted run's results have none).
+pub fn with_work(results: WorkloadResults, work: Option<Headline>) -> WorkloadResults {
+    match results {
+        WorkloadResults::Netperf(mut results) => {
+            results.work = work;
+            WorkloadResults::Netperf(results)
+        }
+        WorkloadResults::Fio(mut results) => {
+            results.run.work = work;
+            WorkloadResults::Fio(results)
+        }
+        WorkloadResults::DmaContention(mut results) => {
+            results.work = work;
+            WorkloadResults::DmaContention(results)
+        }
+        WorkloadResults::Tlb(mut results) => {
+            results.work = work;
+            WorkloadResults::Tlb(results)
+        }
+        WorkloadResults::VfioNvme(mut results) => {
+            results.set_work(work);
+            WorkloadResults::VfioNvme(results)
+        }
+        other @ (WorkloadResults::Failed { .. }
+        | WorkloadResults::Interrupted
+        | WorkloadResults::Other(_)) => other,
     }
 }
 
 /// A run's output as the report holds it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReportedOutput {
-    pub results: ReportResults,
+    pub results: WorkloadResults,
     pub warnings: Vec<String>,
 }
+
+#[cfg(test)]
+mod examples;
 
 #[cfg(test)]
 mod tests {
@@ -99,9 +65,9 @@ mod tests {
             };
             let name = workload["name"].as_str().expect("name");
             let held = workload["results"].as_object().expect("results").clone();
-            let typed = ReportResults::read(name, held.clone());
+            let typed = WorkloadResults::read(name, held.clone());
             assert!(
-                !matches!(typed, ReportResults::Other(_)),
+                !matches!(typed, WorkloadResults::Other(_)),
                 "{}: {name} results kept as a map",
                 path.display()
             );
@@ -124,11 +90,9 @@ mod tests {
             let mut results = crate::fio::results_of(&result);
             results.run.command = vec!["fio".into()];
             let headline = crate::fio::headline(&result);
-            let reported = WorkloadResults::from(ReportResults::from(results))
-                .to_report(Some(headline))
-                .expect("encodes");
-            assert!(matches!(reported, ReportResults::Fio(_)));
-            let read = ReportResults::read("fio", reported.to_map().expect("encodes"));
+            let reported = with_work(WorkloadResults::from(results), Some(headline));
+            assert!(matches!(reported, WorkloadResults::Fio(_)));
+            let read = WorkloadResults::read("fio", reported.to_map().expect("encodes"));
             assert_eq!(read, reported);
         }
     }

@@ -10,14 +10,14 @@ use crate::params::ParamValues;
 use crate::{Workload, WorkloadOutput};
 use iommutop_model::workload::{Headline, WorkUnit};
 use iommutop_vfio_nvme as driver;
-use serde::Serialize;
-use serde_json::{Map, Value};
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+mod summary;
+
 pub use driver::options::{is_sweep, SPECS};
+pub use iommutop_model::results::vfio_nvme::VfioNvmeResults;
 
 /// What the driver is asked to do.
 enum Job {
@@ -124,67 +124,6 @@ fn write_file(path: &Option<PathBuf>, text: &str) -> Result<(), WorkloadError> {
     }
 }
 
-/// What a vfio-nvme run did, as the report holds it: an I/O run's or a sweep's results (boxed:
-/// both are large).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum VfioNvmeResults {
-    Run(Box<RunResults>),
-    Sweep(Box<SweepResults>),
-}
-
-/// A run's results: the driver's typed result whole, with the set-up mapping cost on top so
-/// that `compare` and `--fail-if workload.setup_map_ns` find it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunResults {
-    #[serde(flatten)]
-    pub run: driver::RunResult,
-    pub setup_maps: usize,
-    pub setup_map_ns: u64,
-    /// The run's latency percentiles again, under a name that says their unit.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub latency_ns: Option<driver::LatencySummary>,
-}
-
-impl RunResults {
-    pub fn of(run: driver::RunResult) -> RunResults {
-        RunResults {
-            setup_maps: run.setup.maps.len(),
-            setup_map_ns: run.setup.map_total_ns,
-            latency_ns: run.latency,
-            run,
-        }
-    }
-}
-
-/// A sweep's results: the driver's typed result, and each page size's IOTLB-entries estimate
-/// on top (`iotlb_entries_4k`, `iotlb_entries_2m`) where the sweep found a knee.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SweepResults {
-    #[serde(flatten)]
-    pub sweep: driver::SweepResult,
-    #[serde(flatten)]
-    pub iotlb_entries: BTreeMap<String, u64>,
-}
-
-impl SweepResults {
-    pub fn of(sweep: driver::SweepResult) -> SweepResults {
-        let iotlb_entries = sweep
-            .series
-            .iter()
-            .filter_map(|series| {
-                let knee = series.knee.as_ref()?;
-                let key = format!("iotlb_entries_{}", series.page_size.name());
-                Some((key, knee.entries_estimate))
-            })
-            .collect();
-        SweepResults {
-            sweep,
-            iotlb_entries,
-        }
-    }
-}
-
 impl Workload for VfioNvme {
     fn name(&self) -> &'static str {
         "vfio-nvme"
@@ -223,7 +162,7 @@ impl Workload for VfioNvme {
                     Self::drive(ctl, |cancel| driver::run(params, cancel)).map_err(classify)?;
                 write_file(&self.ccdf_csv, &result.ccdf_csv())?;
                 let work = Headline::counted(WorkUnit::Io, result.ios as f64, "iops", result.iops);
-                let results = VfioNvmeResults::Run(Box::new(RunResults::of(result)));
+                let results = VfioNvmeResults::Run(Box::new(result.reported()));
                 Ok(WorkloadOutput::new(results, work, Vec::new()))
             }
             Job::Sweep(params) => {
@@ -231,7 +170,7 @@ impl Workload for VfioNvme {
                     .map_err(classify)?;
                 write_file(&self.svg, &result.svg())?;
                 let work = Headline::uncounted(WorkUnit::Io);
-                let results = VfioNvmeResults::Sweep(Box::new(SweepResults::of(result)));
+                let results = VfioNvmeResults::Sweep(Box::new(result.reported()));
                 Ok(WorkloadOutput::new(results, work, Vec::new()))
             }
         }
@@ -242,21 +181,11 @@ impl Workload for VfioNvme {
     }
 }
 
-/// The lines a person reads: the driver's own summary or sweep table.
-pub fn summarize(results: &Map<String, Value>) -> String {
-    let value = Value::Object(results.clone());
-    if let Ok(run) = serde_json::from_value::<driver::RunResult>(value.clone()) {
-        return run.summary_text();
-    }
-    match serde_json::from_value::<driver::SweepResult>(value) {
-        Ok(sweep) => {
-            let mut text = sweep.table();
-            for note in sweep.host.notes() {
-                text.push_str(&format!("host: {note}\n"));
-            }
-            text
-        }
-        Err(_) => serde_json::to_string_pretty(results).unwrap_or_default(),
+/// The lines a person reads: a run's summary or a sweep's table.
+pub fn summarize(results: &VfioNvmeResults) -> String {
+    match results {
+        VfioNvmeResults::Run(run) => summary::run_text(run),
+        VfioNvmeResults::Sweep(sweep) => summary::sweep_text(sweep),
     }
 }
 

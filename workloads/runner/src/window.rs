@@ -11,17 +11,7 @@ use iommutop_model::snapshot::Snapshot;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// One operation of one device over a window.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WindowOp {
-    pub count: u64,
-    pub per_s: f64,
-    /// Latency of the timed calls (fentry/kprobe tiers); `None` when the tier only counts.
-    pub mean_ns: Option<f64>,
-    pub p50_ns: Option<u64>,
-    pub p90_ns: Option<u64>,
-    pub p99_ns: Option<u64>,
-}
+pub use iommutop_model::results::dma_contention::WindowOp;
 
 /// One device row over a window.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

@@ -41,40 +41,9 @@ impl HostChanges {
         self.rebind.is_none() && self.hugepages.is_empty() && self.recovered.is_none()
     }
 
-    /// One sentence per change.
+    /// One sentence per change, as the report's summary says them.
     pub fn notes(&self) -> Vec<String> {
-        let mut notes = Vec::new();
-        if let Some(r) = &self.recovered {
-            notes.push(r.clone());
-        }
-        if let Some(b) = &self.rebind {
-            let from = b.from.as_deref().unwrap_or("no driver");
-            notes.push(if b.restored {
-                format!(
-                    "{} was bound to {} for the run and is back on {from}",
-                    b.pci_address, b.to
-                )
-            } else {
-                format!(
-                    "{} is bound to {} (was {from}): NOT restored",
-                    b.pci_address, b.to
-                )
-            });
-        }
-        for h in &self.hugepages {
-            notes.push(format!(
-                "{} huge pages raised from {} to {} for the run{}",
-                h.page_size,
-                h.from,
-                h.to,
-                if h.restored {
-                    " and put back"
-                } else {
-                    ": NOT put back"
-                }
-            ));
-        }
-        notes
+        self.reported().notes()
     }
 
     /// The changes a journal holds, each restored or not.

@@ -7,6 +7,7 @@
 //! maximum and sum, which the summary reports to the nanosecond.
 
 use hdrhistogram::Histogram;
+use iommutop_model::results::vfio_nvme::HistogramBuckets;
 use serde::{Deserialize, Serialize};
 
 /// Sub-bucket bits: 128 buckets per power of two (values below 256 are exact).
@@ -101,6 +102,11 @@ impl LatencyHistogram {
         (!self.is_empty()).then_some(self.max)
     }
 
+    /// The sum of every value recorded, in ns.
+    pub fn sum(&self) -> u128 {
+        self.sum
+    }
+
     pub fn mean(&self) -> Option<f64> {
         (!self.is_empty()).then(|| self.sum as f64 / self.total() as f64)
     }
@@ -155,34 +161,16 @@ impl LatencyHistogram {
     }
 }
 
-/// The serialized form: only non-empty buckets, as `[low_ns, high_ns, count]`.
-#[derive(Serialize, Deserialize)]
-struct HistogramData {
-    sub_bucket_bits: u32,
-    count: u64,
-    min_ns: Option<u64>,
-    max_ns: Option<u64>,
-    sum_ns: u128,
-    buckets: Vec<[u64; 3]>,
-}
-
+/// Serialized as the report holds it: only non-empty buckets, as `[low_ns, high_ns, count]`.
 impl Serialize for LatencyHistogram {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        HistogramData {
-            sub_bucket_bits: SUB_BITS,
-            count: self.total(),
-            min_ns: self.min(),
-            max_ns: self.max(),
-            sum_ns: self.sum,
-            buckets: self.buckets().map(|(l, h, c)| [l, h, c]).collect(),
-        }
-        .serialize(s)
+        self.buckets_reported().serialize(s)
     }
 }
 
 impl<'de> Deserialize<'de> for LatencyHistogram {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<LatencyHistogram, D::Error> {
-        let data = HistogramData::deserialize(d)?;
+        let data = HistogramBuckets::deserialize(d)?;
         if data.sub_bucket_bits != SUB_BITS {
             return Err(serde::de::Error::custom(format!(
                 "histogram with {} sub-bucket bits, this build reads {SUB_BITS}",

@@ -33,6 +33,7 @@ pub mod nvme;
 pub mod options;
 pub mod params;
 pub mod report;
+pub mod reported;
 pub mod rng;
 pub mod sweep;
 pub mod sys;

@@ -271,10 +271,12 @@ pub fn slot_bytes(block_size: u32) -> u64 {
 impl Params {
     /// Distinct buffer pages each thread uses: as given, or the fewest that hold `qd` buffers.
     pub fn pages_per_thread(&self) -> u64 {
-        self.pages.unwrap_or_else(|| {
-            let need = slot_bytes(self.block_size) * u64::from(self.queue_depth);
-            need.div_ceil(self.page_size.bytes()).max(1)
-        })
+        iommutop_model::results::vfio_nvme::params::buffer_pages(
+            self.pages,
+            self.block_size,
+            self.queue_depth,
+            self.page_size.bytes(),
+        )
     }
 
     /// Bytes of data buffer per thread.

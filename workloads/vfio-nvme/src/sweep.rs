@@ -165,59 +165,7 @@ pub fn analyse(page_size: PageSize, steps: &[SweepStep]) -> (Option<Knee>, Strin
     }
 }
 
-fn human_bytes(b: u64) -> String {
-    match b {
-        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{} GiB", b >> 30),
-        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
-        b => format!("{} KiB", b >> 10),
-    }
-}
-
 impl SweepResult {
-    /// The evidence as a text table per page size, with the verdict under it.
-    pub fn table(&self) -> String {
-        let mut s = String::new();
-        for series in &self.series {
-            let _ = writeln!(
-                s,
-                "page size {} (data buffer {} mapped once in {:.1} us)",
-                series.page_size,
-                human_bytes(series.map.bytes),
-                series.map.map_ns as f64 / 1e3
-            );
-            let _ = writeln!(
-                s,
-                "{:>8} {:>10} {:>7} {:>11} {:>11} {:>11} {:>8}",
-                "pages", "covers", "ios", "median_us", "p90_us", "p99_us", "vs_1st"
-            );
-            let first = series
-                .steps
-                .first()
-                .map(|f| f.median_ns as f64)
-                .unwrap_or(0.0);
-            for st in &series.steps {
-                let rel = if first > 0.0 {
-                    (st.median_ns as f64 / first - 1.0) * 100.0
-                } else {
-                    0.0
-                };
-                let _ = writeln!(
-                    s,
-                    "{:>8} {:>10} {:>7} {:>11.1} {:>11.1} {:>11.1} {:>+7.1}%",
-                    st.pages,
-                    human_bytes(st.bytes_covered),
-                    st.ios,
-                    st.median_ns as f64 / 1e3,
-                    st.p90_ns as f64 / 1e3,
-                    st.p99_ns as f64 / 1e3,
-                    rel
-                );
-            }
-            let _ = writeln!(s, "{}\n", series.verdict);
-        }
-        s
-    }
-
     /// Median latency against pages touched (log2 axis), one line per page size, the knee
     /// marked.
     pub fn svg(&self) -> String {

@@ -18,13 +18,15 @@ use crate::params::{DefaultValue, Kind, ParamSpec, ParamValues};
 use crate::{Workload, WorkloadOutput};
 use chase::{Backing, Buffer, Tsc, PAGE_2M};
 use hugepages::Reservation;
+use iommutop_model::results::tlb::Estimate;
 use iommutop_model::units::{format_size, iec_size};
 use iommutop_model::workload::{Headline, WorkUnit};
-use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use steps::Point;
+
+pub use iommutop_model::results::tlb::{CurvePoint, SeriesBacking, TlbResults, TscResult};
 
 pub const SPECS: &[ParamSpec] = &[
     ParamSpec {
@@ -245,7 +247,7 @@ impl Workload for Tlb {
             };
             let backing = buffer.backing;
             let info = SeriesBacking {
-                backing: backing.name(),
+                backing: backing.name().to_string(),
                 huge_fraction: match backing {
                     Backing::Thp { huge_fraction } => Some(huge_fraction),
                     _ => None,
@@ -311,7 +313,7 @@ impl Workload for Tlb {
         );
         rates.sort_by(f64::total_cmp);
         let results = TlbResults {
-            pattern,
+            pattern: pattern.to_string(),
             page_sizes: series,
             sizes_per_page_size: points.iter().map(|(_, v)| v.len()).max().unwrap_or(0),
             ns_per_access_4k_largest: small_largest.map(|p| p.ns),
@@ -328,6 +330,7 @@ impl Workload for Tlb {
             steps: found,
             estimates,
             interrupted,
+            work: None,
         };
         let mut warnings = std::mem::take(&mut self.warnings);
         if under_hypervisor() && small.is_some() && huge.is_some() {
@@ -370,57 +373,6 @@ impl Drop for Tlb {
     }
 }
 
-/// How a page size's buffer was backed.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SeriesBacking {
-    /// `4k`, `hugetlb` or `thp`.
-    pub backing: &'static str,
-    /// With `thp`: the share of the buffer the kernel gave huge pages.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub huge_fraction: Option<f64>,
-}
-
-/// One working set measured.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CurvePoint {
-    pub page_size: String,
-    pub bytes: u64,
-    pub ns_per_access: f64,
-    pub accesses: u64,
-    /// TSC cycles, where the TSC is constant and non-stop.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cycles_per_access: Option<f64>,
-}
-
-/// The TSC: whether cycles can be trusted, and its rate (the median of the measurements').
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TscResult {
-    pub usable: bool,
-    pub ghz: Option<f64>,
-}
-
-/// What a tlb run did, as `run.workload.results` holds it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TlbResults {
-    /// `pages` or `lines`: what the chase steps over.
-    pub pattern: &'static str,
-    pub page_sizes: BTreeMap<String, SeriesBacking>,
-    pub sizes_per_page_size: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ns_per_access_4k_largest: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ns_per_access_2m_largest: Option<f64>,
-    /// ns per access with 4 KiB pages over 2 MiB at the largest working set.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub huge_page_speedup_largest: Option<f64>,
-    pub tsc: TscResult,
-    pub curve: Vec<CurvePoint>,
-    pub steps: Vec<steps::Step>,
-    pub estimates: Vec<steps::Estimate>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub interrupted: bool,
-}
-
 /// Whether /proc/cpuinfo says this is a virtual machine (the `hypervisor` flag).
 fn under_hypervisor() -> bool {
     std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|text| {
@@ -431,31 +383,20 @@ fn under_hypervisor() -> bool {
 }
 
 /// The curves side by side, then the steps.
-pub fn summarize(results: &Map<String, Value>) -> String {
-    let curve = results
-        .get("curve")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let mut sizes: Vec<u64> = curve.iter().filter_map(|p| p["bytes"].as_u64()).collect();
+pub fn summarize(results: &TlbResults) -> String {
+    let mut sizes: Vec<u64> = results.curve.iter().map(|p| p.bytes).collect();
     sizes.sort_unstable();
     sizes.dedup();
     let at = |page: &str, bytes: u64| {
-        curve
+        results
+            .curve
             .iter()
-            .find(|p| p["page_size"] == page && p["bytes"] == bytes)
-            .and_then(|p| p["ns_per_access"].as_f64())
-            .map_or_else(|| "-".to_string(), |v| format!("{v:.2}"))
+            .find(|p| p.page_size == page && p.bytes == bytes)
+            .map_or_else(|| "-".to_string(), |p| format!("{:.2}", p.ns_per_access))
     };
     let mut out = format!(
         "tlb pointer chase ({} pattern): ns per access\n{:>10} {:>10} {:>10}\n",
-        results
-            .get("pattern")
-            .and_then(Value::as_str)
-            .unwrap_or("?"),
-        "working set",
-        "4k pages",
-        "2m pages"
+        results.pattern, "working set", "4k pages", "2m pages"
     );
     for bytes in sizes {
         out.push_str(&format!(
@@ -465,48 +406,34 @@ pub fn summarize(results: &Map<String, Value>) -> String {
             at("2m", bytes)
         ));
     }
-    for step in results
-        .get("steps")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for step in &results.steps {
         out.push_str(&format!(
             "step ({} pages, {}): after {} ({:.2} → {:.2} ns, ×{:.2})\n",
-            step["page_size"].as_str().unwrap_or("?"),
-            step["kind"].as_str().unwrap_or("?"),
-            format_size(step["fast_bytes"].as_u64().unwrap_or(0)),
-            step["ns_before"].as_f64().unwrap_or(0.0),
-            step["ns_after"].as_f64().unwrap_or(0.0),
-            step["ratio"].as_f64().unwrap_or(0.0),
+            step.page_size,
+            step.kind.name(),
+            format_size(step.fast_bytes),
+            step.ns_before,
+            step.ns_after,
+            step.ratio,
         ));
     }
-    let pattern = results.get("pattern").and_then(Value::as_str);
-    for estimate in results
-        .get("estimates")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        out.push_str(&estimate_line(estimate, pattern));
+    for estimate in &results.estimates {
+        out.push_str(&estimate_line(estimate, &results.pattern));
     }
     out
 }
 
 /// One reach estimate as a sentence with units: what is estimated, how big, and from which
 /// working set (`TLB reach with 4 KiB pages ≈ 64 TLB entries (…)`).
-fn estimate_line(estimate: &Value, pattern: Option<&str>) -> String {
-    let what = estimate["what"].as_str().unwrap_or("?");
-    let working_set = iec_size(estimate["working_set_bytes"].as_u64().unwrap_or(0));
-    match (
-        estimate["entries"].as_u64(),
-        estimate["cache_bytes"].as_u64(),
-    ) {
+fn estimate_line(estimate: &Estimate, pattern: &str) -> String {
+    let what = &estimate.what;
+    let working_set = iec_size(estimate.working_set_bytes);
+    match (estimate.entries, estimate.cache_bytes) {
         (Some(entries), _) => format!(
             "estimate: {what} ≈ {entries} TLB entries (the chase slows past {working_set} of \
              4 KiB pages)\n"
         ),
-        (None, Some(cache)) if pattern == Some("pages") => format!(
+        (None, Some(cache)) if pattern == "pages" => format!(
             "estimate: {what} ≈ {} (the chase slows past {working_set} of working set, one \
              64-byte line touched per 4 KiB page)\n",
             iec_size(cache)
@@ -550,13 +477,14 @@ mod tests {
             tlb.run(&mut ctl).unwrap()
         };
         assert_eq!(live, 7, "4k … 256k");
-        let results = out.reported().unwrap().results.to_map().unwrap();
-        let curve = results["curve"].as_array().unwrap();
-        assert_eq!(curve.len(), 7);
-        assert!(curve
-            .iter()
-            .all(|p| p["ns_per_access"].as_f64().unwrap() > 0.0));
-        assert_eq!(results["sizes_per_page_size"], json!(7));
+        let iommutop_model::results::WorkloadResults::Tlb(results) =
+            out.reported().unwrap().results
+        else {
+            panic!("tlb results");
+        };
+        assert_eq!(results.curve.len(), 7);
+        assert!(results.curve.iter().all(|p| p.ns_per_access > 0.0));
+        assert_eq!(results.sizes_per_page_size, 7);
         let text = summarize(&results);
         assert!(text.contains("      256k"), "{text}");
     }
@@ -564,18 +492,34 @@ mod tests {
     /// The summary said "cache size at 256k ≈ 4k": no unit, and not what was estimated.
     #[test]
     fn estimates_say_what_they_estimate_with_units() {
-        let results = json!({
-            "pattern": "pages",
-            "estimates": [
-                {"what": "TLB reach with 4 KiB pages", "working_set_bytes": 256 << 10,
-                 "entries": 64, "cache_bytes": null},
-                {"what": "cache size", "working_set_bytes": 256 << 10,
-                 "entries": null, "cache_bytes": 4 << 10},
-                {"what": "cache or TLB limit (2m pages)", "working_set_bytes": 64 << 20,
-                 "entries": null, "cache_bytes": null},
+        let estimate = |what: &str, working_set_bytes, entries, cache_bytes| Estimate {
+            what: what.into(),
+            working_set_bytes,
+            entries,
+            cache_bytes,
+        };
+        let results = TlbResults {
+            pattern: "pages".into(),
+            page_sizes: BTreeMap::new(),
+            sizes_per_page_size: 0,
+            ns_per_access_4k_largest: None,
+            ns_per_access_2m_largest: None,
+            huge_page_speedup_largest: None,
+            tsc: TscResult {
+                usable: false,
+                ghz: None,
+            },
+            curve: Vec::new(),
+            steps: Vec::new(),
+            estimates: vec![
+                estimate("TLB reach with 4 KiB pages", 256 << 10, Some(64), None),
+                estimate("cache size", 256 << 10, None, Some(4 << 10)),
+                estimate("cache or TLB limit (2m pages)", 64 << 20, None, None),
             ],
-        });
-        let text = summarize(results.as_object().unwrap());
+            interrupted: false,
+            work: None,
+        };
+        let text = summarize(&results);
         assert!(
             text.contains(
                 "estimate: TLB reach with 4 KiB pages ≈ 64 TLB entries (the chase slows past \

@@ -11,31 +11,7 @@ pub struct Point {
     pub ns: f64,
 }
 
-/// What a step is taken to be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StepKind {
-    /// Seen with 4 KiB pages only: the TLB's reach with 4 KiB pages.
-    Tlb,
-    /// Seen with both page sizes at the same working set: a cache's size.
-    Cache,
-    /// Seen with 2 MiB pages only, or only one page size was measured.
-    Unclear,
-}
-
-/// A rise in latency between two working sets.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Step {
-    pub page_size: String,
-    /// The largest working set before the rise (the reach estimate).
-    pub fast_bytes: u64,
-    /// The first working set after it.
-    pub slow_bytes: u64,
-    pub ns_before: f64,
-    pub ns_after: f64,
-    pub ratio: f64,
-    pub kind: StepKind,
-}
+pub use iommutop_model::results::tlb::{Estimate, Step, StepKind};
 
 /// A point-to-point rise by this factor starts or continues a step (a steady climb of smaller
 /// rises is no step)...
@@ -108,18 +84,6 @@ pub fn classify(small: Option<&[Point]>, huge: Option<&[Point]>) -> Vec<Step> {
     }
     small_steps.extend(huge_steps);
     small_steps
-}
-
-/// A reach estimate from a step.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Estimate {
-    pub what: String,
-    /// The working set the step ends (`fast_bytes`).
-    pub working_set_bytes: u64,
-    /// TLB steps: entries (working set / page size). Cache steps: the bytes of cache lines the
-    /// chase touched at that working set (one line per 4 KiB in the `pages` pattern).
-    pub entries: Option<u64>,
-    pub cache_bytes: Option<u64>,
 }
 
 /// What each step says, given the pattern (`lines`: every cache line of the working set is
