@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses its own part
 
+pub mod exact;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

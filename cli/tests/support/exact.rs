@@ -1,0 +1,134 @@
+//! Reading what `cli/tests/lab/exact.sh` left in its output directory: the reports, the block
+//! layer's and the workloads' own counts, and the checks every exact-count test makes.
+
+use super::{op_bytes, op_count, read, read_guest_report, read_json, run_guest_script};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// Boots the lab with `lab_args` and runs `exact.sh MODE`, returning its output directory.
+pub fn boot(name: &str, lab_args: &[&str], mode: &str) -> PathBuf {
+    run_guest_script(&format!("exact-{name}"), lab_args, "exact.sh", &[mode])
+}
+
+/// A report the guest wrote, after checking that its command succeeded and it is schema-valid.
+pub fn read_report(out: &Path, name: &str) -> Value {
+    let report = read_guest_report(out, name);
+    assert_self_time_within_raw(&report);
+    report
+}
+
+/// Every timed op keeps its time as measured (`raw_total_ns`), and its self time (`total_ns`,
+/// the nested probes' run time taken out) is not above it.
+pub fn assert_self_time_within_raw(report: &Value) {
+    for row in report["devices"].as_array().expect("devices") {
+        for (op, stats) in row["ops"].as_object().expect("ops") {
+            let latency = &stats["latency"];
+            if latency.is_null() {
+                continue;
+            }
+            let raw = latency["raw_total_ns"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{} {op}: no raw_total_ns in {latency}", row["key"]));
+            let own = latency["total_ns"].as_u64().expect("total_ns");
+            assert!(
+                own <= raw,
+                "{} {op}: self {own} ns above raw {raw} ns",
+                row["key"]
+            );
+        }
+    }
+}
+
+/// dma_map's time in a report: (self, raw) ns.
+pub fn dma_map_times(report: &Value) -> (u64, u64) {
+    let latency = &device(report, NVME)["ops"]["dma_map"]["latency"];
+    let ns = |field: &str| {
+        latency[field]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{latency}"))
+    };
+    (ns("total_ns"), ns("raw_total_ns"))
+}
+
+pub fn device<'a>(report: &'a Value, key: &str) -> &'a Value {
+    report["devices"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["key"] == key))
+        .unwrap_or_else(|| panic!("no row {key} in {}", report["devices"]))
+}
+
+pub fn count(row: &Value, op: &str) -> u64 {
+    op_count(row, op)
+}
+
+pub fn bytes(row: &Value, op: &str) -> u64 {
+    op_bytes(row, op)
+}
+
+/// `measured` is within `percent` of `truth`.
+pub fn assert_close(what: &str, measured: u64, truth: u64, percent: f64) {
+    let off = measured.abs_diff(truth) as f64 * 100.0 / truth.max(1) as f64;
+    assert!(
+        truth > 0 && off <= percent,
+        "{what}: {measured} against {truth} ({off:.3}% off, at most {percent}%)"
+    );
+}
+
+/// A read figure of fio's own (`total_ios`, `io_bytes`), summed over its jobs.
+pub fn fio_reads(out: &Path, name: &str, field: &str) -> u64 {
+    let fio = read_json(&out.join(format!("{name}.fio.json")));
+    fio["jobs"]
+        .as_array()
+        .expect("fio jobs")
+        .iter()
+        .map(|job| job["read"][field].as_u64().unwrap_or(0))
+        .sum()
+}
+
+pub fn block_reads(out: &Path, name: &str) -> u64 {
+    read(&out.join(format!("{name}.block-reads")))
+        .trim()
+        .parse()
+        .expect("block layer read count")
+}
+
+/// Packets a NIC sent and received over a recording, by the kernel's interface counters.
+pub fn nic_packets(out: &Path, name: &str, pci: &str) -> u64 {
+    let of = |which: &str| -> u64 {
+        read(&out.join(format!("{name}.nic-packets-{which}")))
+            .lines()
+            .find_map(|line| {
+                let (address, packets) = line.split_once(' ')?;
+                (address == pci).then(|| packets.trim().parse().ok())?
+            })
+            .unwrap_or_else(|| panic!("no packet counters of {pci} {which} {name}"))
+    };
+    of("after") - of("before")
+}
+
+pub fn transactions(out: &Path, name: &str) -> u64 {
+    let netperf = read_json(&out.join(format!("{name}.netperf.json")));
+    netperf["results"]["transactions"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("netperf's transactions: {netperf}"))
+}
+
+/// The health counters that mean a call was not tracked at all: they must stay 0. (Calls seen at
+/// one end only, because the kernel skipped one of our programs, are counted; see
+/// docs/probes.md.) `device_map_full` was 1 or 2 in some 5.10 and 6.1 load cells: two CPUs that
+/// took a row for one new key at once, where the loser read the kernel's EEXIST as a failure
+/// (`iommutop_insert` in ebpf/lib/maps.bpf.h says why).
+pub fn assert_nothing_untracked(report: &Value) {
+    let health = &report["health"];
+    assert!(health.is_object(), "the report has no health: {report}");
+    for counter in ["nesting_overflow", "task_map_full", "device_map_full"] {
+        assert_eq!(health[counter], 0, "{counter}: {health}");
+    }
+    eprintln!("health: {health}");
+}
+
+pub const NVME: &str = "0000:00:04.0";
+/// The buffers e1000e maps when its link comes up, before any packet: its RX ring's free
+/// descriptors (`e1000_desc_unused` of the default 256-descriptor ring, E1000_DEFAULT_RXD).
+pub const E1000E_RX_RING_FILL: u64 = 255;
+pub const NICS: [&str; 2] = ["0000:00:05.0", "0000:00:06.0"];
