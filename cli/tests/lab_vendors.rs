@@ -5,6 +5,7 @@
 
 mod support;
 
+use serde_json::Value;
 use std::path::Path;
 use support::exact::*;
 use support::*;
@@ -48,22 +49,7 @@ fn amd_and_virtio_iommus_count_maps_and_invalidations_exactly() {
             "dd",
         );
         let report = read_report(&out, "dd");
-        assert_nothing_untracked(&report);
-        let nvme = device(&report, NVME);
-        for op in [
-            "dma_map",
-            "dma_unmap",
-            "iommu_map",
-            "iommu_unmap",
-            "completion",
-        ] {
-            assert_close(
-                &format!("{iommu}: {op} vs dd's 2000 reads"),
-                count(nvme, op),
-                2000,
-                0.5,
-            );
-        }
+        let nvme = every_read_counted(&report, iommu);
         // Self time: with every point attached, the IOVA, page-table and IOTLB probes run inside
         // each map and their run time is taken out; with only dma_map and dma_unmap attached,
         // nothing runs inside a map, and only the calibrated dispatch of the map's own probes
@@ -168,22 +154,7 @@ fn vendor_counts_exactly(kernel: &str, iommu: &str) {
         "dd",
     );
     let report = read_report(&out, "dd");
-    assert_nothing_untracked(&report);
-    let nvme = device(&report, NVME);
-    for op in [
-        "dma_map",
-        "dma_unmap",
-        "iommu_map",
-        "iommu_unmap",
-        "completion",
-    ] {
-        assert_close(
-            &format!("{cell}: {op} vs dd's 2000 reads"),
-            count(nvme, op),
-            2000,
-            0.5,
-        );
-    }
+    let nvme = every_read_counted(&report, &cell);
     match report["host"]["iommu"]["dma_mode"].as_str() {
         Some("strict") => {
             let per_read = count(nvme, "iotlb_flush") as f64 / 2000.0;
@@ -207,4 +178,26 @@ fn vendor_counts_exactly(kernel: &str, iommu: &str) {
         }
         other => panic!("{cell}: DMA mode {other:?}: {}", report["host"]["iommu"]),
     }
+}
+
+/// The NVMe's row of a dd report, after checking that nothing went untracked and that each of
+/// dd's 2,000 reads is one DMA map and unmap, one page-table map and unmap, and one completion.
+fn every_read_counted<'a>(report: &'a Value, cell: &str) -> &'a Value {
+    assert_nothing_untracked(report);
+    let nvme = device(report, NVME);
+    for op in [
+        "dma_map",
+        "dma_unmap",
+        "iommu_map",
+        "iommu_unmap",
+        "completion",
+    ] {
+        assert_close(
+            &format!("{cell}: {op} vs dd's 2000 reads"),
+            count(nvme, op),
+            2000,
+            0.5,
+        );
+    }
+    nvme
 }
