@@ -1,8 +1,9 @@
 //! One run of each workload whose results were maps before the model typed them, built from
 //! fixed numbers through the workload's own code, and the JSON and summary of each: the copies
 //! in `model/tests/results/` and `testdata/summaries/` were written by the build before the
-//! types (commit 855fd1d; `IOMMUTOP_WRITE_RESULTS` writes them again), so equal text is the
-//! same report and the same summary.
+//! types (commit 855fd1d), so equal text is the same report and the same summary. A change
+//! meant to change them edits the copies, and the diff shows what a reader of reports sees
+//! change.
 
 use crate::dma_contention::{self, Step};
 use crate::tlb::{steps, CurvePoint, SeriesBacking, TlbResults, TscResult};
@@ -14,9 +15,6 @@ use iommutop_model::results::WorkloadResults;
 use iommutop_model::workload::{Headline, WorkUnit};
 use iommutop_vfio_nvme as driver;
 use std::collections::BTreeMap;
-
-/// Set to write the copies instead of comparing with them.
-const WRITE_RESULTS: &str = "IOMMUTOP_WRITE_RESULTS";
 
 fn timed(count: u64, mean_ns: f64, p99_ns: u64) -> WindowOp {
     WindowOp {
@@ -375,13 +373,27 @@ fn examples() -> Vec<(&'static str, WorkloadKind, WorkloadOutput)> {
     ]
 }
 
-/// `text` is the copy at `path`, or is written there when [`WRITE_RESULTS`] is set.
+/// `text` is the copy at `path`, line for line.
 fn assert_copy(path: &std::path::Path, text: &str) {
-    if std::env::var_os(WRITE_RESULTS).is_some() {
-        std::fs::write(path, text).expect("written");
-        return;
-    }
     let expected = std::fs::read_to_string(path).expect("the copy");
+    if let Some((line, (got, want))) = text
+        .lines()
+        .zip(expected.lines())
+        .enumerate()
+        .find(|(_, (got, want))| got != want)
+    {
+        panic!(
+            "{}:{}: {want:?} in the copy, {got:?} now",
+            path.display(),
+            line + 1
+        );
+    }
+    assert_eq!(
+        text.lines().count(),
+        expected.lines().count(),
+        "{}: lines",
+        path.display()
+    );
     assert!(text == expected, "differs from {}", path.display());
 }
 
