@@ -3,7 +3,7 @@
 //! sweep's curves, each with the device, the set-up cost and what was changed on the host.
 //!
 //! The driver uses these types itself; only its run and sweep results (which hold a live
-//! histogram) and its parameters (which keep a `Duration`) are its own, turned into these.
+//! histogram) and its run parameters (which keep a `Duration`) are its own, turned into these.
 
 pub mod host;
 pub mod params;

@@ -3,7 +3,9 @@
 //! Read from checked values by [`crate::options`].
 
 use crate::error::ParamError;
-pub use iommutop_model::results::vfio_nvme::params::{Backend, PageSize, Pattern, Target};
+pub use iommutop_model::results::vfio_nvme::params::{
+    default_sweep_pages, Backend, PageSize, Pattern, SweepParams, Target, MAX_PAGES,
+};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -13,8 +15,6 @@ pub const MAX_QUEUE_DEPTH: u16 = 1024;
 pub const MAX_THREADS: u16 = 64;
 /// The largest `--bs`.
 pub const MAX_BLOCK_SIZE: u32 = 2 << 20;
-/// The most distinct buffer pages per thread.
-pub const MAX_PAGES: u64 = 1 << 20;
 
 /// When a run ends.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -103,7 +103,7 @@ impl Params {
 
     /// Checks everything that can be checked without the device.
     pub fn validate(&self) -> Result<(), ParamError> {
-        validate_target(&self.target)?;
+        self.target.validate()?;
         let bs = self.block_size;
         if !(512..=MAX_BLOCK_SIZE).contains(&bs) || !bs.is_multiple_of(512) {
             return Err(ParamError::new(
@@ -175,46 +175,6 @@ impl Params {
     }
 }
 
-/// The IOTLB sweep: QD1 reads over 1, 2, 4 … N distinct pages, per page size.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SweepParams {
-    pub target: Target,
-    pub page_sizes: Vec<PageSize>,
-    /// The largest page count for every page size (`None`: [`default_sweep_pages`]).
-    pub max_pages: Option<u64>,
-    /// The largest page count for particular page sizes (`--pages 4k=8192,2m=128`), before
-    /// `max_pages`.
-    pub max_pages_per_size: Vec<(PageSize, u64)>,
-    /// Measured I/Os per step (after a warm-up pass over the step's pages).
-    pub ios_per_step: u64,
-    pub block_size: u32,
-    pub seed: u64,
-}
-
-impl Default for SweepParams {
-    fn default() -> SweepParams {
-        SweepParams {
-            target: Target::default(),
-            page_sizes: vec![PageSize::Size4K],
-            max_pages: None,
-            max_pages_per_size: Vec::new(),
-            ios_per_step: 1000,
-            block_size: 4096,
-            seed: 1,
-        }
-    }
-}
-
-/// The largest page count swept by default: 4,096 × 4 KiB (16 MiB); 256 × 2 MiB (512 MiB);
-/// 2 × 1 GiB.
-pub fn default_sweep_pages(size: PageSize) -> u64 {
-    match size {
-        PageSize::Size4K => 4096,
-        PageSize::Size2M => 256,
-        PageSize::Size1G => 2,
-    }
-}
-
 /// The page counts of a sweep: powers of two up to `max`, and `max` itself.
 pub fn sweep_steps(max: u64) -> Vec<u64> {
     let mut steps = Vec::new();
@@ -225,77 +185,6 @@ pub fn sweep_steps(max: u64) -> Vec<u64> {
     }
     steps.push(max.max(1));
     steps
-}
-
-impl SweepParams {
-    pub fn max_pages_for(&self, size: PageSize) -> u64 {
-        self.max_pages_per_size
-            .iter()
-            .find(|(s, _)| *s == size)
-            .map(|&(_, n)| n)
-            .or(self.max_pages)
-            .unwrap_or_else(|| default_sweep_pages(size))
-    }
-
-    pub fn validate(&self) -> Result<(), ParamError> {
-        validate_target(&self.target)?;
-        if self.page_sizes.is_empty() {
-            return Err(ParamError::new(
-                "--page-size",
-                "",
-                "give at least one of 4k, 2m, 1g",
-            ));
-        }
-        if self.ios_per_step == 0 {
-            return Err(ParamError::new(
-                "--ios",
-                "0",
-                "give the I/Os per step, at least 1",
-            ));
-        }
-        let bs = self.block_size;
-        if !(512..=4096).contains(&bs) || !bs.is_multiple_of(512) {
-            return Err(ParamError::new(
-                "--bs",
-                bs.to_string(),
-                "the sweep does one buffer per page: give 512 to 4096 bytes",
-            ));
-        }
-        let limits = self
-            .max_pages
-            .into_iter()
-            .chain(self.max_pages_per_size.iter().map(|&(_, n)| n));
-        for max in limits {
-            if max == 0 || max > MAX_PAGES {
-                return Err(ParamError::new(
-                    "--pages",
-                    max.to_string(),
-                    format!("give 1 to {MAX_PAGES}"),
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-fn validate_target(target: &Target) -> Result<(), ParamError> {
-    if target.nsid == 0 || target.nsid == u32::MAX {
-        return Err(ParamError::new(
-            "--nsid",
-            target.nsid.to_string(),
-            "give an active namespace ID (1 for most drives)",
-        ));
-    }
-    if let Some(device) = &target.device {
-        if device.trim().is_empty() {
-            return Err(ParamError::new(
-                "--device",
-                device.clone(),
-                "give a PCI address (0000:01:00.0), nvme0 or /dev/nvme0n1",
-            ));
-        }
-    }
-    Ok(())
 }
 
 fn check_write_allowed(

@@ -1,10 +1,10 @@
 //! The driver's results as the report holds them ([`iommutop_model::results::vfio_nvme`]): the
 //! same numbers, the histogram as its buckets. The driver keeps its own run and sweep results
-//! (the histogram must stay one for its work and the worker's replies) and its parameters (a
-//! `Duration`, checks with its errors); everything else is the model's own type.
+//! (the histogram must stay one for its work and the worker's replies) and its run parameters (a
+//! `Duration`); everything else is the model's own type.
 
 use crate::hist::LatencyHistogram;
-use crate::params::{Params, Stop, SweepParams};
+use crate::params::{Params, Stop};
 use crate::report::{RunResult, ThreadResult};
 use crate::sweep::SweepResult;
 use iommutop_model::results::vfio_nvme::{self as model, params};
@@ -41,7 +41,7 @@ impl SweepResult {
     /// The sweep as the report holds it, with each page size's IOTLB-entries estimate on top.
     pub fn reported(&self) -> model::VfioNvmeSweep {
         model::VfioNvmeSweep {
-            params: sweep_params(&self.params),
+            params: self.params.clone(),
             device: self.device.clone(),
             setup: self.setup.clone(),
             series: self.series.clone(),
@@ -85,18 +85,6 @@ fn run_params(p: &Params) -> params::RunParams {
         page_size: p.page_size,
         allow_write: p.allow_write,
         verify: p.verify,
-        seed: p.seed,
-    }
-}
-
-fn sweep_params(p: &SweepParams) -> params::SweepParams {
-    params::SweepParams {
-        target: p.target.clone(),
-        page_sizes: p.page_sizes.clone(),
-        max_pages: p.max_pages,
-        max_pages_per_size: p.max_pages_per_size.clone(),
-        ios_per_step: p.ios_per_step,
-        block_size: p.block_size,
         seed: p.seed,
     }
 }

@@ -6,6 +6,9 @@ use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 use strum::VariantArray;
 
+/// The most distinct buffer pages a thread (or a sweep step) cycles through.
+pub const MAX_PAGES: u64 = 1 << 20;
+
 /// A bad parameter: the option, the value given, and what to give instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{option} `{input}`: {fix}")]
@@ -217,6 +220,29 @@ impl Default for Target {
     }
 }
 
+impl Target {
+    /// Checks what can be checked without the device.
+    pub fn validate(&self) -> Result<(), ParamError> {
+        if self.nsid == 0 || self.nsid == u32::MAX {
+            return Err(ParamError::new(
+                "--nsid",
+                self.nsid.to_string(),
+                "give an active namespace ID (1 for most drives)",
+            ));
+        }
+        if let Some(device) = &self.device {
+            if device.trim().is_empty() {
+                return Err(ParamError::new(
+                    "--device",
+                    device.clone(),
+                    "give a PCI address (0000:01:00.0), nvme0 or /dev/nvme0n1",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// One run of I/O.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunParams {
@@ -261,9 +287,88 @@ pub fn buffer_pages(pages: Option<u64>, block_size: u32, queue_depth: u16, page_
 pub struct SweepParams {
     pub target: Target,
     pub page_sizes: Vec<PageSize>,
+    /// The largest page count for every page size (`None`: [`default_sweep_pages`]).
     pub max_pages: Option<u64>,
+    /// The largest page count for particular page sizes (`--pages 4k=8192,2m=128`), before
+    /// `max_pages`.
     pub max_pages_per_size: Vec<(PageSize, u64)>,
+    /// Measured I/Os per step (after a warm-up pass over the step's pages).
     pub ios_per_step: u64,
     pub block_size: u32,
     pub seed: u64,
+}
+
+impl Default for SweepParams {
+    fn default() -> SweepParams {
+        SweepParams {
+            target: Target::default(),
+            page_sizes: vec![PageSize::Size4K],
+            max_pages: None,
+            max_pages_per_size: Vec::new(),
+            ios_per_step: 1000,
+            block_size: 4096,
+            seed: 1,
+        }
+    }
+}
+
+/// The largest page count swept by default: 4,096 × 4 KiB (16 MiB); 256 × 2 MiB (512 MiB);
+/// 2 × 1 GiB.
+pub fn default_sweep_pages(size: PageSize) -> u64 {
+    match size {
+        PageSize::Size4K => 4096,
+        PageSize::Size2M => 256,
+        PageSize::Size1G => 2,
+    }
+}
+
+impl SweepParams {
+    pub fn max_pages_for(&self, size: PageSize) -> u64 {
+        self.max_pages_per_size
+            .iter()
+            .find(|(s, _)| *s == size)
+            .map(|&(_, n)| n)
+            .or(self.max_pages)
+            .unwrap_or_else(|| default_sweep_pages(size))
+    }
+
+    pub fn validate(&self) -> Result<(), ParamError> {
+        self.target.validate()?;
+        if self.page_sizes.is_empty() {
+            return Err(ParamError::new(
+                "--page-size",
+                "",
+                "give at least one of 4k, 2m, 1g",
+            ));
+        }
+        if self.ios_per_step == 0 {
+            return Err(ParamError::new(
+                "--ios",
+                "0",
+                "give the I/Os per step, at least 1",
+            ));
+        }
+        let bs = self.block_size;
+        if !(512..=4096).contains(&bs) || !bs.is_multiple_of(512) {
+            return Err(ParamError::new(
+                "--bs",
+                bs.to_string(),
+                "the sweep does one buffer per page: give 512 to 4096 bytes",
+            ));
+        }
+        let limits = self
+            .max_pages
+            .into_iter()
+            .chain(self.max_pages_per_size.iter().map(|&(_, n)| n));
+        for max in limits {
+            if max == 0 || max > MAX_PAGES {
+                return Err(ParamError::new(
+                    "--pages",
+                    max.to_string(),
+                    format!("give 1 to {MAX_PAGES}"),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
