@@ -2,8 +2,8 @@
 //! then each thread, with latency percentiles, the CCDF and the histogram's buckets) or an IOTLB
 //! sweep's curves, each with the device, the set-up cost and what was changed on the host.
 //!
-//! The driver keeps its own types (and its histogram) for its work and its worker's replies;
-//! these are what the report holds of them.
+//! The driver uses these types itself; only its run and sweep results (which hold a live
+//! histogram) and its run parameters (which keep a `Duration`) are its own, turned into these.
 
 pub mod host;
 pub mod params;
@@ -62,11 +62,12 @@ impl VfioNvmeResults {
     }
 }
 
-/// The IOMMU side of the VFIO set-up.
+/// What the IOMMU side of the VFIO set-up turned out to be.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IommuInfo {
     /// `"legacy-type1v2"`, `"legacy-type1"` or `"iommufd"`.
     pub backend: String,
+    /// Valid IOVA ranges (inclusive ends), as the kernel reported them.
     pub iova_ranges: Vec<IovaRange>,
     /// True if the kernel reported no ranges and the 32-bit fallback was used.
     pub ranges_assumed: bool,
@@ -74,14 +75,14 @@ pub struct IommuInfo {
     pub iova_pgsizes: u64,
 }
 
-/// A valid IOVA interval, `last` inclusive.
+/// A valid IOVA interval, `last` inclusive (as the kernel reports it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IovaRange {
     pub start: u64,
     pub last: u64,
 }
 
-/// The controller and namespace, as identified.
+/// The controller and namespace, as identified, and the IOMMU side of the VFIO set-up.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeviceInfo {
     pub pci_address: PciAddress,
@@ -103,15 +104,19 @@ pub struct DeviceInfo {
 /// One DMA mapping made at set-up, and what it cost.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MapCost {
-    /// `"queues"` or `"data"`.
+    /// `"queues"` (admin and I/O queues, PRP lists, identify page) or `"data"`.
     pub what: String,
     pub bytes: u64,
     pub page_size: PageSize,
     pub iova: u64,
+    /// The VFIO map ioctl (pinning plus IOMMU page-table writes).
     pub map_ns: u64,
+    /// The unmap ioctl at teardown.
     pub unmap_ns: Option<u64>,
-    /// Physically contiguous runs of the buffer's pages (one `iommu_map` each); absent when the
-    /// frame numbers were hidden.
+    /// Physically contiguous runs of the buffer's pages when mapped: VFIO type1 writes the IOMMU
+    /// page tables with one `iommu_map` call per run, so this is how many the map made (what
+    /// iommutop counts on this process's row). Absent when the frame numbers are hidden (not
+    /// root).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub physical_runs: Option<u64>,
 }
@@ -119,11 +124,22 @@ pub struct MapCost {
 /// Set-up and teardown costs, in ns.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SetupCost {
+    /// Container/group (or iommufd) open, IOMMU set, device fd.
     pub vfio_open_ns: u64,
+    /// Controller reset and enable until CSTS.RDY.
     pub controller_enable_ns: u64,
     pub maps: Vec<MapCost>,
     pub map_total_ns: u64,
     pub unmap_total_ns: u64,
+}
+
+impl SetupCost {
+    /// Adds a mapping and its costs to the totals.
+    pub fn add_map(&mut self, map: MapCost) {
+        self.map_total_ns += map.map_ns;
+        self.unmap_total_ns += map.unmap_ns.unwrap_or(0);
+        self.maps.push(map);
+    }
 }
 
 /// The latency percentiles of a run or a thread, in ns.
@@ -180,7 +196,9 @@ pub struct ThreadResult {
 /// Data verification over the run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VerifySummary {
+    /// Blocks written with the pattern.
     pub blocks_written: u64,
+    /// Blocks read back and checked.
     pub blocks_checked: u64,
     pub blocks_mismatched: u64,
 }
@@ -221,7 +239,9 @@ pub struct VfioNvmeRun {
 pub struct SweepStep {
     /// Distinct pages the I/Os cycle through.
     pub pages: u64,
+    /// Bytes those pages span.
     pub bytes_covered: u64,
+    /// Measured I/Os (after a warm-up pass over the pages).
     pub ios: u64,
     pub median_ns: u64,
     pub p90_ns: u64,
@@ -232,14 +252,19 @@ pub struct SweepStep {
 /// Where the median latency steps up.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Knee {
+    /// The largest working set before the step (its pages still fit).
     pub pages_before: u64,
+    /// The smallest working set after it.
     pub pages_after: u64,
-    /// The IOTLB-entries estimate: at least `pages_before`, fewer than `pages_after`.
+    /// The IOTLB-entries estimate: at least `pages_before`, fewer than `pages_after` (the
+    /// queue pages take a few entries too).
     pub entries_estimate: u64,
+    /// Mean of the step medians below and above the knee, in ns.
     pub below_ns: f64,
     pub above_ns: f64,
     /// (above − below) / below.
     pub jump_ratio: f64,
+    /// Pooled standard deviation of the step medians around the two levels, in ns.
     pub noise_ns: f64,
 }
 

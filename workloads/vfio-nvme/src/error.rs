@@ -3,24 +3,7 @@
 use crate::nvme::spec::Status;
 use std::io;
 
-/// A bad parameter: the option, the value given, and what to give instead.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{option} `{input}`: {fix}")]
-pub struct ParamError {
-    pub option: String,
-    pub input: String,
-    pub fix: String,
-}
-
-impl ParamError {
-    pub fn new(option: &str, input: impl Into<String>, fix: impl Into<String>) -> ParamError {
-        ParamError {
-            option: option.to_string(),
-            input: input.into(),
-            fix: fix.into(),
-        }
-    }
-}
+pub use iommutop_model::results::vfio_nvme::params::ParamError;
 
 /// Everything that can go wrong in a run, from parameters to the controller's status codes.
 #[derive(Debug, thiserror::Error)]

@@ -7,7 +7,7 @@
 //! maximum and sum, which the summary reports to the nanosecond.
 
 use hdrhistogram::Histogram;
-use iommutop_model::results::vfio_nvme::HistogramBuckets;
+pub use iommutop_model::results::vfio_nvme::{CcdfPoint, HistogramBuckets, LatencySummary};
 use serde::{Deserialize, Serialize};
 
 /// Sub-bucket bits: 128 buckets per power of two (values below 256 are exact).
@@ -29,26 +29,6 @@ impl Default for LatencyHistogram {
     fn default() -> LatencyHistogram {
         LatencyHistogram::new()
     }
-}
-
-/// The percentiles reported for every run and thread, in ns.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct LatencySummary {
-    pub count: u64,
-    pub min_ns: u64,
-    pub mean_ns: f64,
-    pub p50_ns: u64,
-    pub p90_ns: u64,
-    pub p99_ns: u64,
-    pub p999_ns: u64,
-    pub max_ns: u64,
-}
-
-/// One point of the complementary CDF: the share of I/Os slower than `latency_ns`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct CcdfPoint {
-    pub latency_ns: u64,
-    pub ccdf: f64,
 }
 
 /// Counts covering every u64, so recording and adding never leave the range.

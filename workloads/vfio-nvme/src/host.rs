@@ -261,7 +261,7 @@ impl HostGuard {
     /// Undoes every change (binding first, then huge pages) and removes the record.
     pub fn restore(mut self) -> Result<HostChanges, Error> {
         let result = self.journal.undo();
-        let changes = HostChanges::from_journal(&self.journal, self.recovered.take());
+        let changes = crate::changes::from_journal(&self.journal, self.recovered.take());
         result.map(|()| changes).map_err(Error::Host)
     }
 }

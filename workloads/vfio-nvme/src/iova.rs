@@ -5,18 +5,11 @@
 //!
 //! Mappings are made once at set-up and live for the whole run, so a bump allocator is enough.
 
-use serde::{Deserialize, Serialize};
+pub use iommutop_model::results::vfio_nvme::IovaRange;
 
 /// The lowest IOVA handed out: page 0 stays unmapped so that a zero PRP faults instead of
 /// hitting a buffer.
 pub const MIN_IOVA: u64 = 0x1_0000;
-
-/// A valid IOVA interval, `last` inclusive (as the kernel reports it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IovaRange {
-    pub start: u64,
-    pub last: u64,
-}
 
 /// Used when the kernel reports no ranges: the low 4 GiB below the x86 MSI window, which every
 /// IOMMU translates.

@@ -1,6 +1,6 @@
 //! The driver's parameters, declared once ([`SPECS`]) with the parameter system every workload
 //! uses ([`iommutop_model::params`]): `iommutop workload vfio-nvme`, profiles and the runner
-//! check values against it, and [`Params::from_values`] / [`SweepParams::from_values`] read the
+//! check values against it, and [`Params::from_values`] / [`SweepFromValues::from_values`] read the
 //! checked values into the typed parameters, with no string round trip.
 
 use crate::error::ParamError;
@@ -297,10 +297,15 @@ impl Params {
     }
 }
 
-impl SweepParams {
+/// Reading a sweep from checked values: a trait, as [`SweepParams`] is the model's type.
+pub trait SweepFromValues: Sized {
     /// A sweep from checked values (keys absent take the defaults); options a sweep has no use
     /// for are refused.
-    pub fn from_values(values: &ParamValues) -> Result<SweepParams, ParamError> {
+    fn from_values(values: &ParamValues) -> Result<Self, ParamError>;
+}
+
+impl SweepFromValues for SweepParams {
+    fn from_values(values: &ParamValues) -> Result<SweepParams, ParamError> {
         let read = Reader(values);
         let mut sweep = SweepParams {
             target: read.target()?,
@@ -310,7 +315,7 @@ impl SweepParams {
             sweep.page_sizes = sizes;
         }
         if let Some(pages) = read.text("pages")? {
-            sweep.set_max_pages(pages)?;
+            set_max_pages(&mut sweep, pages)?;
         }
         if let Some(ios) = read.number("ios")? {
             sweep.ios_per_step = ios;
@@ -358,27 +363,27 @@ impl SweepParams {
         }
         Ok(sweep)
     }
+}
 
-    /// `pages`: the largest count for every page size (`4096`) or per size (`4k=4096,2m=128`).
-    fn set_max_pages(&mut self, text: &str) -> Result<(), ParamError> {
-        if !text.contains('=') {
-            self.max_pages = Some(whole_number("--pages", text)?);
-            return Ok(());
-        }
-        let fix = "give a count for all page sizes (4096) or per size (4k=4096,2m=128)";
-        for part in text.split(',') {
-            let (size, n) = part
-                .split_once('=')
-                .ok_or_else(|| ParamError::new("--pages", text, fix))?;
-            let size: PageSize = size
-                .parse()
-                .map_err(|_| ParamError::new("--pages", text, fix))?;
-            let n = whole_number("--pages", n)?;
-            self.max_pages_per_size.retain(|(s, _)| *s != size);
-            self.max_pages_per_size.push((size, n));
-        }
-        Ok(())
+/// `pages`: the largest count for every page size (`4096`) or per size (`4k=4096,2m=128`).
+fn set_max_pages(sweep: &mut SweepParams, text: &str) -> Result<(), ParamError> {
+    if !text.contains('=') {
+        sweep.max_pages = Some(whole_number("--pages", text)?);
+        return Ok(());
     }
+    let fix = "give a count for all page sizes (4096) or per size (4k=4096,2m=128)";
+    for part in text.split(',') {
+        let (size, n) = part
+            .split_once('=')
+            .ok_or_else(|| ParamError::new("--pages", text, fix))?;
+        let size: PageSize = size
+            .parse()
+            .map_err(|_| ParamError::new("--pages", text, fix))?;
+        let n = whole_number("--pages", n)?;
+        sweep.max_pages_per_size.retain(|(s, _)| *s != size);
+        sweep.max_pages_per_size.push((size, n));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

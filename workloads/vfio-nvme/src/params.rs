@@ -3,10 +3,11 @@
 //! Read from checked values by [`crate::options`].
 
 use crate::error::ParamError;
+pub use iommutop_model::results::vfio_nvme::params::{
+    default_sweep_pages, Backend, PageSize, Pattern, SweepParams, Target, MAX_PAGES,
+};
 use serde::{Deserialize, Serialize};
-use std::str::FromStr;
 use std::time::Duration;
-use strum::VariantArray;
 
 /// The largest queue depth per thread (the I/O queue then has `qd + 1` entries).
 pub const MAX_QUEUE_DEPTH: u16 = 1024;
@@ -14,163 +15,6 @@ pub const MAX_QUEUE_DEPTH: u16 = 1024;
 pub const MAX_THREADS: u16 = 64;
 /// The largest `--bs`.
 pub const MAX_BLOCK_SIZE: u32 = 2 << 20;
-/// The most distinct buffer pages per thread.
-pub const MAX_PAGES: u64 = 1 << 20;
-
-/// The host page size that backs the DMA buffers.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::VariantArray,
-    strum::IntoStaticStr,
-    strum::Display,
-)]
-pub enum PageSize {
-    #[serde(rename = "4k")]
-    #[strum(serialize = "4k")]
-    Size4K,
-    #[serde(rename = "2m")]
-    #[strum(serialize = "2m")]
-    Size2M,
-    #[serde(rename = "1g")]
-    #[strum(serialize = "1g")]
-    Size1G,
-}
-
-impl PageSize {
-    pub fn bytes(self) -> u64 {
-        match self {
-            PageSize::Size4K => 4 << 10,
-            PageSize::Size2M => 2 << 20,
-            PageSize::Size1G => 1 << 30,
-        }
-    }
-
-    /// The size in KiB, as the kernel names huge page pools (`hugepages-2048kB`).
-    pub fn kib(self) -> u64 {
-        self.bytes() >> 10
-    }
-
-    /// The page size of `kib` KiB, if it is one of ours.
-    pub fn of_kib(kib: u64) -> Option<PageSize> {
-        PageSize::VARIANTS.iter().copied().find(|p| p.kib() == kib)
-    }
-
-    pub fn name(self) -> &'static str {
-        self.into()
-    }
-
-    pub fn is_huge(self) -> bool {
-        self != PageSize::Size4K
-    }
-
-    /// The directory under /sys/kernel/mm/hugepages/ for this size (huge sizes only).
-    pub fn hugepages_dir(self) -> Option<&'static str> {
-        match self {
-            PageSize::Size4K => None,
-            PageSize::Size2M => Some("hugepages-2048kB"),
-            PageSize::Size1G => Some("hugepages-1048576kB"),
-        }
-    }
-}
-
-impl FromStr for PageSize {
-    type Err = ParamError;
-    fn from_str(s: &str) -> Result<PageSize, ParamError> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "4k" | "4kib" | "4096" => Ok(PageSize::Size4K),
-            "2m" | "2mib" | "2097152" => Ok(PageSize::Size2M),
-            "1g" | "1gib" | "1073741824" => Ok(PageSize::Size1G),
-            _ => Err(ParamError::new("--page-size", s, "use 4k, 2m or 1g")),
-        }
-    }
-}
-
-/// The access pattern.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::VariantArray,
-    strum::IntoStaticStr,
-    strum::Display,
-)]
-#[serde(rename_all = "lowercase")]
-#[strum(serialize_all = "lowercase")]
-pub enum Pattern {
-    RandRead,
-    RandWrite,
-    Read,
-    Write,
-}
-
-impl Pattern {
-    pub fn is_write(self) -> bool {
-        matches!(self, Pattern::RandWrite | Pattern::Write)
-    }
-    pub fn is_random(self) -> bool {
-        matches!(self, Pattern::RandRead | Pattern::RandWrite)
-    }
-    pub fn name(self) -> &'static str {
-        self.into()
-    }
-}
-
-impl FromStr for Pattern {
-    type Err = ParamError;
-    fn from_str(s: &str) -> Result<Pattern, ParamError> {
-        let wanted = s.trim().to_ascii_lowercase();
-        Pattern::VARIANTS
-            .iter()
-            .copied()
-            .find(|p| p.name() == wanted)
-            .ok_or_else(|| {
-                ParamError::new("--pattern", s, "use randread, randwrite, read or write")
-            })
-    }
-}
-
-/// Which VFIO interface to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    /// iommufd where /dev/iommu and the device's VFIO cdev exist, else the legacy container.
-    #[default]
-    Auto,
-    /// The legacy container/group interface with the type1 IOMMU.
-    Legacy,
-    /// iommufd with the VFIO device cdev.
-    Iommufd,
-}
-
-impl FromStr for Backend {
-    type Err = ParamError;
-    fn from_str(s: &str) -> Result<Backend, ParamError> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "auto" => Ok(Backend::Auto),
-            "legacy" | "type1" | "container" => Ok(Backend::Legacy),
-            "iommufd" => Ok(Backend::Iommufd),
-            _ => Err(ParamError::new(
-                "--backend",
-                s,
-                "use auto, legacy or iommufd",
-            )),
-        }
-    }
-}
 
 /// When a run ends.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -192,33 +36,6 @@ mod secs_f64 {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let secs = f64::deserialize(d)?;
         Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom)
-    }
-}
-
-/// The device and what the tool may change on the host to use it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Target {
-    /// PCI address (`0000:01:00.0`), controller (`nvme0`) or namespace (`/dev/nvme0n1`).
-    /// `None`: the only NVMe controller there is (reads only).
-    pub device: Option<String>,
-    /// Rebind the controller from its driver to vfio-pci for the run, and back after.
-    pub bind: bool,
-    /// Raise nr_hugepages as needed for the run, and put it back after.
-    pub reserve_hugepages: bool,
-    pub backend: Backend,
-    /// The namespace to do I/O on.
-    pub nsid: u32,
-}
-
-impl Default for Target {
-    fn default() -> Target {
-        Target {
-            device: None,
-            bind: false,
-            reserve_hugepages: false,
-            backend: Backend::Auto,
-            nsid: 1,
-        }
     }
 }
 
@@ -286,7 +103,7 @@ impl Params {
 
     /// Checks everything that can be checked without the device.
     pub fn validate(&self) -> Result<(), ParamError> {
-        validate_target(&self.target)?;
+        self.target.validate()?;
         let bs = self.block_size;
         if !(512..=MAX_BLOCK_SIZE).contains(&bs) || !bs.is_multiple_of(512) {
             return Err(ParamError::new(
@@ -358,46 +175,6 @@ impl Params {
     }
 }
 
-/// The IOTLB sweep: QD1 reads over 1, 2, 4 … N distinct pages, per page size.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SweepParams {
-    pub target: Target,
-    pub page_sizes: Vec<PageSize>,
-    /// The largest page count for every page size (`None`: [`default_sweep_pages`]).
-    pub max_pages: Option<u64>,
-    /// The largest page count for particular page sizes (`--pages 4k=8192,2m=128`), before
-    /// `max_pages`.
-    pub max_pages_per_size: Vec<(PageSize, u64)>,
-    /// Measured I/Os per step (after a warm-up pass over the step's pages).
-    pub ios_per_step: u64,
-    pub block_size: u32,
-    pub seed: u64,
-}
-
-impl Default for SweepParams {
-    fn default() -> SweepParams {
-        SweepParams {
-            target: Target::default(),
-            page_sizes: vec![PageSize::Size4K],
-            max_pages: None,
-            max_pages_per_size: Vec::new(),
-            ios_per_step: 1000,
-            block_size: 4096,
-            seed: 1,
-        }
-    }
-}
-
-/// The largest page count swept by default: 4,096 × 4 KiB (16 MiB); 256 × 2 MiB (512 MiB);
-/// 2 × 1 GiB.
-pub fn default_sweep_pages(size: PageSize) -> u64 {
-    match size {
-        PageSize::Size4K => 4096,
-        PageSize::Size2M => 256,
-        PageSize::Size1G => 2,
-    }
-}
-
 /// The page counts of a sweep: powers of two up to `max`, and `max` itself.
 pub fn sweep_steps(max: u64) -> Vec<u64> {
     let mut steps = Vec::new();
@@ -408,77 +185,6 @@ pub fn sweep_steps(max: u64) -> Vec<u64> {
     }
     steps.push(max.max(1));
     steps
-}
-
-impl SweepParams {
-    pub fn max_pages_for(&self, size: PageSize) -> u64 {
-        self.max_pages_per_size
-            .iter()
-            .find(|(s, _)| *s == size)
-            .map(|&(_, n)| n)
-            .or(self.max_pages)
-            .unwrap_or_else(|| default_sweep_pages(size))
-    }
-
-    pub fn validate(&self) -> Result<(), ParamError> {
-        validate_target(&self.target)?;
-        if self.page_sizes.is_empty() {
-            return Err(ParamError::new(
-                "--page-size",
-                "",
-                "give at least one of 4k, 2m, 1g",
-            ));
-        }
-        if self.ios_per_step == 0 {
-            return Err(ParamError::new(
-                "--ios",
-                "0",
-                "give the I/Os per step, at least 1",
-            ));
-        }
-        let bs = self.block_size;
-        if !(512..=4096).contains(&bs) || !bs.is_multiple_of(512) {
-            return Err(ParamError::new(
-                "--bs",
-                bs.to_string(),
-                "the sweep does one buffer per page: give 512 to 4096 bytes",
-            ));
-        }
-        let limits = self
-            .max_pages
-            .into_iter()
-            .chain(self.max_pages_per_size.iter().map(|&(_, n)| n));
-        for max in limits {
-            if max == 0 || max > MAX_PAGES {
-                return Err(ParamError::new(
-                    "--pages",
-                    max.to_string(),
-                    format!("give 1 to {MAX_PAGES}"),
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-fn validate_target(target: &Target) -> Result<(), ParamError> {
-    if target.nsid == 0 || target.nsid == u32::MAX {
-        return Err(ParamError::new(
-            "--nsid",
-            target.nsid.to_string(),
-            "give an active namespace ID (1 for most drives)",
-        ));
-    }
-    if let Some(device) = &target.device {
-        if device.trim().is_empty() {
-            return Err(ParamError::new(
-                "--device",
-                device.clone(),
-                "give a PCI address (0000:01:00.0), nvme0 or /dev/nvme0n1",
-            ));
-        }
-    }
-    Ok(())
 }
 
 fn check_write_allowed(
@@ -551,6 +257,7 @@ pub fn buffer_slots(pages: u64, page: u64, slot: u64, limit: usize) -> Vec<u64> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use strum::VariantArray;
 
     #[test]
     fn page_sizes_parse_and_name_the_fix() {

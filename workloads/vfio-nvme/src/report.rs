@@ -4,69 +4,10 @@
 
 use crate::changes::HostChanges;
 use crate::hist::{CcdfPoint, LatencyHistogram, LatencySummary};
-use crate::params::{PageSize, Params};
-use crate::vfio::IommuInfo;
+use crate::params::Params;
+pub use iommutop_model::results::vfio_nvme::{DeviceInfo, MapCost, SetupCost, VerifySummary};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
-
-/// The controller and namespace, as identified, and the IOMMU side of the VFIO set-up.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DeviceInfo {
-    pub pci_address: iommutop_model::pci::PciAddress,
-    pub iommu_group: u32,
-    pub model: String,
-    pub serial: String,
-    pub firmware: String,
-    pub nvme_version: String,
-    pub nsid: u32,
-    pub lba_size: u32,
-    pub namespace_blocks: u64,
-    pub capacity_bytes: u64,
-    /// From MDTS (`None`: no limit).
-    pub max_transfer_bytes: Option<u64>,
-    pub max_queue_entries: u32,
-    pub iommu: IommuInfo,
-}
-
-/// One DMA mapping made at set-up, and what it cost.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MapCost {
-    /// `"queues"` (admin and I/O queues, PRP lists, identify page) or `"data"`.
-    pub what: String,
-    pub bytes: u64,
-    pub page_size: PageSize,
-    pub iova: u64,
-    /// The VFIO map ioctl (pinning plus IOMMU page-table writes).
-    pub map_ns: u64,
-    /// The unmap ioctl at teardown.
-    pub unmap_ns: Option<u64>,
-    /// Physically contiguous runs of the buffer's pages when mapped: VFIO type1 writes the IOMMU
-    /// page tables with one `iommu_map` call per run, so this is how many the map made (what
-    /// iommutop counts on this process's row). Absent when the frame numbers are hidden (not
-    /// root).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub physical_runs: Option<u64>,
-}
-
-/// Set-up and teardown costs, in ns.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SetupCost {
-    /// Container/group (or iommufd) open, IOMMU set, device fd.
-    pub vfio_open_ns: u64,
-    /// Controller reset and enable until CSTS.RDY.
-    pub controller_enable_ns: u64,
-    pub maps: Vec<MapCost>,
-    pub map_total_ns: u64,
-    pub unmap_total_ns: u64,
-}
-
-impl SetupCost {
-    pub(crate) fn add_map(&mut self, map: MapCost) {
-        self.map_total_ns += map.map_ns;
-        self.unmap_total_ns += map.unmap_ns.unwrap_or(0);
-        self.maps.push(map);
-    }
-}
 
 /// One thread's I/O on its queue pair.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -84,16 +25,6 @@ pub struct ThreadResult {
     pub latency: Option<LatencySummary>,
     pub ccdf: Vec<CcdfPoint>,
     pub histogram: LatencyHistogram,
-}
-
-/// Data verification over the run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VerifySummary {
-    /// Blocks written with the pattern.
-    pub blocks_written: u64,
-    /// Blocks read back and checked.
-    pub blocks_checked: u64,
-    pub blocks_mismatched: u64,
 }
 
 /// A whole run: totals over all threads, then each thread.

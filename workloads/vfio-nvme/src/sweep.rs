@@ -4,55 +4,10 @@
 
 use crate::changes::HostChanges;
 use crate::params::{PageSize, SweepParams};
-use crate::report::{DeviceInfo, MapCost, SetupCost};
+use crate::report::{DeviceInfo, SetupCost};
+pub use iommutop_model::results::vfio_nvme::{Knee, SweepSeries, SweepStep};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
-
-/// One working-set size.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SweepStep {
-    /// Distinct pages the I/Os cycle through.
-    pub pages: u64,
-    /// Bytes those pages span.
-    pub bytes_covered: u64,
-    /// Measured I/Os (after a warm-up pass over the pages).
-    pub ios: u64,
-    pub median_ns: u64,
-    pub p90_ns: u64,
-    pub p99_ns: u64,
-    pub mean_ns: f64,
-}
-
-/// Where the median latency steps up.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Knee {
-    /// The largest working set before the step (its pages still fit).
-    pub pages_before: u64,
-    /// The smallest working set after it.
-    pub pages_after: u64,
-    /// The IOTLB-entries estimate: at least `pages_before`, fewer than `pages_after` (the
-    /// queue pages take a few entries too).
-    pub entries_estimate: u64,
-    /// Mean of the step medians below and above the knee, in ns.
-    pub below_ns: f64,
-    pub above_ns: f64,
-    /// (above − below) / below.
-    pub jump_ratio: f64,
-    /// Pooled standard deviation of the step medians around the two levels, in ns.
-    pub noise_ns: f64,
-}
-
-/// The sweep over one page size.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SweepSeries {
-    pub page_size: PageSize,
-    /// The data buffer's mapping (made once for the whole series).
-    pub map: MapCost,
-    pub steps: Vec<SweepStep>,
-    pub knee: Option<Knee>,
-    /// One sentence: the knee and its evidence, or why there is none.
-    pub verdict: String,
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepResult {
@@ -310,6 +265,7 @@ pub fn svg_plot(series: &[SweepSeries]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::MapCost;
 
     fn steps(medians: &[(u64, u64)]) -> Vec<SweepStep> {
         medians

@@ -7,7 +7,7 @@ use crate::iova::{IovaRange, FALLBACK_RANGES};
 use crate::mmio::Bar;
 use crate::params::Backend;
 use crate::sys::{self, argsz, ioctl_ptr, ioctl_val};
-use serde::{Deserialize, Serialize};
+pub use iommutop_model::results::vfio_nvme::IommuInfo;
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -15,19 +15,6 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use vfio_bindings::bindings::vfio as b;
-
-/// What the IOMMU side of the set-up turned out to be.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IommuInfo {
-    /// `"legacy-type1v2"`, `"legacy-type1"` or `"iommufd"`.
-    pub backend: String,
-    /// Valid IOVA ranges (inclusive ends), as the kernel reported them.
-    pub iova_ranges: Vec<IovaRange>,
-    /// True if the kernel reported no ranges and the 32-bit fallback was used.
-    pub ranges_assumed: bool,
-    /// IOMMU page sizes the domain supports (bitmap; type1 only, 0 if unknown).
-    pub iova_pgsizes: u64,
-}
 
 /// The container (`/dev/vfio/vfio`).
 #[derive(Debug)]

@@ -37,7 +37,11 @@ pub struct HostChanges {
 }
 
 impl HostChanges {
-    /// One sentence per change.
+    pub fn is_empty(&self) -> bool {
+        self.rebind.is_none() && self.hugepages.is_empty() && self.recovered.is_none()
+    }
+
+    /// One sentence per change, as the report's summary says them.
     pub fn notes(&self) -> Vec<String> {
         let mut notes = Vec::new();
         if let Some(r) = &self.recovered {

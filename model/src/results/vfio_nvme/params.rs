@@ -1,10 +1,48 @@
-//! What the driver was asked to do, as its results repeat it: a run's parameters or a sweep's.
+//! What the driver was asked to do, as its results repeat it: a run's parameters or a sweep's,
+//! and the names its enums are given by (`"4k"`, `"randread"`), with errors that name the input
+//! and the fix.
 
 use serde::{Deserialize, Serialize};
+use std::str::FromStr;
+use strum::VariantArray;
+
+/// The most distinct buffer pages a thread (or a sweep step) cycles through.
+pub const MAX_PAGES: u64 = 1 << 20;
+
+/// A bad parameter: the option, the value given, and what to give instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{option} `{input}`: {fix}")]
+pub struct ParamError {
+    pub option: String,
+    pub input: String,
+    pub fix: String,
+}
+
+impl ParamError {
+    pub fn new(option: &str, input: impl Into<String>, fix: impl Into<String>) -> ParamError {
+        ParamError {
+            option: option.to_string(),
+            input: input.into(),
+            fix: fix.into(),
+        }
+    }
+}
 
 /// The host page size that backs the DMA buffers.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, strum::Display,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::VariantArray,
+    strum::IntoStaticStr,
+    strum::Display,
 )]
 pub enum PageSize {
     #[serde(rename = "4k")]
@@ -27,13 +65,60 @@ impl PageSize {
         }
     }
 
+    /// The size in KiB, as the kernel names huge page pools (`hugepages-2048kB`).
+    pub fn kib(self) -> u64 {
+        self.bytes() >> 10
+    }
+
+    /// The page size of `kib` KiB, if it is one of ours.
+    pub fn of_kib(kib: u64) -> Option<PageSize> {
+        PageSize::VARIANTS.iter().copied().find(|p| p.kib() == kib)
+    }
+
     pub fn name(self) -> &'static str {
         self.into()
+    }
+
+    pub fn is_huge(self) -> bool {
+        self != PageSize::Size4K
+    }
+
+    /// The directory under /sys/kernel/mm/hugepages/ for this size (huge sizes only).
+    pub fn hugepages_dir(self) -> Option<&'static str> {
+        match self {
+            PageSize::Size4K => None,
+            PageSize::Size2M => Some("hugepages-2048kB"),
+            PageSize::Size1G => Some("hugepages-1048576kB"),
+        }
+    }
+}
+
+impl FromStr for PageSize {
+    type Err = ParamError;
+    fn from_str(s: &str) -> Result<PageSize, ParamError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "4k" | "4kib" | "4096" => Ok(PageSize::Size4K),
+            "2m" | "2mib" | "2097152" => Ok(PageSize::Size2M),
+            "1g" | "1gib" | "1073741824" => Ok(PageSize::Size1G),
+            _ => Err(ParamError::new("--page-size", s, "use 4k, 2m or 1g")),
+        }
     }
 }
 
 /// The access pattern.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::Display)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::VariantArray,
+    strum::IntoStaticStr,
+    strum::Display,
+)]
 #[serde(rename_all = "lowercase")]
 #[strum(serialize_all = "lowercase")]
 pub enum Pattern {
@@ -43,16 +128,62 @@ pub enum Pattern {
     Write,
 }
 
-/// Which VFIO interface was asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+impl Pattern {
+    pub fn is_write(self) -> bool {
+        matches!(self, Pattern::RandWrite | Pattern::Write)
+    }
+    pub fn is_random(self) -> bool {
+        matches!(self, Pattern::RandRead | Pattern::RandWrite)
+    }
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+}
+
+impl FromStr for Pattern {
+    type Err = ParamError;
+    fn from_str(s: &str) -> Result<Pattern, ParamError> {
+        let wanted = s.trim().to_ascii_lowercase();
+        Pattern::VARIANTS
+            .iter()
+            .copied()
+            .find(|p| p.name() == wanted)
+            .ok_or_else(|| {
+                ParamError::new("--pattern", s, "use randread, randwrite, read or write")
+            })
+    }
+}
+
+/// Which VFIO interface to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
+    /// iommufd where /dev/iommu and the device's VFIO cdev exist, else the legacy container.
+    #[default]
     Auto,
+    /// The legacy container/group interface with the type1 IOMMU.
     Legacy,
+    /// iommufd with the VFIO device cdev.
     Iommufd,
 }
 
-/// When a run ends.
+impl FromStr for Backend {
+    type Err = ParamError;
+    fn from_str(s: &str) -> Result<Backend, ParamError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Backend::Auto),
+            "legacy" | "type1" | "container" => Ok(Backend::Legacy),
+            "iommufd" => Ok(Backend::Iommufd),
+            _ => Err(ParamError::new(
+                "--backend",
+                s,
+                "use auto, legacy or iommufd",
+            )),
+        }
+    }
+}
+
+/// When a run ends, as the results say it (the driver's holds a `Duration`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stop {
@@ -62,15 +193,54 @@ pub enum Stop {
     Ios(u64),
 }
 
-/// The device and what the tool might change on the host to use it.
+/// The device and what the tool may change on the host to use it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Target {
-    /// PCI address, controller or namespace as given; `None`: the only NVMe controller.
+    /// PCI address (`0000:01:00.0`), controller (`nvme0`) or namespace (`/dev/nvme0n1`).
+    /// `None`: the only NVMe controller there is (reads only).
     pub device: Option<String>,
+    /// Rebind the controller from its driver to vfio-pci for the run, and back after.
     pub bind: bool,
+    /// Raise nr_hugepages as needed for the run, and put it back after.
     pub reserve_hugepages: bool,
     pub backend: Backend,
+    /// The namespace to do I/O on.
     pub nsid: u32,
+}
+
+impl Default for Target {
+    fn default() -> Target {
+        Target {
+            device: None,
+            bind: false,
+            reserve_hugepages: false,
+            backend: Backend::Auto,
+            nsid: 1,
+        }
+    }
+}
+
+impl Target {
+    /// Checks what can be checked without the device.
+    pub fn validate(&self) -> Result<(), ParamError> {
+        if self.nsid == 0 || self.nsid == u32::MAX {
+            return Err(ParamError::new(
+                "--nsid",
+                self.nsid.to_string(),
+                "give an active namespace ID (1 for most drives)",
+            ));
+        }
+        if let Some(device) = &self.device {
+            if device.trim().is_empty() {
+                return Err(ParamError::new(
+                    "--device",
+                    device.clone(),
+                    "give a PCI address (0000:01:00.0), nvme0 or /dev/nvme0n1",
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// One run of I/O.
@@ -117,9 +287,88 @@ pub fn buffer_pages(pages: Option<u64>, block_size: u32, queue_depth: u16, page_
 pub struct SweepParams {
     pub target: Target,
     pub page_sizes: Vec<PageSize>,
+    /// The largest page count for every page size (`None`: [`default_sweep_pages`]).
     pub max_pages: Option<u64>,
+    /// The largest page count for particular page sizes (`--pages 4k=8192,2m=128`), before
+    /// `max_pages`.
     pub max_pages_per_size: Vec<(PageSize, u64)>,
+    /// Measured I/Os per step (after a warm-up pass over the step's pages).
     pub ios_per_step: u64,
     pub block_size: u32,
     pub seed: u64,
+}
+
+impl Default for SweepParams {
+    fn default() -> SweepParams {
+        SweepParams {
+            target: Target::default(),
+            page_sizes: vec![PageSize::Size4K],
+            max_pages: None,
+            max_pages_per_size: Vec::new(),
+            ios_per_step: 1000,
+            block_size: 4096,
+            seed: 1,
+        }
+    }
+}
+
+/// The largest page count swept by default: 4,096 × 4 KiB (16 MiB); 256 × 2 MiB (512 MiB);
+/// 2 × 1 GiB.
+pub fn default_sweep_pages(size: PageSize) -> u64 {
+    match size {
+        PageSize::Size4K => 4096,
+        PageSize::Size2M => 256,
+        PageSize::Size1G => 2,
+    }
+}
+
+impl SweepParams {
+    pub fn max_pages_for(&self, size: PageSize) -> u64 {
+        self.max_pages_per_size
+            .iter()
+            .find(|(s, _)| *s == size)
+            .map(|&(_, n)| n)
+            .or(self.max_pages)
+            .unwrap_or_else(|| default_sweep_pages(size))
+    }
+
+    pub fn validate(&self) -> Result<(), ParamError> {
+        self.target.validate()?;
+        if self.page_sizes.is_empty() {
+            return Err(ParamError::new(
+                "--page-size",
+                "",
+                "give at least one of 4k, 2m, 1g",
+            ));
+        }
+        if self.ios_per_step == 0 {
+            return Err(ParamError::new(
+                "--ios",
+                "0",
+                "give the I/Os per step, at least 1",
+            ));
+        }
+        let bs = self.block_size;
+        if !(512..=4096).contains(&bs) || !bs.is_multiple_of(512) {
+            return Err(ParamError::new(
+                "--bs",
+                bs.to_string(),
+                "the sweep does one buffer per page: give 512 to 4096 bytes",
+            ));
+        }
+        let limits = self
+            .max_pages
+            .into_iter()
+            .chain(self.max_pages_per_size.iter().map(|&(_, n)| n));
+        for max in limits {
+            if max == 0 || max > MAX_PAGES {
+                return Err(ParamError::new(
+                    "--pages",
+                    max.to_string(),
+                    format!("give 1 to {MAX_PAGES}"),
+                ));
+            }
+        }
+        Ok(())
+    }
 }

@@ -189,7 +189,7 @@ fn missing_huge_pages_say_how_to_reserve_them() {
     assert_eq!(nr(), "3");
     journal.undo().unwrap();
     assert_eq!(nr(), "0");
-    let changes = HostChanges::from_journal(&journal, None);
+    let changes = crate::changes::from_journal(&journal, None);
     assert_eq!(
         changes.hugepages,
         [HugeChange {
