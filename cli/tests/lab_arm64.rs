@@ -60,6 +60,19 @@ echo "rr_maps=$(grep -c ' map: ' $t/trace)"
 exit 5
 "#;
 
+/// `path` (under the project root) as the arm64 guest names it: it starts in the project root
+/// and has its own root file system, so host paths mean nothing there.
+fn relative_to_project(path: &std::path::Path) -> String {
+    let root = support::project_root()
+        .canonicalize()
+        .expect("project root");
+    path.strip_prefix(&root)
+        .expect("lab-out is under the project root")
+        .to_str()
+        .expect("utf-8 path")
+        .to_string()
+}
+
 /// Field `index` (0: reads completed, 2: sectors read) of a `/sys/block/*/stat` line.
 fn stat_field(line: &str, index: usize) -> u64 {
     line.split_whitespace()
@@ -76,16 +89,7 @@ fn arm64_smmuv3_guest_translates_nvme_reads_and_tcp_rr() {
     // The kernel (~95 MB) and the arm64 userland (~90 packages) on the first run: ~30 s.
     support::lab_fetch(&["--arch", "arm64", "--kernel", "6.12"]);
     let out = support::lab_out_dir("arm64");
-    let rel_out = out
-        .strip_prefix(
-            support::project_root()
-                .canonicalize()
-                .expect("project root"),
-        )
-        .expect("lab-out is under the project root")
-        .to_str()
-        .expect("utf-8 path")
-        .to_string();
+    let rel_out = relative_to_project(&out);
     let output = support::lab_run(
         &["--arch", "arm64", "--iommu", "smmuv3", "--kernel", "6.12"],
         &["sh", "-c", GUEST_SCRIPT, "sh", &rel_out],
@@ -265,15 +269,7 @@ fn arm64_iommutop_counts_smmuv3_work_and_compare_names_strict_mode() {
     let iommutop = arm64_iommutop();
     support::lab_fetch(&["--arch", "arm64", "--kernel", "6.12"]);
     let out = support::lab_out_dir("arm64-iommutop");
-    let root = support::project_root()
-        .canonicalize()
-        .expect("project root");
-    let rel_out = out
-        .strip_prefix(&root)
-        .expect("lab-out is under the project root")
-        .to_str()
-        .expect("utf-8 path")
-        .to_string();
+    let rel_out = relative_to_project(&out);
     let strict = arm64_boot(&iommutop, &rel_out, "strict", "");
     let lazy = arm64_boot(&iommutop, &rel_out, "lazy", "iommu.strict=0");
     let text = |name: &str| support::read(&out.join(name));
