@@ -195,7 +195,7 @@ fn a_crossed_threshold_exits_4_and_an_uncrossed_one_0() {
 }
 
 /// A report the lab wrote: TCP_RR between the two e1000e under `diagnose` (see
-/// `lab_diagnose.rs`), on 6.12 with `iommu.passthrough=1`, on 6.12 translated, on 6.1 translated.
+/// `lab/diagnose.rs`), on 6.12 with `iommu.passthrough=1`, on 6.12 translated, on 6.1 translated.
 fn lab_report(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/tcp-rr-{name}.json"))
 }

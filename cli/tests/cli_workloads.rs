@@ -1,7 +1,7 @@
 //! Profiles and workloads on the build machine: the listing, every bad profile's one-line error,
 //! the workloads run alone with the real tools (netperf on loopback, fio on a file, the TLB chase
 //! without root), and one profile run under the probes with its report checked against the
-//! schema. The lab tests (`lab_workloads.rs`) run them against real devices.
+//! schema. The lab tests (`lab/workloads.rs`) run them against real devices.
 
 mod support;
 

@@ -217,7 +217,7 @@ fn pid_or_cgroup_naming_nothing_is_a_one_line_usage_error() {
 
 /// `--pid`: the report records the filter and says what a filtered run leaves out (interrupt
 /// work); the batch view says whose work it shows. (On the host nothing calls the DMA API: the
-/// counts are the lab's to check, cli/tests/lab_tasks.rs.)
+/// counts are the lab's to check, cli/tests/lab/tasks.rs.)
 #[test]
 fn a_pid_filter_is_recorded_and_said() {
     let _bpf = require_root();

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs in the arm64 lab (lab/run --arch arm64 --iommu smmuv3): arm64.sh IOMMUTOP OUT MODE, both
 # paths relative to the project root the guest starts in. Writes what iommutop and the workloads
-# say into OUT and prints key=value lines for the test (cli/tests/lab_arm64.rs).
+# say into OUT and prints key=value lines for the test (cli/tests/lab/arm64.rs).
 #   strict  the probes (text and JSON) and the verifier's verdict on every program; a recording of 2,000 direct
 #           4 KiB reads by dd with the block layer's own count; `diagnose`; then TCP_RR
 #           (rr-strict.json)

@@ -4,7 +4,7 @@
 # 90 s), sends q, and records how the view ended.
 # Usage: top-tmux.sh IOMMUTOP OUTDIR
 # Writes into OUTDIR: nvme-pci, pane-attached.txt, pane.txt, quit-ms, rc, stty, alternate,
-# top.json, top.err; the host-side test (cli/tests/lab_tui.rs) asserts on them.
+# top.json, top.err; the host-side test (cli/tests/lab/tui.rs) asserts on them.
 set -u
 iommutop=$1
 out=$2

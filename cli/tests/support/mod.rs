@@ -127,6 +127,7 @@ pub fn loaded_iommutop_programs() -> Vec<String> {
 pub fn lab_run(lab_args: &[&str], command: &[&str]) -> Output {
     let lab = project_root().join("lab/run");
     assert!(lab.exists(), "lab/run is missing: the lab tests need it");
+    let started = std::time::Instant::now();
     let output = Command::new(&lab)
         .args(lab_args)
         .arg("--")
@@ -134,6 +135,7 @@ pub fn lab_run(lab_args: &[&str], command: &[&str]) -> Output {
         .current_dir(project_root())
         .output()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", lab.display()));
+    record_lab_time(lab_args, started);
     if matches!(output.status.code(), Some(3) | Some(124)) {
         panic!(
             "the lab could not run (exit {:?}): {}",
@@ -142,6 +144,30 @@ pub fn lab_run(lab_args: &[&str], command: &[&str]) -> Output {
         );
     }
     output
+}
+
+/// Appends how long a `lab/run` took to `target/tmp/lab-times` (seconds, the test, lab/run's
+/// options), which `scripts/test` sums and ranks at its end: the lab's share of CI's time budget
+/// in plain sight. A file that cannot be written costs the line, not the test.
+pub fn record_lab_time(lab_args: &[&str], started: std::time::Instant) {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("(unnamed test)")
+        .to_string();
+    let line = format!(
+        "{:.0}\t{test}\t{}\n",
+        started.elapsed().as_secs_f64(),
+        lab_args.join(" ")
+    );
+    let times = Path::new(env!("CARGO_TARGET_TMPDIR")).join("lab-times");
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&times)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+    if let Err(e) = written {
+        eprintln!("cannot record the lab's time in {}: {e}", times.display());
+    }
 }
 
 /// `lab/fetch ARGS` (`--kernel 6.12`, `--arch arm64 --kernel 6.12`): instant when the runner has

@@ -2,10 +2,8 @@
 //! every second on loopback, while dd does 2000 direct 4 KiB reads of the NVMe. The guest side
 //! is `cli/tests/lab/serve.sh`.
 
-mod support;
-
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 #[test]
 fn prometheus_stores_every_nvme_map_and_serve_detaches_on_sigint() {

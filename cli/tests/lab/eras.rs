@@ -9,12 +9,10 @@
 //!   `diagnose --baseline` on 7.3 says the same in one command. The guest side is
 //!   `cli/tests/lab/eras.sh`.
 
-mod support;
-
+use crate::support::*;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
-use support::*;
 
 const NVME: &str = "0000:00:04.0";
 const NICS: [&str; 2] = ["0000:00:05.0", "0000:00:06.0"];

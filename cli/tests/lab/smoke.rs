@@ -22,7 +22,7 @@ fn lab_script() -> PathBuf {
     project_root().join("lab/run")
 }
 
-mod support;
+use crate::support;
 
 /// Whether the booting tests were asked to skip; says so, and names the test for scripts/test.
 fn skipped(test: &str) -> bool {
@@ -33,12 +33,16 @@ fn skipped(test: &str) -> bool {
 fn lab_command(args: &[&str], env: &[(&str, &str)]) -> Output {
     let lab = lab_script();
     assert!(lab.exists(), "{} is missing", lab.display());
-    Command::new(&lab)
+    let started = std::time::Instant::now();
+    let output = Command::new(&lab)
         .args(args)
         .envs(env.iter().copied())
         .current_dir(project_root())
         .output()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", lab.display()))
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", lab.display()));
+    let options = args.split(|a| *a == "--").next().unwrap_or_default();
+    support::record_lab_time(options, started);
+    output
 }
 
 /// The tail of the kernel log that lab/run names in its last line, if it names one.

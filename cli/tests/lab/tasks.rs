@@ -7,11 +7,9 @@
 //! lands on its key's row. On the oldest lab kernel (5.10: kprobes, VT-d's own DMA ops) and on 6.12 (fentry,
 //! dma-iommu). The guest side is `cli/tests/lab/tasks.sh`.
 
-mod support;
-
+use crate::support::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use support::*;
 
 const NVME: &str = "0000:00:04.0";
 

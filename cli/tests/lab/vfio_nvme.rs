@@ -7,11 +7,11 @@
 //! Needs root, qemu-system-x86_64 and the lab's kernels (lab/run fetches them). Without them the
 //! tests fail saying what is missing; only IOMMUTOP_SKIP_LAB=1 skips them, and says so.
 
-mod support;
+use crate::support;
 
+use crate::support::{iommutop_bin, lab_out_dir, lab_run, lab_skipped, op_count, project_root};
 use serde_json::Value;
 use std::path::Path;
-use support::{iommutop_bin, lab_out_dir, lab_run, lab_skipped, op_count, project_root};
 
 /// Boots `kernel` with the Intel IOMMU, runs `script` with iommutop, returns the `ok`/`not ok`
 /// lines.

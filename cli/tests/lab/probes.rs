@@ -2,11 +2,9 @@
 //! probed with fentry (latency included), 2000 direct NVMe reads are counted and attributed to the
 //! NVMe, TCP_RR traffic to both NICs, and an identity domain stops the translation work.
 
-mod support;
-
+use crate::support::*;
 use serde_json::Value;
 use std::path::Path;
-use support::*;
 
 fn device<'a>(report: &'a Value, key: &str) -> &'a Value {
     report["devices"]

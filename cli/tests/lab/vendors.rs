@@ -1,14 +1,12 @@
 //! Every IOMMU vendor the lab has, counted exactly: dd's 2,000 direct 4 KiB reads of the NVMe
-//! behind AMD-Vi and virtio-iommu (VT-d is lab_exact's), with every point attached and with only
+//! behind AMD-Vi and virtio-iommu (VT-d is exact.rs's), with every point attached and with only
 //! the DMA API's, and the IOTLB invalidations where each vendor's driver and mode put them. The
 //! guest side is `cli/tests/lab/exact.sh dd`.
 
-mod support;
-
+use crate::support::exact::*;
+use crate::support::*;
 use serde_json::Value;
 use std::path::Path;
-use support::exact::*;
-use support::*;
 
 /// IOTLB invalidations per 4 KiB read that the driver issues, derived from the kernel source
 /// (6.12), for a domain of the given type:

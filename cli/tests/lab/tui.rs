@@ -3,9 +3,7 @@
 //! the terminal is back in cooked mode on the main screen, and the --json report is valid.
 //! The guest side is cli/tests/lab/top-tmux.sh.
 
-mod support;
-
-use support::*;
+use crate::support::*;
 
 /// The cells of the row whose first cell is `key`, by the header's column titles.
 fn row_cells(pane: &str, key: &str) -> Option<Vec<(String, String)>> {

@@ -4,11 +4,9 @@
 //! probes; the TLB sweep gives a curve per page size with huge pages reserved and given back.
 //! Two boots: network and TLB, then disk.
 
-mod support;
-
+use crate::support::*;
 use serde_json::Value;
 use std::path::Path;
-use support::*;
 
 /// The lab's devices (pinned PCI addresses, docs/lab.md).
 const NVME: &str = "0000:00:04.0";

@@ -8,12 +8,10 @@
 //! Throughput under TCG is noise (LAB.md): these tests assert attribution, counts and restored
 //! state, and only that the noise verdict is stated, never a throughput delta.
 
-mod support;
-
+use crate::support::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use support::*;
 
 /// Boots `kernel` with `append` and diagnoses TCP_RR; returns the report's path.
 fn diagnose_boot(out: &Path, name: &str, kernel: &str, append: &str, extra: &[&str]) -> PathBuf {
