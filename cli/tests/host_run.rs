@@ -8,7 +8,9 @@ mod support;
 use assert_cmd::Command;
 use std::path::Path;
 use std::time::Duration;
-use support::{assert_one_line_error, assert_success, assert_valid_report, read_json};
+use support::{
+    assert_one_line_error, assert_success, assert_valid_report, read_json, scratch_file,
+};
 
 fn iommutop() -> Command {
     Command::cargo_bin("iommutop").expect("binary built")
@@ -165,6 +167,111 @@ fn an_interrupted_series_keeps_the_runs_before_it() {
             .contains("run 2 of 3 did not complete: the numbers are those of the run before it"),
         "{warnings}"
     );
+}
+
+/// The workload crashes in the second of two runs (fio killed): the first run's numbers are the
+/// results, typed (the summary a person reads is printed, IOPS and all), with the crash's error
+/// beside them in the report, which says which run did not complete; the exit status is the
+/// failure's.
+#[test]
+fn a_series_whose_later_run_crashes_keeps_and_summarizes_the_runs_before_it() {
+    use std::io::{BufRead, BufReader, Read};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("crashed.json");
+    let file = scratch_file("series-crash", 16);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_iommutop"))
+        .args(["run", "fio-randread-4k-qd32x4", "--duration", "2", "--set"])
+        .arg(format!("filename={}", file.display()))
+        .args(["--runs", "2", "--json"])
+        .arg(&json)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut said = String::new();
+    while !said.contains("iommutop: run 2/2\n") {
+        let before = said.len();
+        stderr.read_line(&mut said).expect("reads stderr");
+        assert!(said.len() > before, "ended before run 2: {said}");
+    }
+    let killed = kill_descendants_named(child.id(), "fio", Duration::from_secs(20));
+    assert!(killed > 0, "no fio ran in run 2: {said}");
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).expect("reads stderr");
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut stdout)
+        .expect("reads stdout");
+    let status = child.wait().expect("ends");
+    assert_eq!(status.code(), Some(1), "{said}{rest}");
+
+    let report = read_json(&json);
+    assert_valid_report(&report);
+    let results = &report["run"]["workload"]["results"];
+    let error = results["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error: {results}"));
+    assert!(error.contains("fio"), "the error names fio: {error}");
+    let iops = results["iops"].as_f64().unwrap_or(0.0);
+    assert!(iops > 0.0, "the first run's IOPS are kept: {results}");
+    assert_eq!(
+        report["repeats"]["runs"].as_array().map(Vec::len),
+        Some(1),
+        "{report}"
+    );
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings
+            .contains("run 2 of 2 did not complete: the numbers are those of the run before it"),
+        "{warnings}"
+    );
+    let headline = format!("fio on {}: {iops:.0} IOPS", file.display());
+    assert!(
+        stdout.contains(&headline),
+        "the complete run's summary is printed ({headline}):\n{stdout}"
+    );
+}
+
+/// Sends SIGKILL to every process named `name` below `ancestor`, waiting up to `patience` for
+/// one to appear; how many it killed.
+fn kill_descendants_named(ancestor: u32, name: &str, patience: Duration) -> usize {
+    let parent_of = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
+    };
+    let descends = |mut pid: u32| {
+        while let Some(parent) = parent_of(pid).filter(|&p| p > 1) {
+            if parent == ancestor {
+                return true;
+            }
+            pid = parent;
+        }
+        false
+    };
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        let victims: Vec<u32> = std::fs::read_dir("/proc")
+            .expect("/proc")
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .filter(|&pid: &u32| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|comm| comm.trim_end() == name)
+                    && descends(pid)
+            })
+            .collect();
+        for &pid in &victims {
+            // SAFETY: kill has no memory preconditions; the pid is our child's descendant.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        if !victims.is_empty() || std::time::Instant::now() > deadline {
+            return victims.len();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// `--runs 0` measures nothing: refused before any probe attaches, in one line.

@@ -44,6 +44,13 @@ pub enum WorkloadResults {
     },
     /// Interrupted before the workload had results: `{"interrupted": true}`.
     Interrupted,
+    /// The results of a series' complete runs, typed, with the `error` or `interrupted` of a
+    /// later run that did not complete beside them (in the JSON, keys among theirs).
+    Marked {
+        results: Box<WorkloadResults>,
+        error: Option<String>,
+        interrupted: bool,
+    },
     /// Results of a workload this build has no type for, or that its type does not write back
     /// as they were written: kept as read.
     Other(Map<String, Value>),
@@ -53,28 +60,16 @@ impl WorkloadResults {
     /// The results of workload `name` as a report holds them: typed when the workload's type
     /// reads them and writes back the same JSON, else as they are.
     pub fn read(name: &str, results: Map<String, Value>) -> WorkloadResults {
-        let value = Value::Object(results);
-        let typed = match (name, failure(&value)) {
-            (_, Some(failure)) => Some(failure),
-            ("netperf", None) => typed::<NetperfResults>(&value),
-            ("fio", None) => typed::<FioResults>(&value),
-            ("dma-contention", None) => typed::<DmaContentionResults>(&value),
-            ("tlb", None) => typed::<TlbResults>(&value),
-            ("vfio-nvme", None) => typed::<VfioNvmeResults>(&value),
-            _ => None,
-        };
-        let Value::Object(results) = value else {
-            unreachable!("built from an object above")
-        };
-        match typed {
-            Some(typed) if typed.to_map().as_ref().ok() == Some(&results) => typed,
-            _ => WorkloadResults::Other(results),
-        }
+        failure(&results)
+            .or_else(|| read_typed(name, &results))
+            .or_else(|| read_marked(name, &results))
+            .unwrap_or(WorkloadResults::Other(results))
     }
 
     /// These results of workload `name` with the `error` or `interrupted` of `failed`, a later
-    /// run of the series that did not complete, so that whoever reads the report's JSON sees it.
-    /// Typed results that cannot hold the mark are kept as [`WorkloadResults::Other`].
+    /// run of the series that did not complete, so that whoever reads the report's JSON sees it:
+    /// a type with an `interrupted` of its own sets it; otherwise the mark sits beside the typed
+    /// results ([`WorkloadResults::Marked`]).
     pub fn marked_by(self, name: &str, failed: &WorkloadResults) -> WorkloadResults {
         let (Ok(mut results), Ok(failed)) = (self.to_map(), failed.to_map()) else {
             return self;
@@ -97,6 +92,20 @@ impl WorkloadResults {
             WorkloadResults::VfioNvme(results) => serde_json::to_value(results)?,
             WorkloadResults::Failed { error } => serde_json::json!({ ERROR_KEY: error }),
             WorkloadResults::Interrupted => serde_json::json!({ INTERRUPTED_KEY: true }),
+            WorkloadResults::Marked {
+                results,
+                error,
+                interrupted,
+            } => {
+                let mut map = results.to_map()?;
+                if let Some(error) = error {
+                    map.insert(ERROR_KEY.to_string(), Value::from(error.as_str()));
+                }
+                if *interrupted {
+                    map.insert(INTERRUPTED_KEY.to_string(), Value::Bool(true));
+                }
+                return Ok(map);
+            }
             WorkloadResults::Other(results) => return Ok(results.clone()),
         };
         results_object(value)
@@ -111,6 +120,7 @@ impl WorkloadResults {
             WorkloadResults::Tlb(results) => results.work.clone(),
             WorkloadResults::VfioNvme(results) => results.work().cloned(),
             WorkloadResults::Failed { .. } | WorkloadResults::Interrupted => None,
+            WorkloadResults::Marked { results, .. } => results.headline(),
             WorkloadResults::Other(results) => {
                 serde_json::from_value(results.get(WORK_KEY)?.clone()).ok()
             }
@@ -126,6 +136,11 @@ impl WorkloadResults {
             WorkloadResults::Tlb(results) => results.interrupted,
             WorkloadResults::VfioNvme(results) => results.interrupted(),
             WorkloadResults::Interrupted => true,
+            WorkloadResults::Marked {
+                results,
+                interrupted,
+                ..
+            } => *interrupted || results.interrupted(),
             WorkloadResults::Other(results) => {
                 results.get(INTERRUPTED_KEY) == Some(&Value::Bool(true))
             }
@@ -136,6 +151,7 @@ impl WorkloadResults {
     pub fn error(&self) -> Option<&str> {
         match self {
             WorkloadResults::Failed { error } => Some(error),
+            WorkloadResults::Marked { error, .. } => error.as_deref(),
             WorkloadResults::Other(results) => results.get(ERROR_KEY)?.as_str(),
             _ => None,
         }
@@ -168,17 +184,59 @@ pub fn results_object(value: Value) -> Result<Map<String, Value>, serde_json::Er
     }
 }
 
-/// `value` read as workload results of type `T`, if it reads as one.
-fn typed<T>(value: &Value) -> Option<WorkloadResults>
+/// `results` of workload `name` read as its type, if they read as one and write back as they are.
+fn read_typed(name: &str, results: &Map<String, Value>) -> Option<WorkloadResults> {
+    let typed = match name {
+        "netperf" => typed::<NetperfResults>(results),
+        "fio" => typed::<FioResults>(results),
+        "dma-contention" => typed::<DmaContentionResults>(results),
+        "tlb" => typed::<TlbResults>(results),
+        "vfio-nvme" => typed::<VfioNvmeResults>(results),
+        _ => None,
+    }?;
+    (typed.to_map().as_ref().ok() == Some(results)).then_some(typed)
+}
+
+/// `results` as a series' complete results of workload `name` with a later run's `error` or
+/// `interrupted` among them, if that is what they are: read typed without those keys, and the
+/// mark put back writes exactly `results`. A type with an `interrupted` of its own keeps it (the
+/// mark is then only the error, tried first).
+fn read_marked(name: &str, results: &Map<String, Value>) -> Option<WorkloadResults> {
+    let error = match results.get(ERROR_KEY) {
+        Some(Value::String(error)) => Some(error.clone()),
+        Some(_) => return None,
+        None => None,
+    };
+    let interrupted = results.get(INTERRUPTED_KEY) == Some(&Value::Bool(true));
+    let marks = [(error.is_some(), false), (interrupted, true)];
+    marks
+        .into_iter()
+        .filter(|&(applies, _)| applies)
+        .find_map(|(_, interrupted_is_the_mark)| {
+            let mut kept = results.clone();
+            kept.remove(ERROR_KEY);
+            if interrupted_is_the_mark {
+                kept.remove(INTERRUPTED_KEY);
+            }
+            let marked = WorkloadResults::Marked {
+                results: Box::new(read_typed(name, &kept)?),
+                error: error.clone(),
+                interrupted: interrupted_is_the_mark,
+            };
+            (marked.to_map().as_ref().ok() == Some(results)).then_some(marked)
+        })
+}
+
+/// `results` read as workload results of type `T`, if they read as one.
+fn typed<T>(results: &Map<String, Value>) -> Option<WorkloadResults>
 where
     T: DeserializeOwned + Into<WorkloadResults>,
 {
-    T::deserialize(value).ok().map(Into::into)
+    T::deserialize(results).ok().map(Into::into)
 }
 
 /// A failed or interrupted run's results: only `error`, or only `interrupted: true`.
-fn failure(results: &Value) -> Option<WorkloadResults> {
-    let map = results.as_object()?;
+fn failure(map: &Map<String, Value>) -> Option<WorkloadResults> {
     if map.len() != 1 {
         return None;
     }
@@ -305,6 +363,80 @@ mod tests {
         let marked = marked.marked_by("tlb-sweep", &failed);
         assert_eq!(marked.error(), Some("exited with 1"));
         assert!(marked.interrupted(), "the first mark stays");
+    }
+
+    /// netperf's results (no `interrupted` of their own) from a lab report, marked by a later
+    /// run that failed, then by one interrupted: typed beside the marks, the JSON the complete
+    /// results' with `error` and `interrupted` added, and read back as the same value.
+    #[test]
+    fn netperf_results_marked_by_a_later_run_stay_typed_beside_the_mark() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../cli/tests/fixtures/tcp-rr-intel-6.12.json");
+        let report: Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("readable")).expect("JSON");
+        let map = report["run"]["workload"]["results"]
+            .as_object()
+            .cloned()
+            .expect("an object");
+        let complete = WorkloadResults::read("netperf", map.clone());
+        assert!(matches!(complete, WorkloadResults::Netperf(_)));
+        let failed = WorkloadResults::Failed {
+            error: "netperf exited with 1".into(),
+        };
+
+        let marked = complete.clone().marked_by("netperf", &failed);
+        let WorkloadResults::Marked {
+            results,
+            error,
+            interrupted,
+        } = &marked
+        else {
+            panic!("not marked: {marked:?}")
+        };
+        assert_eq!(**results, complete);
+        assert_eq!(
+            (error.as_deref(), *interrupted),
+            (Some("netperf exited with 1"), false)
+        );
+        assert_eq!(marked.error(), Some("netperf exited with 1"));
+        assert!(!marked.interrupted());
+        assert_eq!(marked.headline(), complete.headline());
+        let mut expected = map.clone();
+        expected.insert("error".into(), json!("netperf exited with 1"));
+        assert_eq!(marked.to_map().expect("encodes"), expected);
+        assert_eq!(WorkloadResults::read("netperf", expected.clone()), marked);
+        assert_eq!(
+            marked.metric("transactions_per_s"),
+            complete.metric("transactions_per_s")
+        );
+
+        let twice = marked.marked_by("netperf", &WorkloadResults::Interrupted);
+        assert!(twice.interrupted(), "the later mark joins");
+        assert_eq!(
+            twice.error(),
+            Some("netperf exited with 1"),
+            "the first stays"
+        );
+        expected.insert("interrupted".into(), json!(true));
+        assert_eq!(twice.to_map().expect("encodes"), expected);
+        assert_eq!(WorkloadResults::read("netperf", expected), twice);
+    }
+
+    /// A mark that is not one (an `error` that is not text) or results that do not read as the
+    /// workload's type without it stay as they were written.
+    #[test]
+    fn what_only_looks_marked_is_kept_as_written() {
+        for value in [
+            json!({"error": 3, "transactions": 1}),
+            json!({"error": "x", "transactions": "many"}),
+            json!({"interrupted": false, "transactions": 1}),
+        ] {
+            let map = value.as_object().cloned().expect("an object");
+            assert_eq!(
+                WorkloadResults::read("netperf", map.clone()),
+                WorkloadResults::Other(map)
+            );
+        }
     }
 
     /// dma-contention's, tlb's and vfio-nvme's results as the build before their types wrote

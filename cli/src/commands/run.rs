@@ -234,7 +234,8 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
         report.repeats = Some(Repeats::new(args.warmup, entries));
     }
     // A document is the report alone, as `iommutop report` prints it; the text has these too.
-    if !output.streams() && output.document.is_none() && error.is_none() {
+    // A failed run has no summary; a series whose later run failed has its complete runs'.
+    if !output.streams() && output.document.is_none() {
         if let Some(summary) = summary {
             print!("{summary}");
         }

@@ -121,9 +121,11 @@ impl WorkloadKind {
     }
 
     /// A few lines for a person: the headline numbers of `results` (none when the workload
-    /// failed or was interrupted before it had any).
+    /// failed or was interrupted before it had any; a series' complete runs' when a later run
+    /// did not complete).
     pub fn summarize(self, results: &ReportResults) -> String {
         match (self, results) {
+            (_, ReportResults::Marked { results, .. }) => self.summarize(results),
             (_, ReportResults::Netperf(results)) => netperf::summarize(results),
             (_, ReportResults::Fio(results)) => fio::summarize(results),
             (_, ReportResults::DmaContention(results)) => dma_contention::summarize(results),

@@ -28,6 +28,15 @@ pub fn with_work(results: WorkloadResults, work: Option<Headline>) -> WorkloadRe
             results.set_work(work);
             WorkloadResults::VfioNvme(results)
         }
+        WorkloadResults::Marked {
+            results,
+            error,
+            interrupted,
+        } => WorkloadResults::Marked {
+            results: Box::new(with_work(*results, work)),
+            error,
+            interrupted,
+        },
         other @ (WorkloadResults::Failed { .. }
         | WorkloadResults::Interrupted
         | WorkloadResults::Other(_)) => other,

@@ -423,3 +423,26 @@ fn examples_summaries_are_those_of_the_build_before_their_types() {
         assert_copy(&dir.join(format!("{name}.txt")), &kind.summarize(&results));
     }
 }
+
+/// A series whose later run failed keeps its complete runs' results typed, with the error beside
+/// them: the summary a person reads is the complete runs', word for word, and the JSON reads
+/// back as the same marked results.
+#[test]
+fn examples_marked_by_a_failed_later_run_summarize_as_before() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/summaries");
+    let failed = WorkloadResults::Failed {
+        error: "run 2: the workload exited with 1".into(),
+    };
+    for (name, kind, output) in examples() {
+        let complete = output.reported().expect("encodes").results;
+        let marked = complete.clone().marked_by(kind.name(), &failed);
+        assert!(
+            matches!(&marked, WorkloadResults::Marked { results, .. } if **results == complete),
+            "{name}: {marked:?}"
+        );
+        assert_eq!(marked.error(), Some("run 2: the workload exited with 1"));
+        let read = WorkloadResults::read(kind.name(), marked.to_map().expect("encodes"));
+        assert_eq!(read, marked, "{name} read back");
+        assert_copy(&dir.join(format!("{name}.txt")), &kind.summarize(&marked));
+    }
+}
