@@ -1,6 +1,6 @@
 //! Issue 14 in the lab: `iommutop serve` under a real Prometheus (Debian's package) scraping it
-//! every second on loopback, while dd does 2000 direct 4 KiB reads of the NVMe. The guest side
-//! is `cli/tests/lab/serve.sh`.
+//! every second on loopback, while dd does 2000 direct 4 KiB reads of the NVMe; then issue 32's
+//! rebind of the NVMe to vfio-pci and back. The guest side is `cli/tests/lab/serve.sh`.
 
 use crate::support::*;
 use serde_json::Value;
@@ -40,6 +40,8 @@ fn prometheus_stores_every_nvme_map_and_serve_detaches_on_sigint() {
         .unwrap_or_else(|| panic!("no value in {series}"));
     eprintln!("Prometheus: iommutop_dma_maps_total{{device=\"{nvme}\"}} = {stored}");
     assert!(stored >= 2000.0, "2000 reads, {stored} maps stored");
+
+    assert_rebind_moves_the_series_at_once(&out, &nvme);
 
     let up = read_json(&out.join("up.json"));
     assert_eq!(
@@ -81,4 +83,77 @@ fn prometheus_stores_every_nvme_map_and_serve_detaches_on_sigint() {
         "promtool check metrics passed on a scrape of {} lines",
         scrape.lines().count()
     );
+}
+
+/// The NVMe's `iommutop_dma_maps_total` series in a scrape, by their `driver` label.
+fn maps_by_driver(scrape: &str) -> std::collections::BTreeMap<String, u64> {
+    scrape
+        .lines()
+        .map(|line| {
+            let (labels, value) = line
+                .rsplit_once(' ')
+                .unwrap_or_else(|| panic!("not a sample: {line}"));
+            let driver = labels
+                .split_once("driver=\"")
+                .and_then(|(_, rest)| rest.split_once('"'))
+                .map(|(driver, _)| driver.to_string())
+                .unwrap_or_else(|| panic!("no driver label: {line}"));
+            let value = value
+                .parse()
+                .unwrap_or_else(|e| panic!("{value}: {e} in {line}"));
+            (driver, value)
+        })
+        .collect()
+}
+
+/// Issue 32: after the NVMe went to vfio-pci (for longer than serve's 10 s re-read of the
+/// devices) and back to nvme, the next scrape's maps are under `driver="nvme"`: the 1000 reads
+/// after the rebind add exactly the block layer's count to that series, the series of the
+/// 2000 reads before (the same labels: a counter that goes on), and nothing to vfio-pci's.
+fn assert_rebind_moves_the_series_at_once(out: &std::path::Path, nvme: &str) {
+    for step in ["rebind-vfio", "rebind-nvme", "dd-rebound"] {
+        assert_eq!(
+            read(&out.join(format!("{step}.rc"))).trim(),
+            "0",
+            "{step} failed: {}",
+            read(&out.join("serve.err"))
+        );
+    }
+    assert_eq!(read(&out.join("driver-vfio.txt")).trim(), "vfio-pci");
+    let number = |name: &str| -> u64 {
+        let text = read(&out.join(name));
+        text.trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{name}: {text:?}: {e}"))
+    };
+    let block_reads = number("stat-after") - number("stat-rebound");
+    assert!(block_reads >= 1000, "dd's 1000 reads: {block_reads}");
+    let rebound = maps_by_driver(&read(&out.join("scrape-rebound.txt")));
+    let after = maps_by_driver(&read(&out.join("scrape-after.txt")));
+    eprintln!(
+        "{nvme} maps by driver, after the rebind back: {rebound:?}; after 1000 reads: {after:?}"
+    );
+    let nvme_maps = |scrape: &std::collections::BTreeMap<String, u64>| {
+        *scrape
+            .get("nvme")
+            .unwrap_or_else(|| panic!("no driver=\"nvme\" series: {scrape:?}"))
+    };
+    assert!(
+        nvme_maps(&rebound) >= 2000,
+        "the nvme series goes on from the 2000 reads before: {rebound:?}"
+    );
+    assert_eq!(
+        nvme_maps(&after) - nvme_maps(&rebound),
+        block_reads,
+        "the reads after the rebind are the nvme series': {rebound:?} then {after:?}"
+    );
+    for (driver, maps) in &after {
+        if driver != "nvme" {
+            assert_eq!(
+                rebound.get(driver),
+                Some(maps),
+                "driver=\"{driver}\" got maps after the rebind back: {rebound:?} then {after:?}"
+            );
+        }
+    }
 }

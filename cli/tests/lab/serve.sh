@@ -8,6 +8,8 @@
 #                    bpftool.rc and bpftool.err: bpftool's exit status and stderr (no answer is
 #                    not zero programs)
 #   ready.rc         0 when serve and Prometheus both came up
+#   rebind-*.rc, driver-vfio.txt, scrape-rebound.txt, scrape-after.txt, stat-rebound,
+#   stat-after, dd-rebound.*: the NVMe rebound to vfio-pci and back (issue 32, below)
 set -u
 iommutop=$1
 out=$2
@@ -72,6 +74,38 @@ curl -sf "http://127.0.0.1:9090/api/v1/query" \
 curl -sf "http://$listen/metrics" >"$out/scrape.txt"
 promtool check metrics <"$out/scrape.txt" >"$out/promtool.out" 2>&1
 echo $? >"$out/promtool.rc"
+
+# Issue 32: the NVMe goes to vfio-pci for longer than serve's periodic re-read of the devices
+# (10 s, so that one happens meanwhile) and back to nvme. Then a scrape (scrape-rebound.txt),
+# 1000 direct reads, a scrape (scrape-after.txt): each the NVMe's iommutop_dma_maps_total
+# series, with the block layer's reads of nvme0n1 at that moment (stat-rebound, stat-after).
+modprobe vfio-pci 2>/dev/null
+rebind() { # DRIVER-OVERRIDE ("" gives the controller back to nvme)
+	echo "$nvme" >"/sys/bus/pci/devices/$nvme/driver/unbind" &&
+		echo "$1" >"/sys/bus/pci/devices/$nvme/driver_override" &&
+		echo "$nvme" >/sys/bus/pci/drivers_probe
+}
+nvme_series() { # FILE
+	curl -sf "http://$listen/metrics" | grep "^iommutop_dma_maps_total{device=\"$nvme\"" >"$1"
+}
+rebind vfio-pci
+echo $? >"$out/rebind-vfio.rc"
+basename "$(readlink "/sys/bus/pci/devices/$nvme/driver")" >"$out/driver-vfio.txt"
+sleep 12
+rebind ""
+echo $? >"$out/rebind-nvme.rc"
+i=0
+until [ -b /dev/nvme0n1 ] || [ $i -ge 200 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+sleep 1 # the kernel's scan of the namespace it found again
+nvme_series "$out/scrape-rebound.txt"
+awk '{ print $1 }' /sys/block/nvme0n1/stat >"$out/stat-rebound"
+dd if=/dev/nvme0n1 of=/dev/null bs=4k count=1000 iflag=direct >"$out/dd-rebound.out" 2>&1
+echo $? >"$out/dd-rebound.rc"
+nvme_series "$out/scrape-after.txt"
+awk '{ print $1 }' /sys/block/nvme0n1/stat >"$out/stat-after"
 
 kill "$prometheus"
 wait "$prometheus"

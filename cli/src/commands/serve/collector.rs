@@ -1,11 +1,14 @@
 //! The one owner of the probes and the totals: a thread that attaches once, then answers scrape
 //! requests. Each request reads the BPF maps once (scrapes closer together than
 //! [`FRESH_FOR`] share one read), adds the interval to the totals and encodes them; the HTTP
-//! side only passes text along. When every request sender is gone the thread ends and dropping
-//! the probes detaches them.
+//! side only passes text along. A device's change (a driver bound or unbound, a device added or
+//! removed, a NIC renamed: the kernel's uevents) is a request too: the counts so far go to the
+//! labels they were made under, and the device's series move to its new labels at once. When
+//! every scrape request sender is gone the thread ends and dropping the probes detaches them.
 
 use super::encode::{render, Exposition, HostLabels, PointTier};
 use super::totals::Totals;
+use super::uevents::{DeviceChange, Uevents};
 use crate::exit::{Failure, Outcome};
 use crate::probes::{load_failure, PointSelection, ProbeSettings, Probes};
 use crate::sysinfo;
@@ -24,8 +27,9 @@ use tokio::sync::{mpsc, oneshot};
 /// servers scraping one host cost one read).
 const FRESH_FOR: Duration = Duration::from_millis(200);
 
-/// Drivers, groups and domain types are read from sysfs again this often, so that hotplugged
-/// and rebound devices get their labels.
+/// Drivers, groups and domain types are read from sysfs again this often, whatever the uevents
+/// said (a change of domain type or a rename the uevents do not announce, a burst the socket
+/// dropped).
 const FACTS_REFRESH: Duration = Duration::from_secs(10);
 
 /// Scrape requests waiting for the collector; more wait in the HTTP server.
@@ -34,15 +38,21 @@ const QUEUE: usize = 16;
 /// A scrape's answer: the text, or why the maps could not be read.
 pub type Scraped = Result<String, String>;
 
+/// What the collector is asked to do.
+enum Request {
+    Scrape(oneshot::Sender<Scraped>),
+    DeviceChanged(DeviceChange),
+}
+
 /// How the HTTP side asks for a scrape.
 #[derive(Clone)]
-pub struct ScrapeRequests(mpsc::Sender<oneshot::Sender<Scraped>>);
+pub struct ScrapeRequests(mpsc::Sender<Request>);
 
 impl ScrapeRequests {
     /// The current metrics, or `None` when the collector has ended.
     pub async fn scrape(&self) -> Option<Scraped> {
         let (reply, answer) = oneshot::channel();
-        self.0.send(reply).await.ok()?;
+        self.0.send(Request::Scrape(reply)).await.ok()?;
         answer.await.ok()
     }
 
@@ -52,7 +62,8 @@ impl ScrapeRequests {
 }
 
 /// What the probes got at start: how many points attached, and what their times hold that is
-/// not the calls' work (waiting, when the scheduler's switch could not be hooked).
+/// not the calls' work (waiting, when the scheduler's switch could not be hooked), or what
+/// else `serve` could not do (hear the kernel's device events).
 pub struct Attached {
     pub points: usize,
     pub caveats: Vec<String>,
@@ -83,7 +94,17 @@ pub fn start(
         )
         .context("starting the collector thread")?;
     match ready.recv() {
-        Ok(Ok(attached)) => Ok((ScrapeRequests(requests), handle, attached)),
+        Ok(Ok(mut attached)) => {
+            if let Err(e) = forward_device_changes(requests.downgrade()) {
+                attached.caveats.push(format!(
+                    "the kernel's device events cannot be read ({e}): a rebound or hotplugged \
+                     device's series get its new labels within {} s, and counts made meanwhile \
+                     may go to its old ones",
+                    FACTS_REFRESH.as_secs()
+                ));
+            }
+            Ok((ScrapeRequests(requests), handle, attached))
+        }
         Ok(Err(failure)) => {
             let _ = handle.join();
             Err(failure)
@@ -95,6 +116,34 @@ pub fn start(
             )))
         }
     }
+}
+
+/// Passes the kernel's device changes to the collector from a thread of their own, holding the
+/// request channel weakly: it ends (at its next event) once the collector has, and never keeps
+/// the collector alive.
+fn forward_device_changes(requests: mpsc::WeakSender<Request>) -> std::io::Result<()> {
+    let uevents = Uevents::open()?;
+    std::thread::Builder::new()
+        .name("iommutop-uevents".into())
+        .spawn(move || loop {
+            let change = match uevents.next_change() {
+                Ok(change) => change,
+                Err(error) => {
+                    log::warn!("reading the kernel's device events: {error}");
+                    return;
+                }
+            };
+            let Some(requests) = requests.upgrade() else {
+                return;
+            };
+            if requests
+                .blocking_send(Request::DeviceChanged(change))
+                .is_err()
+            {
+                return;
+            }
+        })?;
+    Ok(())
 }
 
 struct Collector {
@@ -151,9 +200,14 @@ impl Collector {
         }
     }
 
-    fn serve(mut self, mut inbox: mpsc::Receiver<oneshot::Sender<Scraped>>) {
-        while let Some(reply) = inbox.blocking_recv() {
-            let _ = reply.send(self.scrape());
+    fn serve(mut self, mut inbox: mpsc::Receiver<Request>) {
+        while let Some(request) = inbox.blocking_recv() {
+            match request {
+                Request::Scrape(reply) => {
+                    let _ = reply.send(self.scrape());
+                }
+                Request::DeviceChanged(change) => self.device_changed(&change),
+            }
         }
     }
 
@@ -163,7 +217,40 @@ impl Collector {
                 return Ok(text.clone());
             }
         }
-        self.refresh_facts();
+        if self.facts_read.elapsed() >= FACTS_REFRESH {
+            self.read_facts();
+        }
+        self.collect();
+        let text = render(&Exposition {
+            totals: &self.totals,
+            host: &self.host,
+            points: &self.points,
+            cpus: self.cpus,
+            sample_errors: self.sample_errors,
+        })
+        .map_err(|e| e.to_string())?;
+        self.last = Some((Instant::now(), text.clone()));
+        Ok(text)
+    }
+
+    /// A device's labels change: the counts made under the old ones are added to their series
+    /// first (a driver leaving, a device going), or the new ones are read first (a driver that
+    /// arrived mapped under its own name before the kernel said so). The next scrape reads anew.
+    fn device_changed(&mut self, change: &DeviceChange) {
+        log::debug!("device change: {change:?}");
+        if change.change.ends_labels() {
+            self.collect();
+            self.read_facts();
+        } else {
+            self.read_facts();
+            self.collect();
+        }
+        self.last = None;
+    }
+
+    /// Reads the maps and adds what changed since the last read to the totals, under the
+    /// devices' labels as last read.
+    fn collect(&mut self) {
         match self.probes.sample() {
             Ok(current) => {
                 let mut snapshot = Snapshot::between(&self.previous, &current, &self.facts.devices);
@@ -178,22 +265,9 @@ impl Collector {
                 log::warn!("reading the BPF maps: {error}");
             }
         }
-        let text = render(&Exposition {
-            totals: &self.totals,
-            host: &self.host,
-            points: &self.points,
-            cpus: self.cpus,
-            sample_errors: self.sample_errors,
-        })
-        .map_err(|e| e.to_string())?;
-        self.last = Some((Instant::now(), text.clone()));
-        Ok(text)
     }
 
-    fn refresh_facts(&mut self) {
-        if self.facts_read.elapsed() < FACTS_REFRESH {
-            return;
-        }
+    fn read_facts(&mut self) {
         match host_facts() {
             Ok(facts) => {
                 self.host = HostLabels::from_facts(&facts);

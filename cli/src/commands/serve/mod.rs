@@ -12,6 +12,7 @@ mod http;
 mod listen;
 mod names;
 mod totals;
+mod uevents;
 
 use crate::cli::ServeArgs;
 use crate::exit::{Failure, Outcome};
