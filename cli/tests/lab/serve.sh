@@ -9,7 +9,8 @@
 #                    not zero programs)
 #   ready.rc         0 when serve and Prometheus both came up
 #   rebind-*.rc, driver-vfio.txt, scrape-rebound.txt, scrape-after.txt, stat-rebound,
-#   stat-after, dd-rebound.*: the NVMe rebound to vfio-pci and back (issue 32, below)
+#   stat-after, dd-rebound.*: the NVMe rebound to vfio-pci and back (issue 32, below); each
+#   scrape-*.txt.all the whole scrape it was cut from
 set -u
 iommutop=$1
 out=$2
@@ -85,8 +86,9 @@ rebind() { # DRIVER-OVERRIDE ("" gives the controller back to nvme)
 		echo "$1" >"/sys/bus/pci/devices/$nvme/driver_override" &&
 		echo "$nvme" >/sys/bus/pci/drivers_probe
 }
-nvme_series() { # FILE
-	curl -sf "http://$listen/metrics" | grep "^iommutop_dma_maps_total{device=\"$nvme\"" >"$1"
+nvme_series() { # FILE: the NVMe's series; FILE.all the whole scrape
+	curl -sf "http://$listen/metrics" >"$1.all"
+	grep "^iommutop_dma_maps_total{device=\"$nvme\"" "$1.all" >"$1"
 }
 rebind vfio-pci
 echo $? >"$out/rebind-vfio.rc"
