@@ -118,7 +118,7 @@ fn runs_are_measured_one_by_one_after_discarded_warm_ups() {
 /// which run did not complete, and the exit status says it was interrupted.
 #[test]
 fn an_interrupted_series_keeps_the_runs_before_it() {
-    use std::io::{BufRead, BufReader};
+    use std::io::BufReader;
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("interrupted.json");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_iommutop"))
@@ -137,12 +137,7 @@ fn an_interrupted_series_keeps_the_runs_before_it() {
         .spawn()
         .expect("starts");
     let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
-    let mut said = String::new();
-    while !said.contains("iommutop: run 2/3\n") {
-        let before = said.len();
-        stderr.read_line(&mut said).expect("reads stderr");
-        assert!(said.len() > before, "ended before run 2: {said}");
-    }
+    let said = read_until(&mut stderr, "iommutop: run 2/3\n");
     // SAFETY: kill has no memory preconditions; the pid is our own child's.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let mut rest = String::new();
@@ -175,7 +170,7 @@ fn an_interrupted_series_keeps_the_runs_before_it() {
 /// failure's.
 #[test]
 fn a_series_whose_later_run_crashes_keeps_and_summarizes_the_runs_before_it() {
-    use std::io::{BufRead, BufReader, Read};
+    use std::io::{BufReader, Read};
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("crashed.json");
     let file = scratch_file("series-crash", 16);
@@ -189,12 +184,7 @@ fn a_series_whose_later_run_crashes_keeps_and_summarizes_the_runs_before_it() {
         .spawn()
         .expect("starts");
     let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
-    let mut said = String::new();
-    while !said.contains("iommutop: run 2/2\n") {
-        let before = said.len();
-        stderr.read_line(&mut said).expect("reads stderr");
-        assert!(said.len() > before, "ended before run 2: {said}");
-    }
+    let said = read_until(&mut stderr, "iommutop: run 2/2\n");
     let killed = kill_descendants_named(child.id(), "fio", Duration::from_secs(20));
     assert!(killed > 0, "no fio ran in run 2: {said}");
     let mut rest = String::new();
@@ -234,6 +224,17 @@ fn a_series_whose_later_run_crashes_keeps_and_summarizes_the_runs_before_it() {
         stdout.contains(&headline),
         "the complete run's summary is printed ({headline}):\n{stdout}"
     );
+}
+
+/// What `stderr` says up to and including the line `line`; fails the test if it ends first.
+fn read_until(stderr: &mut impl std::io::BufRead, line: &str) -> String {
+    let mut said = String::new();
+    while !said.contains(line) {
+        let before = said.len();
+        stderr.read_line(&mut said).expect("reads stderr");
+        assert!(said.len() > before, "ended before {line:?}: {said}");
+    }
+    said
 }
 
 /// Sends SIGKILL to every process named `name` below `ancestor`, waiting up to `patience` for
