@@ -217,7 +217,7 @@ impl Collector {
                 return Ok(text.clone());
             }
         }
-        if self.facts_read.elapsed() >= FACTS_REFRESH {
+        if self.facts_read.elapsed() >= FACTS_REFRESH || self.a_driver_arrived() {
             self.read_facts();
         }
         self.collect();
@@ -265,6 +265,20 @@ impl Collector {
                 log::warn!("reading the BPF maps: {error}");
             }
         }
+    }
+
+    /// Whether a PCI function now has a driver other than the one last read. The kernel links
+    /// the driver in sysfs before its probe runs, and announces the binding only after: a scrape
+    /// between the two must count the probe's maps (an NVMe's identify, its namespace scan,
+    /// the first reads) under the new driver. A driver leaving is the unbind uevent's: during
+    /// its teardown the link is already gone, and those maps are still the old driver's.
+    fn a_driver_arrived(&self) -> bool {
+        self.facts.devices.iter().any(|device| {
+            let link = format!("/sys/bus/pci/devices/{}/driver", device.pci_address);
+            std::fs::read_link(link).ok().is_some_and(|driver| {
+                driver.file_name().and_then(|name| name.to_str()) != device.driver.as_deref()
+            })
+        })
     }
 
     fn read_facts(&mut self) {
