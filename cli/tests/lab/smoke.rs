@@ -47,10 +47,10 @@ fn lab_command(args: &[&str], env: &[(&str, &str)]) -> Output {
 
 /// The tail of the kernel log that lab/run names in its last line, if it names one.
 fn kernel_log_tail(stderr: &str) -> String {
-    let Some((_, path)) = stderr.rsplit_once("kernel log: ") else {
+    let Some(path) = support::kernel_log_path(stderr) else {
         return String::new();
     };
-    let log = std::fs::read_to_string(path.trim()).unwrap_or_default();
+    let log = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = log.lines().collect();
     lines[lines.len().saturating_sub(30)..].join("\n")
 }

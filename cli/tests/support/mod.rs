@@ -139,15 +139,19 @@ pub fn lab_run(lab_args: &[&str], command: &[&str]) -> Output {
     }
 }
 
+/// The kernel log lab/run names in its last line when its guest failed or hung.
+pub fn kernel_log_path(stderr: &str) -> Option<PathBuf> {
+    let (_, path) = stderr.rsplit_once("kernel log: ")?;
+    Some(PathBuf::from(path.lines().next()?.trim()))
+}
+
 /// The kernel log lab/run names when its guest stopped on an `Oops: int3`.
 fn int3_oops_log(output: &Output) -> Option<String> {
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let (_, log) = stderr.rsplit_once("kernel log: ")?;
-    let log = log.lines().next()?.trim().to_string();
+    let log = kernel_log_path(&String::from_utf8_lossy(&output.stderr))?;
     let text = std::fs::read(&log).ok()?;
     String::from_utf8_lossy(&text)
         .contains("Oops: int3")
-        .then_some(log)
+        .then(|| log.display().to_string())
 }
 
 fn lab_run_once(lab_args: &[&str], command: &[&str]) -> Output {

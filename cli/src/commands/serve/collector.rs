@@ -13,6 +13,7 @@ use crate::exit::{Failure, Outcome};
 use crate::probes::{load_failure, PointSelection, ProbeSettings, Probes};
 use crate::sysinfo;
 use anyhow::{anyhow, Context};
+use iommutop_host::sysfs::link_name;
 use iommutop_model::facts::HostFacts;
 use iommutop_model::sample::RawSample;
 use iommutop_model::snapshot::Snapshot;
@@ -275,9 +276,7 @@ impl Collector {
     fn a_driver_arrived(&self) -> bool {
         self.facts.devices.iter().any(|device| {
             let link = format!("/sys/bus/pci/devices/{}/driver", device.pci_address);
-            std::fs::read_link(link).ok().is_some_and(|driver| {
-                driver.file_name().and_then(|name| name.to_str()) != device.driver.as_deref()
-            })
+            link_name(Path::new(&link)).is_some_and(|driver| Some(driver) != device.driver)
         })
     }
 
