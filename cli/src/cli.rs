@@ -181,6 +181,10 @@ pub struct RecordArgs {
     pub device: Option<String>,
     #[command(flatten)]
     pub tasks: crate::task_filter::TaskFilterArgs,
+    /// Which netdevs' packets are counted: `physical`, NICs with a parent device (on its row), or
+    /// `all`, also those without one (veth, tun, lo, bridges), each on a row of its own.
+    #[arg(long, value_enum, value_name = "WHICH", default_value = "physical")]
+    pub netdev: NetdevScope,
     /// Write the sampled call paths as folded stacks (for flame-graph tools) to FILE.
     #[arg(long, value_name = "FILE")]
     pub folded: Option<PathBuf>,
@@ -394,6 +398,10 @@ pub struct TopArgs {
     pub device: Option<String>,
     #[command(flatten)]
     pub tasks: crate::task_filter::TaskFilterArgs,
+    /// Which netdevs' packets are counted: `physical`, NICs with a parent device (on its row), or
+    /// `all`, also those without one (veth, tun, lo, bridges), each on a row of its own.
+    #[arg(long, value_enum, value_name = "WHICH", default_value = "physical")]
+    pub netdev: NetdevScope,
 }
 
 /// Where `serve` listens unless told: this machine only.
@@ -413,6 +421,20 @@ pub struct ServeArgs {
     pub device: Option<String>,
     #[command(flatten)]
     pub tasks: crate::task_filter::TaskFilterArgs,
+    /// Which netdevs' packets are counted: `physical`, NICs with a parent device (on its row), or
+    /// `all`, also those without one (veth, tun, lo, bridges), each on a row of its own.
+    #[arg(long, value_enum, value_name = "WHICH", default_value = "physical")]
+    pub netdev: NetdevScope,
+}
+
+/// Which netdevs' packets are counted (`--netdev`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum NetdevScope {
+    /// NICs with a parent device, whose packets go to that device's row.
+    #[default]
+    Physical,
+    /// Also netdevs without a parent device: a container host makes thousands.
+    All,
 }
 
 /// `record --device`: the filter, and the device `--domain` switches.

@@ -1,6 +1,7 @@
 //! A recording session: probes attached, one sample per interval, a report at the end.
 //! Dropping a session detaches every probe and turns BPF statistics back off.
 
+use crate::cli::NetdevScope;
 use crate::exit::Outcome;
 use crate::privileges::require_bpf_privileges;
 use crate::probes::{load_failure, PointSelection, PointStatus, ProbeSettings, Probes};
@@ -76,10 +77,15 @@ impl RunDescription {
 impl Session {
     /// Checks privileges, attaches the probes (counting only `task_filter`'s tasks' work, if
     /// given) and takes the first sample.
-    pub fn start(points: &PointSelection, task_filter: Option<TaskFilter>) -> Outcome<Session> {
+    pub fn start(
+        points: &PointSelection,
+        task_filter: Option<TaskFilter>,
+        netdevs: NetdevScope,
+    ) -> Outcome<Session> {
         require_bpf_privileges()?;
         let facts = host_facts()?;
-        let settings = ProbeSettings::from_env().map_err(load_failure)?;
+        let mut settings = ProbeSettings::from_env().map_err(load_failure)?;
+        settings.virtual_netdevs = netdevs == NetdevScope::All;
         let probes =
             Probes::attach(&settings, true, points, task_filter.as_ref()).map_err(load_failure)?;
         let (first, block) = first_sample(&probes)?;

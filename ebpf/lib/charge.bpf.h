@@ -11,10 +11,14 @@
 #include "hist.bpf.h"
 #include "names.bpf.h"
 
+/* A device's key: the struct device, in the generation of the driver bound to it now (abi.h).
+ * The driver core sets dev->driver before the driver's probe runs and clears it after its
+ * remove returned: a driver's own maps and unmaps, the first and the last, are its. */
 static __always_inline struct iommutop_dev_key iommutop_device_key(const struct device *dev)
 {
 	struct iommutop_dev_key key = {.id = (__u64)dev, .kind = IOMMUTOP_KEY_DEVICE};
 
+	key.generation = (__u32)(__u64)BPF_CORE_READ(dev, driver);
 	return key;
 }
 
@@ -108,7 +112,8 @@ iommutop_key_of_owner(__u64 owner, const struct iommutop_inflight *inflight, int
 		if (key.kind != IOMMUTOP_KEY_DEVICE)
 			return key;
 		seen = bpf_map_lookup_elem(&iommutop_owner_seen, &zero);
-		if (!seen || (seen->owner == owner && seen->key.id == key.id))
+		if (!seen || (seen->owner == owner && seen->key.id == key.id &&
+			      seen->key.generation == key.generation))
 			return key;
 		/* A number for the map's key: owner may be a typed pointer (an fentry argument). */
 		bpf_probe_read_kernel(&number, sizeof(number), &owner);
@@ -142,15 +147,15 @@ iommutop_op_stats(const struct iommutop_dev_key *key, __u32 op, const void *name
 {
 	struct iommutop_dev_key numbers = iommutop_key_numbers(key);
 	struct iommutop_dev_stats *stats;
-	int created;
+	int new_row;
 
 	if (op >= IOMMUTOP_OP_COUNT)
 		return NULL;
-	stats = iommutop_stats_lookup_or_init(&numbers, &created);
+	stats = iommutop_stats_lookup_or_init(&numbers, &new_row);
 	if (!stats)
 		return NULL;
-	if (created)
-		iommutop_record_name(key, named_object);
+	if (new_row >= 0)
+		iommutop_record_name(new_row, key, named_object);
 	return &stats->ops[op];
 }
 

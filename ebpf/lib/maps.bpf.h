@@ -15,10 +15,16 @@
  * its key's row with a few array loads, where a per-CPU hash keyed by the key would hash the key
  * and compare it on every call (about 160 instructions, more than the rest of a DMA exit's work).
  *
- * iommutop_rows says which row is a key's: written once, when the key is first seen, and what
- * user space reads. iommutop_row_hints, indexed by a hash of the key, holds the row of a key
- * looked up there before; iommutop_row_keys (row -> key) confirms it, so a hint that another key
- * overwrote sends the lookup to iommutop_rows, never to the wrong row. Rows are never given back.
+ * iommutop_rows says which row is a key's: written when the key is first seen, and what user
+ * space reads. iommutop_row_hints, indexed by a hash of the key, holds the row of a key looked up
+ * there before; iommutop_row_keys (row -> key) confirms it, so a hint that another key overwrote
+ * sends the lookup to iommutop_rows, never to the wrong row. A key includes its generation (abi.h):
+ * a rebound device, or a new object at a freed one's address, takes a row of its own.
+ *
+ * Rows are given back by user space (cli/src/probes/rows.rs) once their key can count no more (its
+ * device gone or bound elsewhere, its process exited) and its last counts were read: it removes
+ * the key from iommutop_rows and iommutop_row_keys, zeroes the row a scrape later and puts it in
+ * iommutop_free_rows, which a new key takes from before it takes a row never used.
  * User space sizes iommutop_stats for the machine (capacity.rs); a key beyond it is counted as
  * IOMMUTOP_HEALTH_DEVICE_MAP_FULL.
  */
@@ -36,13 +42,6 @@ struct {
 	__type(value, __u32);
 } iommutop_rows SEC(".maps") __weak;
 
-/* The key a row was taken for; a row not taken is all zero. */
-struct iommutop_row_key {
-	__u64 id;
-	__u32 kind;
-	__u32 taken;
-};
-
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, IOMMUTOP_MAX_DEVICES);
@@ -56,6 +55,13 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } iommutop_row_hints SEC(".maps") __weak;
+
+/* Rows given back by user space, taken again before any never used. */
+struct {
+	__uint(type, BPF_MAP_TYPE_QUEUE);
+	__uint(max_entries, IOMMUTOP_MAX_DEVICES);
+	__type(value, __u32);
+} iommutop_free_rows SEC(".maps") __weak;
 
 /* How many rows were taken (the next to take; in the hashed build, only a hint of it). */
 struct {
@@ -76,11 +82,11 @@ struct {
 } iommutop_row_claims SEC(".maps") __weak;
 #endif
 
-/* Name of each key, written once when the key is first seen. */
+/* Name of each row's key (and a device's driver), written when the row is taken. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, IOMMUTOP_MAX_DEVICES);
-	__type(key, struct iommutop_dev_key);
+	__type(key, __u32);
 	__type(value, struct iommutop_dev_name);
 } iommutop_names SEC(".maps") __weak;
 
@@ -160,7 +166,7 @@ static __always_inline void iommutop_health_inc(__u32 what)
 static __always_inline struct iommutop_dev_key
 iommutop_key_numbers(const struct iommutop_dev_key *key)
 {
-	struct iommutop_dev_key numbers = {.kind = key->kind};
+	struct iommutop_dev_key numbers = {.kind = key->kind, .generation = key->generation};
 
 	bpf_probe_read_kernel(&numbers.id, sizeof(numbers.id), &key->id);
 	return numbers;
@@ -169,8 +175,15 @@ iommutop_key_numbers(const struct iommutop_dev_key *key)
 /* Takes a row for a key seen for the first time: the key's row, or -1 when the rows (or
  * iommutop_stats, sized for the machine) are all taken. Two CPUs that take rows for the same key at
  * once both get the one iommutop_rows kept. A global function (ebpf/progs/track.bpf.c): the
- * verifier checks this rare path once per program, not at every place that counts. */
-int iommutop_take_row(__u64 key_id, __u32 key_kind);
+ * verifier checks this rare path once per program, not at every place that counts. Global
+ * functions take only numbers before 5.12: the key's kind and generation share one. */
+int iommutop_take_row(__u64 key_id, __u64 key_kind_generation);
+
+/* A key's kind and generation as one number, for the global functions. */
+static __always_inline __u64 iommutop_kind_generation(const struct iommutop_dev_key *key)
+{
+	return (__u64)key->generation << 32 | key->kind;
+}
 
 /* What iommutop_take_row returns when the key's row could not be written now: the map's bucket
  * busy on this CPU (an interrupt that landed while this CPU updated it). */
@@ -179,34 +192,35 @@ int iommutop_take_row(__u64 key_id, __u32 key_kind);
 /* Which bucket of iommutop_row_hints a key's row is remembered in (Fibonacci hashing). */
 static __always_inline __u32 iommutop_row_hint_of(const struct iommutop_dev_key *key)
 {
-	return (__u32)(((key->id ^ key->kind) * 0x9e3779b97f4a7c15ULL) >>
+	return (__u32)(((key->id ^ iommutop_kind_generation(key)) * 0x9e3779b97f4a7c15ULL) >>
 		       (64 - IOMMUTOP_ROW_HINT_BITS));
 }
 
-/* The stats of a key, created (zeroed) on first use; *created tells the caller to record a name.
- * The key's id must be a number: a frame's key, or one passed through iommutop_key_numbers. */
+/* The stats of a key, created (zeroed) on first use; *new_row, the row taken then (else -1), tells
+ * the caller to record the key's name there. The key's id must be a number: a frame's key, or one
+ * passed through iommutop_key_numbers. */
 static __always_inline struct iommutop_dev_stats *
-iommutop_stats_lookup_or_init(const struct iommutop_dev_key *key, int *created)
+iommutop_stats_lookup_or_init(const struct iommutop_dev_key *key, int *new_row)
 {
 	__u32 hint_index = iommutop_row_hint_of(key), row, *hint, *known;
 	struct iommutop_row_key *row_key;
 	int taken;
 
-	*created = 0;
+	*new_row = -1;
 	/* No hint only where user space made fewer (IOMMUTOP_ROW_HINTS: tests). */
 	hint = bpf_map_lookup_elem(&iommutop_row_hints, &hint_index);
 	if (hint) {
 		row = *hint;
 		row_key = bpf_map_lookup_elem(&iommutop_row_keys, &row);
 		if (row_key && row_key->taken && row_key->id == key->id &&
-		    row_key->kind == key->kind)
+		    row_key->kind == key->kind && row_key->generation == key->generation)
 			return bpf_map_lookup_elem(&iommutop_stats, &row);
 	}
 	known = bpf_map_lookup_elem(&iommutop_rows, key);
 	if (known) {
 		row = *known;
 	} else {
-		taken = iommutop_take_row(key->id, key->kind);
+		taken = iommutop_take_row(key->id, iommutop_kind_generation(key));
 		if (taken == IOMMUTOP_ROW_BUSY) {
 			iommutop_health_inc(IOMMUTOP_HEALTH_ROW_BUSY);
 			return NULL;
@@ -216,7 +230,7 @@ iommutop_stats_lookup_or_init(const struct iommutop_dev_key *key, int *created)
 			return NULL;
 		}
 		row = (__u32)taken;
-		*created = 1;
+		*new_row = taken;
 	}
 	if (hint)
 		*hint = row;

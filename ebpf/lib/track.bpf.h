@@ -135,7 +135,7 @@ static __always_inline void iommutop_charge_untimed(const struct iommutop_dev_ke
 {
 	struct iommutop_dev_key numbers;
 	struct iommutop_dev_stats *stats;
-	int created;
+	int new_row;
 
 	if (frame_flags & (IOMMUTOP_FRAME_DUPLICATE | IOMMUTOP_FRAME_FILTERED))
 		return;
@@ -143,11 +143,11 @@ static __always_inline void iommutop_charge_untimed(const struct iommutop_dev_ke
 	if (op >= IOMMUTOP_OP_COUNT)
 		return;
 	numbers = iommutop_key_numbers(key);
-	stats = iommutop_stats_lookup_or_init(&numbers, &created);
+	stats = iommutop_stats_lookup_or_init(&numbers, &new_row);
 	if (!stats)
 		return;
-	if (created)
-		iommutop_record_name(key, iommutop_key_object(key));
+	if (new_row >= 0)
+		iommutop_record_name(new_row, key, iommutop_key_object(key));
 	stats->ops[op].count += 1;
 	stats->ops[op].bytes += bytes;
 	if (frame_flags & IOMMUTOP_FRAME_FULL)
@@ -163,7 +163,8 @@ static __always_inline void iommutop_charge_untimed(const struct iommutop_dev_ke
  */
 
 /* iommutop_charge_untimed of a frame's key. */
-int iommutop_count_untimed(__u64 key_id, __u32 key_kind, __u32 op, __u64 bytes, __u32 frame_flags);
+int iommutop_count_untimed(__u64 key_id, __u64 key_kind_generation, __u32 op, __u64 bytes,
+			   __u32 frame_flags);
 
 /* Drops the frames at and above index of the stack of the context the program runs in
  * (task_context says which): their calls' exits were lost (see the top of this file). Their calls
@@ -302,7 +303,7 @@ static __always_inline void iommutop_enter(void *ctx, struct iommutop_call call,
 	if ((flags & IOMMUTOP_ENTER_TWIN) && depth > 0) {
 		below = &inflight->frames[(depth - 1) & IOMMUTOP_FRAME_MASK];
 		if (below->op == op && below->key.id == key.id && below->key.kind == key.kind &&
-		    iommutop_called_by(below, call))
+		    below->key.generation == key.generation && iommutop_called_by(below, call))
 			frame->flags |= IOMMUTOP_FRAME_DUPLICATE;
 	}
 	frame->stack_id = -1;
@@ -346,18 +347,18 @@ static __always_inline void iommutop_count_exit(__u32 op, int failed, __u64 byte
 {
 	struct iommutop_dev_stats *stats;
 	struct iommutop_op_stats *op_stats;
-	int created;
+	int new_row;
 
 	if (discard || done->flags & (IOMMUTOP_FRAME_DUPLICATE | IOMMUTOP_FRAME_FILTERED) ||
 	    op >= IOMMUTOP_OP_COUNT)
 		return;
 	/* The stats are created here, at the one lookup a call pays; a device key's id is the
 	 * struct device itself, which names it on first sight. */
-	stats = iommutop_stats_lookup_or_init(&done->key, &created);
+	stats = iommutop_stats_lookup_or_init(&done->key, &new_row);
 	if (!stats)
 		return;
-	if (created)
-		iommutop_record_name(&done->key, iommutop_key_object(&done->key));
+	if (new_row >= 0)
+		iommutop_record_name(new_row, &done->key, iommutop_key_object(&done->key));
 	op_stats = &stats->ops[op];
 	op_stats->count += 1;
 	op_stats->bytes += bytes == IOMMUTOP_KEEP_BYTES ? done->bytes : bytes;

@@ -9,9 +9,29 @@
  *     netdev when it has no parent (virtual devices): the packets a NIC received.
  *   net:net_dev_xmit (struct sk_buff *, int rc, struct net_device *, unsigned int len): a packet
  *     the driver accepted for transmit (rc 0), charged the same way: the packets a NIC sent.
- * Under --pid or --cgroup none is counted: completions are interrupt work, no task's.
+ * Under --pid or --cgroup none is counted: completions are interrupt work, no task's. Netdevs
+ * without a parent (veth, tun, lo, bridges) are counted only under --netdev all: they do no DMA,
+ * and a container host makes and destroys them by the thousand.
  */
 #include "common.bpf.h"
+
+/* --netdev all: count the packets of netdevs without a parent device too. Set before load. */
+const volatile __u32 iommutop_virtual_netdevs = 0;
+
+/* Before 5.15 a disk has no sequence number. */
+struct gendisk___diskseq {
+	__u64 diskseq;
+} __attribute__((preserve_access_index));
+
+/* The generation of a disk's key (abi.h): its diskseq, which no other disk of this boot had. */
+static __always_inline __u32 disk_generation(struct gendisk *disk)
+{
+	struct gendisk___diskseq *numbered = (void *)disk;
+
+	if (bpf_core_field_exists(numbered->diskseq))
+		return (__u32)BPF_CORE_READ(numbered, diskseq);
+	return 0;
+}
 
 /* Before 5.16 a request names its disk itself (rq->rq_disk); since, through its queue. */
 struct request___rq_disk {
@@ -36,25 +56,31 @@ int BPF_PROG(completion__block_rq__tp, struct request *rq, blk_status_t error,
 
 	if (!disk || iommutop_filtering())
 		return 0;
+	key.generation = disk_generation(disk);
 	iommutop_count(&key, IOMMUTOP_OP_COMPLETION, 1, nr_bytes, error != 0, disk);
 	return 0;
 }
 
 /* Packets of a netdev are charged to the NIC's own struct device, the key its DMA maps use, so
  * that the NIC's row has its I/O whatever network namespace the netdev was moved into; to the
- * netdev itself when it has no parent (virtual devices). */
+ * netdev itself, in the generation of its ifindex, when it has no parent (virtual devices) and
+ * --netdev all asked for them. */
 static __always_inline void count_packets(struct net_device *netdev, __u32 op, __u64 packets,
 					  __u64 bytes)
 {
 	struct device *parent = BPF_CORE_READ(netdev, dev.parent);
-	struct iommutop_dev_key key = {.id = (__u64)parent, .kind = IOMMUTOP_KEY_DEVICE};
+	struct iommutop_dev_key key;
 
 	if (parent) {
+		key = iommutop_device_key(parent);
 		iommutop_count(&key, op, packets, bytes, 0, parent);
 		return;
 	}
+	if (!iommutop_virtual_netdevs)
+		return;
 	key.id = (__u64)netdev;
 	key.kind = IOMMUTOP_KEY_NETDEV;
+	key.generation = (__u32)BPF_CORE_READ(netdev, ifindex);
 	iommutop_count(&key, op, packets, bytes, 0, netdev);
 }
 

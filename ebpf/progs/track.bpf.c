@@ -6,10 +6,14 @@
  */
 #include "common.bpf.h"
 
-__noinline int iommutop_count_untimed(__u64 key_id, __u32 key_kind, __u32 op, __u64 bytes,
-				      __u32 frame_flags)
+__noinline int iommutop_count_untimed(__u64 key_id, __u64 key_kind_generation, __u32 op,
+				      __u64 bytes, __u32 frame_flags)
 {
-	struct iommutop_dev_key key = {.id = key_id, .kind = key_kind};
+	struct iommutop_dev_key key = {
+	    .id = key_id,
+	    .kind = (__u32)key_kind_generation,
+	    .generation = (__u32)(key_kind_generation >> 32),
+	};
 
 	iommutop_charge_untimed(&key, op, bytes, frame_flags);
 	return 0;
@@ -32,8 +36,8 @@ __noinline int iommutop_abandon_from(int task_context, __u32 index)
 		if (index + i >= depth)
 			break;
 		frame = &inflight->frames[(index + i) & IOMMUTOP_FRAME_MASK];
-		iommutop_count_untimed(frame->key.id, frame->key.kind, frame->op, frame->bytes,
-				       frame->flags);
+		iommutop_count_untimed(frame->key.id, iommutop_kind_generation(&frame->key),
+				       frame->op, frame->bytes, frame->flags);
 	}
 	inflight->frames[index & IOMMUTOP_FRAME_MASK].start_ns = 0;
 	inflight->depth = index;
@@ -54,13 +58,20 @@ static __always_inline int iommutop_row_exists(__u32 row)
 	return bpf_map_lookup_elem(&iommutop_stats, &row) != NULL;
 }
 
-__noinline int iommutop_take_row(__u64 key_id, __u32 key_kind)
+__noinline int iommutop_take_row(__u64 key_id, __u64 key_kind_generation)
 {
-	struct iommutop_dev_key key = {.id = key_id, .kind = key_kind};
+	struct iommutop_dev_key key = {
+	    .id = key_id,
+	    .kind = (__u32)key_kind_generation,
+	    .generation = (__u32)(key_kind_generation >> 32),
+	};
 	struct iommutop_row_key *row_key;
 	__u32 zero = 0, row, *count, *kept;
 	int err;
 
+	/* A row given back is this key's alone once popped: no count or claim to agree on. */
+	if (!bpf_map_pop_elem(&iommutop_free_rows, &row) && iommutop_row_exists(row))
+		goto claimed;
 	count = bpf_map_lookup_elem(&iommutop_row_count, &zero);
 	/* Once every row is taken the count stays put: a key that finds no row counts as
 	 * device_map_full at each of its events, and must not push the count round to 0. */
@@ -88,11 +99,13 @@ __noinline int iommutop_take_row(__u64 key_id, __u32 key_kind)
 	if (!iommutop_row_exists(row))
 		return -1; /* another CPU took the last row first */
 #endif
+claimed:
 	row_key = bpf_map_lookup_elem(&iommutop_row_keys, &row);
 	if (!row_key)
 		return -1;
-	row_key->id = key_id;
-	row_key->kind = key_kind;
+	row_key->id = key.id;
+	row_key->kind = key.kind;
+	row_key->generation = key.generation;
 	row_key->taken = 1;
 	err = iommutop_insert(&iommutop_rows, &key, &row);
 	/* Another CPU took a row for the key first; this one stays unused. */

@@ -45,7 +45,7 @@ static __always_inline int push_partial(__u32 op, struct iommutop_call call, __u
 	frame->tag = call.tag;
 	frame->key.id = key_id;
 	frame->key.kind = IOMMUTOP_KEY_DEVICE;
-	frame->key.pad = 0;
+	frame->key.generation = 0;
 	frame->op = op;
 	frame->flags = 0;
 	frame->bytes = 0;

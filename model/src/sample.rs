@@ -139,7 +139,27 @@ pub struct RawSource {
     pub id: u64,
     /// Name read in the kernel (`dev->kobj.name`, disk or netdev name); empty if not read yet.
     pub name: String,
+    /// Which life of `id` this is (`struct iommutop_dev_key` in ebpf/include/iommutop/abi.h): a
+    /// device's binding to a driver, a netdev's ifindex, a disk's sequence number. A rebound
+    /// device, or a new object at a freed one's address, is a source of its own.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: u32,
+    /// The driver a device was bound to when the kernel took its row (`None`: unbound then, or
+    /// not a device), read in the kernel: what its counts were made under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
     pub ops: BTreeMap<Op, OpCounters>,
+}
+
+impl RawSource {
+    /// Whether `other` is the same source (kind, id and generation) at another time.
+    pub fn same_as(&self, other: &RawSource) -> bool {
+        self.kind == other.kind && self.id == other.id && self.generation == other.generation
+    }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Everything read from the kernel at one instant.

@@ -94,24 +94,42 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// The interval from `earlier` to `later`, folded into rows with the help of `facts`.
+    /// The interval from `earlier` to `later`, folded into rows with the help of `facts`: one
+    /// row per device, with the driver `facts` give it.
     pub fn between(earlier: &RawSample, later: &RawSample, facts: &[DeviceFacts]) -> Snapshot {
+        Snapshot::fold(earlier, later, facts, Fold::ByDevice)
+    }
+
+    /// As [`Snapshot::between`], but a device's DMA work is split by the driver it was bound to
+    /// when the kernel counted it (its sources' [`RawSource::driver`]): a device rebound within
+    /// the interval has a row per driver, each labelled with its own. What the kernel counted
+    /// without a binding (disks', netdevs' completions) goes under the driver `facts` give.
+    pub fn between_by_binding(
+        earlier: &RawSample,
+        later: &RawSample,
+        facts: &[DeviceFacts],
+    ) -> Snapshot {
+        Snapshot::fold(earlier, later, facts, Fold::ByBinding)
+    }
+
+    fn fold(earlier: &RawSample, later: &RawSample, facts: &[DeviceFacts], fold: Fold) -> Snapshot {
         let interval_ns = later.monotonic_ns.saturating_sub(earlier.monotonic_ns);
-        let mut rows: BTreeMap<String, RowBuilder> = BTreeMap::new();
+        let mut rows: BTreeMap<(String, Option<String>), RowBuilder> = BTreeMap::new();
         let mut events = 0u64;
         for source in &later.sources {
-            let previous = earlier
-                .sources
-                .iter()
-                .find(|s| s.kind == source.kind && s.id == source.id);
+            let previous = earlier.sources.iter().find(|s| s.same_as(source));
             let deltas = source_deltas(previous, source);
             events = deltas
                 .values()
                 .fold(events, |sum, d| sum.saturating_add(d.count));
             let place = place_source(source, facts);
+            let binding = match fold {
+                Fold::ByBinding if source.kind == SourceKind::Device => source.driver.clone(),
+                _ => None,
+            };
             let row = rows
-                .entry(place.key.to_string())
-                .or_insert_with(|| RowBuilder::new(&place));
+                .entry((place.key.to_string(), binding.clone()))
+                .or_insert_with(|| RowBuilder::new(&place, binding));
             row.absorb(&place, deltas);
         }
         Snapshot {
@@ -136,6 +154,13 @@ impl Snapshot {
     pub fn device(&self, key: &str) -> Option<&Device> {
         self.devices.iter().find(|d| d.key == key)
     }
+}
+
+/// Whether a device's rows are split by the driver its work was counted under.
+#[derive(Clone, Copy)]
+enum Fold {
+    ByDevice,
+    ByBinding,
 }
 
 /// Per-op deltas of one source; all of its current values if any counter went backwards.
@@ -265,10 +290,12 @@ struct RowBuilder {
     names: BTreeSet<String>,
     ops: BTreeMap<Op, OpDelta>,
     pid: Option<u32>,
+    /// The driver the kernel counted this row's work under, where it is split by binding.
+    binding: Option<String>,
 }
 
 impl RowBuilder {
-    fn new(place: &Placement<'_>) -> RowBuilder {
+    fn new(place: &Placement<'_>, binding: Option<String>) -> RowBuilder {
         let mut names = BTreeSet::new();
         if let Some(facts) = place.facts {
             names.extend(facts.netdevs.iter().cloned());
@@ -282,6 +309,7 @@ impl RowBuilder {
             names,
             ops: BTreeMap::new(),
             pid: place.pid,
+            binding,
         }
     }
 
@@ -308,7 +336,7 @@ impl RowBuilder {
             key: self.key,
             kind: self.kind,
             pci_address: self.pci_address,
-            driver: facts.driver,
+            driver: self.binding.or(facts.driver),
             names: self.names.into_iter().collect(),
             iommu_group: facts.iommu_group,
             domain_type: facts.domain_type,
@@ -386,6 +414,8 @@ mod tests {
             kind,
             id,
             name: name.to_string(),
+            generation: 0,
+            driver: None,
             ops: ops.iter().cloned().collect(),
         }
     }

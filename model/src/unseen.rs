@@ -128,6 +128,8 @@ mod tests {
             kind: SourceKind::Disk,
             id,
             name: name.to_string(),
+            generation: 0,
+            driver: None,
             ops: BTreeMap::from([(
                 Op::Completion,
                 OpCounters {

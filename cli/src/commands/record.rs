@@ -47,8 +47,12 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
         }
         _ => None,
     };
-    let mut session = Session::start(&args.points.clone().unwrap_or_default(), task_filter)?
-        .with_device_filter(device_filter);
+    let mut session = Session::start(
+        &args.points.clone().unwrap_or_default(),
+        task_filter,
+        args.netdev,
+    )?
+    .with_device_filter(device_filter);
     let printer = args
         .print
         .then(|| IntervalText::of(&session, Column::MapsPerS, String::new()));

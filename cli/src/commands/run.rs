@@ -93,8 +93,12 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
     let mut sink = output.sink()?;
     let stop = StopSignal::install()?;
     restore_leftovers();
-    let mut session = Session::start(&args.points.clone().unwrap_or_default(), task_filter)?
-        .with_device_filter(device_filter);
+    let mut session = Session::start(
+        &args.points.clone().unwrap_or_default(),
+        task_filter,
+        crate::cli::NetdevScope::Physical,
+    )?
+    .with_device_filter(device_filter);
     let repeated = if args.runs > 1 || args.warmup > 0 {
         format!(
             ", {} measured run{} after {} warm-up run{}",

@@ -115,7 +115,9 @@ pub fn load_probes(btf: &Btf, settings: &ProbeSettings, knobs: &Knobs) -> Result
     let preempt_count_at: u64 = knobs.preempt.map_or(0, |p| p.symbol);
     let in_pcpu_hot = u32::from(knobs.preempt.is_some_and(|p| p.in_pcpu_hot));
     let return_slots = fexit_return_slots(&settings.kernel_btf);
+    let virtual_netdevs = u32::from(settings.virtual_netdevs);
     new_loader(btf, &return_slots)
+        .override_global("iommutop_virtual_netdevs", &virtual_netdevs, true)
         .override_global(
             "iommutop_stack_interval_ns",
             &settings.stack_interval_ns,
@@ -148,10 +150,16 @@ pub fn load_probes(btf: &Btf, settings: &ProbeSettings, knobs: &Knobs) -> Result
 /// what a knob left at 0 turns off): call-path sampling as shipped, --pid and --cgroup, the
 /// preempt count read (the addresses are never read: these programs are judged, not attached).
 pub fn load_for_verification(btf: &Btf, settings: &ProbeSettings) -> Result<Ebpf, LoadError> {
-    let (stack_interval, any_pid, any_cgroup, any_address) =
-        (DEFAULT_STACK_INTERVAL_MS * 1_000_000, 1u32, 1u64, 1u64);
+    let (stack_interval, any_pid, any_cgroup, any_address, every_netdev) = (
+        DEFAULT_STACK_INTERVAL_MS * 1_000_000,
+        1u32,
+        1u64,
+        1u64,
+        1u32,
+    );
     let return_slots = fexit_return_slots(&settings.kernel_btf);
     new_loader(btf, &return_slots)
+        .override_global("iommutop_virtual_netdevs", &every_netdev, true)
         .override_global("iommutop_stack_interval_ns", &stack_interval, true)
         .override_global("iommutop_filter_tgid", &any_pid, true)
         .override_global("iommutop_filter_cgroup", &any_cgroup, true)

@@ -196,6 +196,15 @@ impl Probes {
         self.maps.sample(self.ebpf())
     }
 
+    /// Gives back the rows of sources that can count no more ([`super::rows`]); once per sample,
+    /// after it.
+    pub fn give_back(
+        &mut self,
+        ended: &[super::rows::SourceId],
+    ) -> Result<super::rows::GivenBack, SampleError> {
+        self.maps.give_back(ended)
+    }
+
     /// The sampled call paths so far, symbolized, heaviest (by summed latency) first.
     pub fn stack_samples(&self) -> Result<Vec<StackSample>, SampleError> {
         self.maps.stack_samples()

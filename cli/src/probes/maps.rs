@@ -3,14 +3,18 @@
 //! sampled call paths. One write: a device's owner process, whose work it is charged.
 
 use super::abi::{
-    iommutop_dev_key, iommutop_dev_name, iommutop_dev_stats, iommutop_key_kind, iommutop_stack_key,
-    iommutop_stack_value, IOMMUTOP_NAME_LEN,
+    iommutop_dev_key, iommutop_dev_name, iommutop_dev_stats, iommutop_key_kind, iommutop_row_key,
+    iommutop_stack_key, iommutop_stack_value,
 };
 use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
 use super::kallsyms::Kallsyms;
 use super::load::{take_map, LoadError};
+use super::rows::{GivenBack, RowBook, SourceId};
 use super::table::POINTS;
-use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, StackTraceMap};
+use aya::maps::{
+    Array, HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, PerCpuValues, Queue,
+    StackTraceMap,
+};
 use aya::{Ebpf, Pod};
 use iommutop_model::report::StackSample;
 use iommutop_model::sample::{Op, RawSample, RawSource, SourceKind};
@@ -24,6 +28,8 @@ unsafe impl Pod for iommutop_dev_key {}
 unsafe impl Pod for iommutop_dev_stats {}
 // SAFETY: as above, `struct iommutop_dev_name` is a char array.
 unsafe impl Pod for iommutop_dev_name {}
+// SAFETY: as above, `struct iommutop_row_key` is integers with explicit padding.
+unsafe impl Pod for iommutop_row_key {}
 // SAFETY: as above, `struct iommutop_stack_key` is integers with explicit padding.
 unsafe impl Pod for iommutop_stack_key {}
 // SAFETY: as above, `struct iommutop_stack_value` is two u64.
@@ -55,10 +61,18 @@ pub struct SampleError {
 
 /// The object's maps, each under its type.
 pub struct ProbeMaps {
-    /// Rows of per-CPU statistics; `rows` says which key each row is (ebpf/lib/maps.bpf.h).
+    /// Rows of per-CPU statistics; `rows` says which key each row is (ebpf/lib/maps.bpf.h),
+    /// `names` what each row's key was named when the row was taken.
     stats: PerCpuArray<MapData, iommutop_dev_stats>,
     rows: BpfHashMap<MapData, iommutop_dev_key, u32>,
-    names: BpfHashMap<MapData, iommutop_dev_key, iommutop_dev_name>,
+    names: Array<MapData, iommutop_dev_name>,
+    /// Rows given back: their keys, and where the kernel takes them again from.
+    row_keys: Array<MapData, iommutop_row_key>,
+    free_rows: Queue<MapData, u32>,
+    /// Processes with an unattributed row of their own.
+    processes: BpfHashMap<MapData, u32, u32>,
+    /// The rows being given back, and the names of keys user space made (a device's owner).
+    book: RowBook,
     owners: BpfHashMap<MapData, u32, iommutop_dev_key>,
     health: PerCpuArray<MapData, u64>,
     stacks: StackTraceMap<MapData>,
@@ -72,13 +86,20 @@ impl ProbeMaps {
         let rows = take_map(ebpf, "iommutop_rows", BpfHashMap::try_from)?;
         let stacks = take_map(ebpf, "iommutop_stacks", StackTraceMap::try_from)?;
         let stack_samples = take_map(ebpf, "iommutop_stack_samples", PerCpuHashMap::try_from)?;
-        let names = take_map(ebpf, "iommutop_names", BpfHashMap::try_from)?;
+        let names = take_map(ebpf, "iommutop_names", Array::try_from)?;
+        let row_keys = take_map(ebpf, "iommutop_row_keys", Array::try_from)?;
+        let free_rows = take_map(ebpf, "iommutop_free_rows", Queue::try_from)?;
+        let processes = take_map(ebpf, "iommutop_processes", BpfHashMap::try_from)?;
         let owners = take_map(ebpf, "iommutop_owners", BpfHashMap::try_from)?;
         let health = take_map(ebpf, "iommutop_health", PerCpuArray::try_from)?;
         Ok(ProbeMaps {
             stats,
             rows,
             names,
+            row_keys,
+            free_rows,
+            processes,
+            book: RowBook::default(),
             owners,
             health,
             stacks,
@@ -93,39 +114,47 @@ impl ProbeMaps {
         let key = iommutop_dev_key {
             id: owned_device_id(pci_address),
             kind: iommutop_key_kind::IOMMUTOP_KEY_DEVICE,
-            pad: 0,
+            generation: 0,
         };
-        let mut name = iommutop_dev_name {
-            name: [0; IOMMUTOP_NAME_LEN as usize],
-        };
-        for (slot, byte) in name.name.iter_mut().zip(pci_address.bytes()) {
-            *slot = byte as _;
-        }
-        self.names
-            .insert(key, name, 0)
-            .map_err(|e| sample_error("iommutop_names", e))?;
+        self.book.name_owned(key.id, pci_address);
         self.owners
             .insert(tgid, key, 0)
             .map_err(|e| sample_error("iommutop_owners", e))
     }
 
-    /// Each key's name (a device's, a disk's, a NIC's), by its kind and id.
-    fn key_names(&self) -> Result<BTreeMap<(u32, u64), String>, SampleError> {
-        let mut names = BTreeMap::new();
-        for entry in self.names.iter() {
-            let (key, name) = entry.map_err(|e| sample_error("iommutop_names", e))?;
-            names.insert((key.kind, key.id), name_from_kernel(&name.name));
+    /// What the kernel named a row's key when it took the row: (name, driver).
+    fn row_name(
+        &self,
+        key: &iommutop_dev_key,
+        row: u32,
+    ) -> Result<(String, Option<String>), SampleError> {
+        let recorded = self
+            .names
+            .get(&row, 0)
+            .map_err(|e| sample_error("iommutop_names", e))?;
+        let mut name = name_from_kernel(&recorded.name);
+        if name.is_empty() && key.kind == iommutop_key_kind::IOMMUTOP_KEY_DEVICE {
+            name = self.book.owned_name(key.id).unwrap_or_default();
         }
-        Ok(names)
+        let driver = Some(name_from_kernel(&recorded.driver)).filter(|d| !d.is_empty());
+        Ok((name, driver))
+    }
+
+    /// Each key's row, the rows being given back included (their last counts are read once).
+    fn keyed_rows(&self) -> Result<Vec<(iommutop_dev_key, u32)>, SampleError> {
+        let mut rows = Vec::new();
+        for entry in self.rows.iter() {
+            rows.push(entry.map_err(|e| sample_error("iommutop_rows", e))?);
+        }
+        rows.extend(self.book.retiring().map(|(key, row)| (*key, row)));
+        Ok(rows)
     }
 
     /// Reads every map once and sums the per-CPU values.
     pub fn sample(&self, ebpf: &Ebpf) -> Result<RawSample, SampleError> {
         let monotonic_ns = monotonic_ns();
-        let names = self.key_names()?;
         let mut sources = Vec::new();
-        for entry in self.rows.iter() {
-            let (key, row) = entry.map_err(|e| sample_error("iommutop_rows", e))?;
+        for (key, row) in self.keyed_rows()? {
             let Some(kind) = source_kind(key.kind) else {
                 continue;
             };
@@ -133,14 +162,20 @@ impl ProbeMaps {
                 .stats
                 .get(&row, 0)
                 .map_err(|e| sample_error("iommutop_stats", e))?;
+            let (name, driver) = self.row_name(&key, row)?;
             sources.push(RawSource {
                 kind,
                 id: key.id,
-                name: names.get(&(key.kind, key.id)).cloned().unwrap_or_default(),
+                name,
+                generation: key.generation,
+                driver,
                 ops: sum_per_cpu(per_cpu.iter()),
             });
         }
-        sources.sort_by(|a, b| (a.kind, &a.name, a.id).cmp(&(b.kind, &b.name, b.id)));
+        self.book.sampled();
+        sources.sort_by(|a, b| {
+            (a.kind, &a.name, a.id, a.generation).cmp(&(b.kind, &b.name, b.id, b.generation))
+        });
         let mut health = BTreeMap::new();
         for (index, name) in HEALTH_NAMES.iter().enumerate() {
             let per_cpu = self
@@ -165,6 +200,56 @@ impl ProbeMaps {
         })
     }
 
+    /// Gives back the rows of `ended` (sources that can count no more: their device gone or
+    /// bound elsewhere, their process exited), in two steps a sample apart: now each leaves the
+    /// kernel's lookups (a new event of its key would take a fresh row) and is read once more by
+    /// the next sample; at the call after that sample, it is zeroed and freed for a new key.
+    /// Call at most once per sample, after it. Returns what this call freed and retired.
+    pub fn give_back(&mut self, ended: &[SourceId]) -> Result<GivenBack, SampleError> {
+        let mut given = GivenBack::default();
+        for (key, row) in self.book.take_read() {
+            self.free_row(row)?;
+            given.freed.push(SourceId::of_key(&key));
+        }
+        for id in ended {
+            let key = id.key();
+            let row = match self.rows.get(&key, 0) {
+                Ok(row) => row,
+                Err(aya::maps::MapError::KeyNotFound) => continue,
+                Err(e) => return Err(sample_error("iommutop_rows", e)),
+            };
+            self.rows
+                .remove(&key)
+                .map_err(|e| sample_error("iommutop_rows", e))?;
+            self.row_keys
+                .set(row, zeroed_row_key(), 0)
+                .map_err(|e| sample_error("iommutop_row_keys", e))?;
+            if key.kind == iommutop_key_kind::IOMMUTOP_KEY_UNATTRIBUTED && key.id != 0 {
+                // Its process exited: the kernel's list of processes with a row has room again.
+                let _ = self.processes.remove(&(key.id as u32));
+            }
+            self.book.retire(key, row);
+            given.retired.push(*id);
+        }
+        Ok(given)
+    }
+
+    /// A row read since it was retired: zeroed on every CPU, unnamed, and queued for a new key.
+    fn free_row(&mut self, row: u32) -> Result<(), SampleError> {
+        let cpus = aya::util::nr_cpus().map_err(|(_, e)| sample_error("iommutop_stats", e))?;
+        let zeros = PerCpuValues::try_from(vec![zeroed_stats(); cpus])
+            .map_err(|e| sample_error("iommutop_stats", e))?;
+        self.stats
+            .set(row, zeros, 0)
+            .map_err(|e| sample_error("iommutop_stats", e))?;
+        self.names
+            .set(row, zeroed_name(), 0)
+            .map_err(|e| sample_error("iommutop_names", e))?;
+        self.free_rows
+            .push(row, 0)
+            .map_err(|e| sample_error("iommutop_free_rows", e))
+    }
+
     /// The sampled call paths so far, symbolized, heaviest (by summed latency) first.
     pub fn stack_samples(&self) -> Result<Vec<StackSample>, SampleError> {
         if self.stack_samples.keys().next().is_none() {
@@ -172,7 +257,10 @@ impl ProbeMaps {
         }
         let kallsyms = Kallsyms::load(Path::new("/proc/kallsyms"))
             .map_err(|e| sample_error("iommutop_stacks", format!("/proc/kallsyms: {e}")))?;
-        let names = self.key_names()?;
+        let mut names = BTreeMap::new();
+        for (key, row) in self.keyed_rows()? {
+            names.insert((key.kind, key.id), self.row_name(&key, row)?.0);
+        }
         let mut samples = Vec::new();
         for entry in self.stack_samples.iter() {
             let (key, per_cpu) = entry.map_err(|e| sample_error("iommutop_stack_samples", e))?;
@@ -309,6 +397,21 @@ fn owned_device_id(pci_address: &str) -> u64 {
         .fold(0u64, |id, digit| {
             (id << 4) | u64::from((digit as char).to_digit(16).unwrap_or(0))
         })
+}
+
+fn zeroed_stats() -> iommutop_dev_stats {
+    // SAFETY: integers and arrays of integers only (bindgen from abi.h): all zero is valid.
+    unsafe { std::mem::zeroed() }
+}
+
+fn zeroed_name() -> iommutop_dev_name {
+    // SAFETY: two char arrays: all zero is two empty names.
+    unsafe { std::mem::zeroed() }
+}
+
+fn zeroed_row_key() -> iommutop_row_key {
+    // SAFETY: integers only: all zero is a row not taken.
+    unsafe { std::mem::zeroed() }
 }
 
 fn sample_error(map: &'static str, e: impl std::fmt::Display) -> SampleError {

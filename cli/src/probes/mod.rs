@@ -11,6 +11,7 @@ mod kallsyms;
 mod load;
 pub mod loader;
 mod maps;
+pub mod rows;
 pub mod selection;
 pub mod selftest;
 mod settings;

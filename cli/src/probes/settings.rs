@@ -36,6 +36,9 @@ pub struct ProbeSettings {
     /// Where the kernel's BTF is read from (`IOMMUTOP_KERNEL_BTF`); tests point it elsewhere to
     /// exercise the no-BTF path.
     pub kernel_btf: String,
+    /// Whether packets of netdevs without a parent device (veth, tun, lo) are counted, each on a
+    /// row of its own (`--netdev all`); the environment never sets it.
+    pub virtual_netdevs: bool,
 }
 
 impl ProbeSettings {
@@ -52,6 +55,7 @@ impl ProbeSettings {
                 .unwrap_or(1 << IOMMUTOP_ROW_HINT_BITS),
             kernel_btf: std::env::var("IOMMUTOP_KERNEL_BTF")
                 .unwrap_or_else(|_| DEFAULT_KERNEL_BTF.into()),
+            virtual_netdevs: false,
         })
     }
 }

@@ -111,7 +111,13 @@ fn maps_by_driver(scrape: &str) -> std::collections::BTreeMap<String, u64> {
 /// after the rebind add exactly the block layer's count to that series, the series of the
 /// 2000 reads before (the same labels: a counter that goes on), and nothing to vfio-pci's.
 fn assert_rebind_moves_the_series_at_once(out: &std::path::Path, nvme: &str) {
-    for step in ["rebind-vfio", "rebind-nvme", "dd-rebound"] {
+    for step in [
+        "rebind-vfio",
+        "rebind-nvme",
+        "dd-rebound",
+        "rebind-b2b",
+        "dd-b2b",
+    ] {
         assert_eq!(
             read(&out.join(format!("{step}.rc"))).trim(),
             "0",
@@ -156,4 +162,54 @@ fn assert_rebind_moves_the_series_at_once(out: &std::path::Path, nvme: &str) {
             );
         }
     }
+
+    // Back to back, faster than sysfs is read again: the kernel labels each binding's maps.
+    let b2b_reads = number("stat-b2b-after") - number("stat-b2b-before");
+    let b2b = maps_by_driver(&read(&out.join("scrape-b2b.txt")));
+    eprintln!("{nvme} maps by driver after a back-to-back rebind and {b2b_reads} reads: {b2b:?}");
+    assert!(b2b_reads >= 1000, "dd's 1000 reads: {b2b_reads}");
+    assert!(
+        nvme_maps(&b2b) - nvme_maps(&after) >= b2b_reads,
+        "the nvme series has the reads after a back-to-back rebind (and its probe's maps): \
+         {after:?} then {b2b:?}"
+    );
+    for (driver, maps) in &b2b {
+        assert!(
+            driver == "nvme" || *maps == 0,
+            "driver=\"{driver}\" got maps: {b2b:?}"
+        );
+    }
+    let whole = read(&out.join("scrape-b2b.txt.all"));
+    let series = |name: &str| -> Vec<&str> {
+        whole
+            .lines()
+            .filter(|line| {
+                line.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+            })
+            .collect()
+    };
+    let zero_series: Vec<&str> = series("iommutop_dma_maps_total")
+        .into_iter()
+        .chain(series("iommutop_completions_total"))
+        .filter(|line| line.contains("device=\"nvme0n1\""))
+        .collect();
+    assert!(
+        zero_series.is_empty(),
+        "the disk's completions belong to the controller's series: {zero_series:?}"
+    );
+    let given_back = series("iommutop_probe_rows_given_back_total");
+    assert!(
+        given_back
+            .first()
+            .and_then(|line| line.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .is_some_and(|n| n >= 1.0),
+        "the nvme binding's and the replaced disks' rows were given back: {given_back:?}"
+    );
+    let full: Vec<&str> = series("iommutop_probe_health_total")
+        .into_iter()
+        .filter(|line| line.contains("device_map_full") && !line.ends_with(" 0"))
+        .collect();
+    assert!(full.is_empty(), "{full:?}");
 }

@@ -9,7 +9,7 @@
 #                    not zero programs)
 #   ready.rc         0 when serve and Prometheus both came up
 #   rebind-*.rc, driver-vfio.txt, scrape-rebound.txt, scrape-after.txt, stat-rebound,
-#   stat-after, dd-rebound.*: the NVMe rebound to vfio-pci and back (issue 32, below); each
+#   stat-after, dd-rebound.*, *-b2b*: the NVMe rebound to vfio-pci and back (issue 32, below); each
 #   scrape-*.txt.all the whole scrape it was cut from
 set -u
 iommutop=$1
@@ -108,6 +108,22 @@ dd if=/dev/nvme0n1 of=/dev/null bs=4k count=1000 iflag=direct >"$out/dd-rebound.
 echo $? >"$out/dd-rebound.rc"
 nvme_series "$out/scrape-after.txt"
 awk '{ print $1 }' /sys/block/nvme0n1/stat >"$out/stat-after"
+
+# Back to back: vfio-pci and at once nvme again, faster than any re-read of sysfs; then 1000
+# reads (stat-b2b-*, scrape-b2b.txt). The maps of each binding are the kernel's to label.
+rebind vfio-pci && rebind ""
+echo $? >"$out/rebind-b2b.rc"
+i=0
+until [ -b /dev/nvme0n1 ] || [ $i -ge 200 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+sleep 1
+awk '{ print $1 }' /sys/block/nvme0n1/stat >"$out/stat-b2b-before"
+dd if=/dev/nvme0n1 of=/dev/null bs=4k count=1000 iflag=direct >"$out/dd-b2b.out" 2>&1
+echo $? >"$out/dd-b2b.rc"
+nvme_series "$out/scrape-b2b.txt"
+awk '{ print $1 }' /sys/block/nvme0n1/stat >"$out/stat-b2b-after"
 
 kill "$prometheus"
 wait "$prometheus"

@@ -102,9 +102,26 @@ enum iommutop_key_kind {
 	IOMMUTOP_KEY_UNATTRIBUTED = 4,
 };
 
+/* Which life of its id a key is: what tells apart the bindings of one struct device, or two
+ * objects the kernel allocated at one address. A device's is the low half of the address of its
+ * driver (0: unbound), so that a rebound device counts on a new row from its first event; a
+ * netdev's its ifindex; a disk's the low half of its diskseq (5.15+; 0 before). Driver structures
+ * are static, in the kernel image or a module, and those all lie within less than 4 GiB of each
+ * other (x86-64: the top 2 GiB; arm64: the image and its 2 GiB module area): two drivers never
+ * share a low half. 0 for every other kind. */
 struct iommutop_dev_key {
 	__u64 id;
 	__u32 kind;
+	__u32 generation;
+};
+
+/* The key a statistics row was taken for (the map iommutop_row_keys); a row not taken is all
+ * zero. User space zeroes a row's when it gives the row back. */
+struct iommutop_row_key {
+	__u64 id;
+	__u32 kind;
+	__u32 generation;
+	__u32 taken;
 	__u32 pad;
 };
 
@@ -117,9 +134,12 @@ struct iommutop_dev_key {
  * keyed by tgid); later ones share the tgid-0 row. Keeps the device map's room for devices. */
 #define IOMMUTOP_MAX_PROCESSES 64
 
-/* Name of a key: dev_name() of a device, disk name, netdev name. */
+/* Name of a statistics row's key, written when the row is taken: dev_name() of a device, disk
+ * name, netdev name; for a device, also the name of the driver it was bound to then (empty:
+ * none). */
 struct iommutop_dev_name {
 	char name[IOMMUTOP_NAME_LEN];
+	char driver[IOMMUTOP_NAME_LEN];
 };
 
 /* The `<program>__ret_at` of an fexit program whose function returns nothing
@@ -169,6 +189,7 @@ _Static_assert(sizeof(struct iommutop_dev_stats) ==
 		   IOMMUTOP_OP_COUNT * sizeof(struct iommutop_op_stats),
 	       "dev_stats size");
 _Static_assert(sizeof(struct iommutop_dev_key) == 16, "dev_key size");
-_Static_assert(sizeof(struct iommutop_dev_name) == IOMMUTOP_NAME_LEN, "dev_name size");
+_Static_assert(sizeof(struct iommutop_row_key) == 24, "row_key size");
+_Static_assert(sizeof(struct iommutop_dev_name) == 2 * IOMMUTOP_NAME_LEN, "dev_name size");
 
 #endif /* IOMMUTOP_ABI_H */

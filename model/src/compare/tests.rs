@@ -97,6 +97,8 @@ fn report(run: &Run1) -> Report {
             kind: SourceKind::Device,
             id: 100 + i as u64,
             name: (*address).into(),
+            generation: 0,
+            driver: None,
             ops: [
                 (Op::DmaMap, counters(maps, Some(run.map_ns))),
                 (Op::DmaUnmap, counters(maps, Some(run.map_ns / 2))),
@@ -111,6 +113,8 @@ fn report(run: &Run1) -> Report {
             kind: SourceKind::Netdev,
             id: 200 + i as u64,
             name: (*netdev).into(),
+            generation: 0,
+            driver: None,
             ops: [(Op::Completion, counters(transactions * 4, None))]
                 .into_iter()
                 .collect(),

@@ -76,6 +76,8 @@ fn nvme_source(reads: u64) -> RawSource {
         kind: SourceKind::Device,
         id: 0xffff_8880_0123_4000,
         name: "0000:00:02.0".into(),
+        generation: 0,
+        driver: None,
         ops: [
             (
                 Op::DmaMap,
@@ -96,6 +98,8 @@ fn disk_source(reads: u64) -> RawSource {
         kind: SourceKind::Disk,
         id: 0xffff_8880_0456_0000,
         name: "nvme0n1".into(),
+        generation: 0,
+        driver: None,
         ops: [(Op::Completion, counters(reads, 4096, &[]))]
             .into_iter()
             .collect(),
@@ -120,6 +124,8 @@ pub fn last_sample() -> RawSample {
                 kind: SourceKind::Deferred,
                 id: 0,
                 name: String::new(),
+                generation: 0,
+                driver: None,
                 ops: [(Op::FqFlush, counters(20, 0, &[]))].into_iter().collect(),
             },
         ],

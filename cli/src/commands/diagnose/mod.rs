@@ -162,7 +162,11 @@ fn measure(
     stop: &StopSignal,
     sink: &mut ReportSink,
 ) -> Outcome<Measured> {
-    let mut session = Session::start(&PointSelection::all(), None)?;
+    let mut session = Session::start(
+        &PointSelection::all(),
+        None,
+        crate::cli::NetdevScope::Physical,
+    )?;
     match plan {
         Plan::Command(argv) => {
             let duration = duration.map(Duration::from_secs_f64);

@@ -6,18 +6,21 @@
 //! labels they were made under, and the device's series move to its new labels at once. When
 //! every scrape request sender is gone the thread ends and dropping the probes detaches them.
 
-use super::encode::{render, Exposition, HostLabels, PointTier};
+use super::encode::{render, Exposition, HostLabels, PointTier, RowUse};
 use super::totals::Totals;
 use super::uevents::{DeviceChange, Uevents};
+use crate::cli::NetdevScope;
 use crate::exit::{Failure, Outcome};
+use crate::probes::rows::{ended_sources, SourceId, SysfsHost};
 use crate::probes::{load_failure, PointSelection, ProbeSettings, Probes};
 use crate::sysinfo;
 use anyhow::{anyhow, Context};
 use iommutop_host::sysfs::link_name;
 use iommutop_model::facts::HostFacts;
-use iommutop_model::sample::RawSample;
+use iommutop_model::sample::{RawSample, SourceKind};
 use iommutop_model::snapshot::Snapshot;
 use iommutop_model::{DeviceFilter, TaskFilter};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::mpsc as std_mpsc;
 use std::thread::JoinHandle;
@@ -77,13 +80,14 @@ pub fn start(
     points: PointSelection,
     device_filter: Option<DeviceFilter>,
     task_filter: Option<TaskFilter>,
+    netdevs: NetdevScope,
 ) -> Outcome<(ScrapeRequests, JoinHandle<()>, Attached)> {
     let (requests, inbox) = mpsc::channel(QUEUE);
     let (ready_tx, ready) = std_mpsc::channel();
     let handle = std::thread::Builder::new()
         .name("iommutop-collector".into())
-        .spawn(
-            move || match Collector::attach(&points, device_filter, task_filter.as_ref()) {
+        .spawn(move || {
+            match Collector::attach(&points, device_filter, task_filter.as_ref(), netdevs) {
                 Ok(collector) => {
                     let _ = ready_tx.send(Ok(collector.attached()));
                     collector.serve(inbox);
@@ -91,8 +95,8 @@ pub fn start(
                 Err(failure) => {
                     let _ = ready_tx.send(Err(failure));
                 }
-            },
-        )
+            }
+        })
         .context("starting the collector thread")?;
     match ready.recv() {
         Ok(Ok(mut attached)) => {
@@ -159,6 +163,9 @@ struct Collector {
     sample_errors: u64,
     last: Option<(Instant, String)>,
     device_filter: Option<DeviceFilter>,
+    /// Disks that counted and that no device owned at the last read of the facts.
+    unowned_disks: BTreeSet<SourceId>,
+    rows: RowUse,
 }
 
 impl Collector {
@@ -166,9 +173,11 @@ impl Collector {
         points: &PointSelection,
         device_filter: Option<DeviceFilter>,
         task_filter: Option<&TaskFilter>,
+        netdevs: NetdevScope,
     ) -> Outcome<Collector> {
         let facts = host_facts()?;
-        let settings = ProbeSettings::from_env().map_err(load_failure)?;
+        let mut settings = ProbeSettings::from_env().map_err(load_failure)?;
+        settings.virtual_netdevs = netdevs == NetdevScope::All;
         let probes = Probes::attach(&settings, true, points, task_filter).map_err(load_failure)?;
         let points = probes
             .statuses()
@@ -191,6 +200,8 @@ impl Collector {
             sample_errors: 0,
             last: None,
             device_filter,
+            unowned_disks: BTreeSet::new(),
+            rows: RowUse::default(),
         })
     }
 
@@ -228,6 +239,7 @@ impl Collector {
             points: &self.points,
             cpus: self.cpus,
             sample_errors: self.sample_errors,
+            rows: self.rows,
         })
         .map_err(|e| e.to_string())?;
         self.last = Some((Instant::now(), text.clone()));
@@ -249,23 +261,69 @@ impl Collector {
         self.last = None;
     }
 
-    /// Reads the maps and adds what changed since the last read to the totals, under the
-    /// devices' labels as last read.
+    /// Reads the maps and adds what changed since the last read to the totals: a device's DMA
+    /// work under the driver the kernel counted it under, the rest under the devices' labels as
+    /// read from sysfs (read again first when a disk or netdev counted that no device owns: one
+    /// that appeared since). Then gives back the rows of sources that can count no more.
     fn collect(&mut self) {
-        match self.probes.sample() {
-            Ok(current) => {
-                let mut snapshot = Snapshot::between(&self.previous, &current, &self.facts.devices);
-                if let Some(filter) = &self.device_filter {
-                    filter.apply_to_snapshot(&mut snapshot);
-                }
-                self.totals.add(&snapshot);
-                self.previous = current;
-            }
+        let current = match self.probes.sample() {
+            Ok(current) => current,
             Err(error) => {
                 self.sample_errors += 1;
                 log::warn!("reading the BPF maps: {error}");
+                return;
             }
+        };
+        if self.disk_appeared(&current) {
+            self.read_facts();
+            self.unowned_disks = self.unowned_disks_of(&current);
         }
+        let mut snapshot =
+            Snapshot::between_by_binding(&self.previous, &current, &self.facts.devices);
+        if let Some(filter) = &self.device_filter {
+            filter.apply_to_snapshot(&mut snapshot);
+        }
+        self.totals.add(&snapshot);
+        let host = SysfsHost {
+            root: "/".into(),
+            devices: &self.facts.devices,
+        };
+        let ended = ended_sources(&self.previous, &current, &host);
+        let mut freed = 0;
+        match self.probes.give_back(&ended) {
+            Ok(given) => {
+                freed = given.freed.len();
+                if !given.retired.is_empty() || !given.freed.is_empty() {
+                    log::debug!(
+                        "rows retired: {:?}; freed: {:?}",
+                        given.retired,
+                        given.freed
+                    );
+                }
+                self.rows.given_back += freed as u64;
+            }
+            Err(error) => log::warn!("giving statistics rows back: {error}"),
+        }
+        self.rows.in_use = current.sources.len().saturating_sub(freed) as u64;
+        self.previous = current;
+    }
+
+    /// Whether `sample` has a disk no device of the facts owns that was not there at the last
+    /// read of them: a disk that appeared since (a device rebound to its driver again scans its
+    /// namespaces; a disk of the same name is a new source, with a new sequence number). One
+    /// that stays unowned (a loop device) costs one read.
+    fn disk_appeared(&self, sample: &RawSample) -> bool {
+        !self.unowned_disks_of(sample).is_subset(&self.unowned_disks)
+    }
+
+    fn unowned_disks_of(&self, sample: &RawSample) -> BTreeSet<SourceId> {
+        sample
+            .sources
+            .iter()
+            .filter(|source| source.kind == SourceKind::Disk && !source.name.is_empty())
+            .filter(|source| !self.facts.devices.iter().any(|d| d.owns_name(&source.name)))
+            .map(SourceId::of)
+            .collect()
     }
 
     /// Whether a PCI function now has a driver other than the one last read. The kernel links

@@ -86,6 +86,15 @@ pub struct Exposition<'a> {
     pub cpus: u64,
     /// Scrapes whose read of the BPF maps failed.
     pub sample_errors: u64,
+    /// The kernel's statistics rows: how many hold a key now, and how many were given back.
+    pub rows: RowUse,
+}
+
+/// The kernel's statistics rows (cli/src/probes/rows.rs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RowUse {
+    pub in_use: u64,
+    pub given_back: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -276,6 +285,20 @@ fn self_families(exposition: &Exposition) -> Vec<MetricFamily> {
                 .iter()
                 .map(|(counter, value)| counter_metric(&[("counter", counter)], *value as f64))
                 .collect(),
+        ),
+        family(
+            "iommutop_probe_rows",
+            "Statistics rows the probes hold a key in (a device's binding, a disk, a process): \
+             flat on a host whose devices come and go, since rows are given back.",
+            MetricType::GAUGE,
+            vec![gauge_metric(&[], exposition.rows.in_use as f64)],
+        ),
+        family(
+            "iommutop_probe_rows_given_back_total",
+            "Statistics rows given back to the probes once their key could count no more (its \
+             device gone or bound elsewhere, its disk or netdev replaced, its process exited).",
+            MetricType::COUNTER,
+            vec![counter_metric(&[], exposition.rows.given_back as f64)],
         ),
         family(
             "iommutop_sample_errors_total",

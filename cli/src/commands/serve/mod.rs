@@ -31,6 +31,7 @@ pub fn run(args: &ServeArgs) -> Outcome<ExitCode> {
         args.points.clone().unwrap_or_default(),
         device_filter,
         task_filter,
+        args.netdev,
     )?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -62,7 +62,11 @@ impl Totals {
     /// Adds one interval.
     pub fn add(&mut self, snapshot: &Snapshot) {
         for device in &snapshot.devices {
-            let totals = self.devices.entry(DeviceLabels::of(device)).or_default();
+            let labels = DeviceLabels::of(device);
+            if !self.devices.contains_key(&labels) && device.ops.values().all(|s| s.count == 0) {
+                continue; // a series starts with its first count, never at 0
+            }
+            let totals = self.devices.entry(labels).or_default();
             for (&op, stats) in &device.ops {
                 totals.ops.entry(op).or_default().merge(&delta_of(stats));
             }
@@ -134,6 +138,8 @@ mod tests {
                 kind: SourceKind::Device,
                 id: 1,
                 name: "0000:00:04.0".into(),
+                generation: 0,
+                driver: None,
                 ops: [(Op::DmaMap, counters)].into_iter().collect(),
             }],
             ..RawSample::default()
@@ -202,5 +208,70 @@ mod tests {
             &[],
         ));
         assert_eq!(totals.devices.len(), 2);
+    }
+
+    fn bound(generation: u32, driver: &str, maps: u64) -> RawSource {
+        RawSource {
+            generation,
+            driver: Some(driver.into()),
+            ..sample(0, maps).sources.remove(0)
+        }
+    }
+
+    fn at(at_ns: u64, sources: Vec<RawSource>) -> RawSample {
+        RawSample {
+            monotonic_ns: at_ns,
+            sources,
+            ..RawSample::default()
+        }
+    }
+
+    /// Rebound to vfio-pci and back within one interval, read with sysfs still saying
+    /// vfio-pci: every map goes to the driver the kernel counted it under.
+    #[test]
+    fn maps_go_to_the_binding_the_kernel_counted_them_under() {
+        let mut totals = Totals::default();
+        let first = at(1, vec![bound(0x1000, "nvme", 40)]);
+        totals.add(&Snapshot::between_by_binding(
+            &RawSample::default(),
+            &first,
+            &[nvme("nvme")],
+        ));
+        let back = at(
+            2,
+            vec![bound(0x1000, "nvme", 90), bound(0x2000, "e1000e", 0)],
+        );
+        totals.add(&Snapshot::between_by_binding(
+            &first,
+            &back,
+            &[nvme("vfio-pci")],
+        ));
+        assert_eq!(maps(&totals, "nvme"), 90);
+        assert_eq!(maps(&totals, "vfio-pci"), 0);
+        assert!(
+            !totals.devices.keys().any(|labels| labels.driver != "nvme"),
+            "no series for a driver that counted nothing: {:?}",
+            totals.devices.keys()
+        );
+    }
+
+    /// A row given back and taken again by the same key counts from zero: its series goes on.
+    #[test]
+    fn a_row_taken_again_continues_its_series() {
+        let mut totals = Totals::default();
+        let samples = [
+            RawSample::default(),
+            at(1, vec![bound(0x1000, "nvme", 40)]),
+            at(2, vec![]),
+            at(3, vec![bound(0x1000, "nvme", 5)]),
+        ];
+        for pair in samples.windows(2) {
+            totals.add(&Snapshot::between_by_binding(
+                &pair[0],
+                &pair[1],
+                &[nvme("nvme")],
+            ));
+        }
+        assert_eq!(maps(&totals, "nvme"), 45);
     }
 }

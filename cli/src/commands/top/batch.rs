@@ -41,6 +41,7 @@ pub fn run(args: &TopArgs, start: &StartView, interval: Duration) -> Outcome<Exi
     let mut session = Session::start(
         &args.points.clone().unwrap_or_default(),
         start.tasks.clone(),
+        start.netdevs,
     )?
     .with_device_filter(start.device.clone());
     let text = IntervalText::of(&session, start.sort, start.filter.clone());

@@ -67,6 +67,7 @@ pub fn without_subcommand() -> Outcome<ExitCode> {
             filter: None,
             device: None,
             tasks: Default::default(),
+            netdev: crate::cli::NetdevScope::Physical,
         });
     }
     use clap::CommandFactory;
@@ -116,6 +117,7 @@ pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
     let session = Session::start(
         &args.points.clone().unwrap_or_default(),
         start.tasks.clone(),
+        start.netdevs,
     )?
     .with_device_filter(start.device.clone());
 
@@ -186,6 +188,8 @@ pub struct StartView {
     pub device: Option<DeviceFilter>,
     /// `--pid`/`--cgroup`.
     pub tasks: Option<TaskFilter>,
+    /// `--netdev`.
+    pub netdevs: crate::cli::NetdevScope,
 }
 
 impl StartView {
@@ -201,6 +205,7 @@ impl StartView {
             filter: args.filter.clone().unwrap_or_default(),
             device: crate::device_filter::resolve(args.device.as_deref())?,
             tasks: crate::task_filter::resolve(&args.tasks)?,
+            netdevs: args.netdev,
         })
     }
 }

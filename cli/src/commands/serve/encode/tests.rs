@@ -39,12 +39,16 @@ fn two_thousand_reads() -> Totals {
                 kind: SourceKind::Device,
                 id: 1,
                 name: "0000:00:04.0".into(),
+                generation: 0,
+                driver: None,
                 ops: [(Op::DmaMap, maps)].into_iter().collect(),
             },
             RawSource {
                 kind: SourceKind::Disk,
                 id: 2,
                 name: "nvme0n1".into(),
+                generation: 0,
+                driver: None,
                 ops: [(Op::Completion, completions)].into_iter().collect(),
             },
         ],
@@ -96,6 +100,7 @@ fn text(totals: &Totals) -> String {
         points: &points,
         cpus: 2,
         sample_errors: 0,
+        rows: RowUse::default(),
     })
     .expect("renders")
 }
@@ -154,6 +159,8 @@ fn rt_nvme_maps() -> Totals {
             kind: SourceKind::Device,
             id: 1,
             name: "0000:00:04.0".into(),
+            generation: 0,
+            driver: None,
             ops: [(Op::DmaMap, maps)].into_iter().collect(),
         }],
         ..RawSample::default()
@@ -292,6 +299,7 @@ fn names_follow_the_prometheus_conventions() {
         points: &[],
         cpus: 1,
         sample_errors: 0,
+        rows: RowUse::default(),
     }) {
         let name = family.name();
         assert!(name.starts_with("iommutop_"), "{name}");
@@ -316,6 +324,7 @@ fn label_values_are_escaped() {
         points: &[],
         cpus: 1,
         sample_errors: 0,
+        rows: RowUse::default(),
     })
     .expect("renders");
     assert!(text.contains(r#"cmdline_iommu="iommu=\"pt\"\\""#), "{text}");
