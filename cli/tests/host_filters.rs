@@ -1,5 +1,6 @@
 //! Filters on the build machine's own kernel: `--points` attaches only the named points,
-//! `--device` keeps one device's rows, `--pid` and `--cgroup` one task's work, and a filter that
+//! `--device` keeps one device's rows, `--pid` and `--cgroup` one task's work, `--netdev all` adds
+//! virtual netdevs' rows, and a filter that
 //! names nothing is a one-line usage error. They need root, like host_probes.rs.
 
 mod support;
@@ -254,5 +255,78 @@ fn a_pid_filter_is_recorded_and_said() {
             |l| l.contains(&format!("only process {pid} (")) && l.ends_with("task context")
         ),
         "{stdout}"
+    );
+}
+
+/// `--netdev`: a veth pair (no parent device) takes no row by default, and one of its own under
+/// `--netdev all`, with the packets the kernel sent through it.
+#[test]
+fn virtual_netdevs_take_rows_only_under_netdev_all() {
+    let _bpf = require_root();
+    let pid = std::process::id();
+    let (near, far) = (format!("iv{pid}a"), format!("iv{pid}b"));
+    // Up, without IPv6 (whose neighbour discovery sends at times of its own), with an address;
+    // datagrams to a neighbour nobody answers make the kernel send ARP requests. The interface's
+    // own count of packets sent is printed before the pair goes.
+    let traffic = format!(
+        "ip link add {near} type veth peer name {far} && \
+         for end in {near} {far}; do \
+           echo 1 >/proc/sys/net/ipv6/conf/$end/disable_ipv6 2>/dev/null; \
+           ip link set $end up; \
+         done && ip addr add 10.231.7.1/24 dev {near} && \
+         python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); \
+         [s.sendto(b'x', ('10.231.7.2', 9)) for _ in range(3)]\" && \
+         cat /sys/class/net/{near}/statistics/tx_packets; ip link del {near}"
+    );
+    let record = |netdev: &str| -> (Value, u64) {
+        let report_path =
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("host-netdev-{netdev}.json"));
+        let _ = std::fs::remove_file(&report_path);
+        let output = iommutop()
+            .args(["record", "--netdev", netdev, "--json"])
+            .arg(&report_path)
+            .args(["--", "sh", "-c", &traffic])
+            .output()
+            .expect("iommutop runs");
+        assert_success(&output);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let interface_sent = stdout
+            .lines()
+            .last()
+            .and_then(|line| line.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no tx_packets of {near} in {stdout:?}"));
+        let report = serde_json::from_str(&std::fs::read_to_string(&report_path).expect("report"))
+            .expect("JSON");
+        (report, interface_sent)
+    };
+    let veth_rows = |report: &Value| -> Vec<Value> {
+        report["devices"]
+            .as_array()
+            .expect("devices")
+            .iter()
+            .filter(|d| d["key"] == near.as_str() || d["key"] == far.as_str())
+            .cloned()
+            .collect()
+    };
+    let (physical, _) = record("physical");
+    assert_valid_report(&physical);
+    assert!(
+        veth_rows(&physical).is_empty(),
+        "no row for a veth by default: {:?}",
+        veth_rows(&physical)
+    );
+    let (all, interface_sent) = record("all");
+    assert_valid_report(&all);
+    let rows = veth_rows(&all);
+    let row = rows
+        .iter()
+        .find(|row| row["key"] == near.as_str())
+        .unwrap_or_else(|| panic!("--netdev all: no row for {near}: {rows:?}"));
+    assert_eq!(row["kind"], "netdev");
+    assert!(interface_sent >= 1, "the kernel sent nothing on {near}");
+    assert_eq!(
+        op_count(row, "tx_packets"),
+        interface_sent,
+        "{near}'s packets sent, as the interface counted them: {row}"
     );
 }

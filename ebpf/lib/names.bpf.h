@@ -29,9 +29,13 @@ static __always_inline void iommutop_record_name(int row, const struct iommutop_
 			source = BPF_CORE_READ((const struct device *)object, kobj.name);
 		if (source)
 			bpf_probe_read_kernel_str(name->name, sizeof(name->name), source);
-		source = NULL;
-		if (object)
+		/* The driver of the key's generation only: a key remembered from before a rebind
+		 * (an IOMMU domain's last device) may take its row after it. */
+		if (object && (__u32)(__u64)BPF_CORE_READ((const struct device *)object, driver) ==
+				  key->generation)
 			source = BPF_CORE_READ((const struct device *)object, driver, name);
+		else
+			source = NULL;
 		if (source)
 			bpf_probe_read_kernel_str(name->driver, sizeof(name->driver), source);
 		break;

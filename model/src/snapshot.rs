@@ -441,6 +441,58 @@ mod tests {
         }]
     }
 
+    /// The NVMe bound to nvme (generation 1), then to another driver that mapped too
+    /// (generation 2), within one interval, while sysfs still says nvme.
+    fn rebound_within_an_interval() -> (RawSample, RawSample) {
+        let bound = |generation, driver: &str, maps| RawSource {
+            generation,
+            driver: Some(driver.into()),
+            ..source(
+                SourceKind::Device,
+                1,
+                "0000:00:04.0",
+                &[(Op::DmaMap, counters(maps, maps * 4096, &[]))],
+            )
+        };
+        (
+            sample(1, vec![bound(1, "nvme", 100)]),
+            sample(
+                2,
+                vec![bound(1, "nvme", 130), bound(2, "uio_pci_generic", 7)],
+            ),
+        )
+    }
+
+    #[test]
+    fn a_new_generation_of_a_key_counts_from_zero_and_one_row_has_both() {
+        let (before, after) = rebound_within_an_interval();
+        let snapshot = Snapshot::between(&before, &after, &nvme_facts());
+        assert_eq!(snapshot.devices.len(), 1);
+        let device = snapshot.device("0000:00:04.0").expect("row");
+        assert_eq!(device.op(Op::DmaMap).count, 30 + 7);
+        assert_eq!(
+            device.driver.as_deref(),
+            Some("nvme"),
+            "sysfs's, in a report"
+        );
+    }
+
+    #[test]
+    fn by_binding_each_driver_has_its_own_row() {
+        let (before, after) = rebound_within_an_interval();
+        let snapshot = Snapshot::between_by_binding(&before, &after, &nvme_facts());
+        let by_driver: Vec<(Option<&str>, u64)> = snapshot
+            .devices
+            .iter()
+            .map(|d| (d.driver.as_deref(), d.op(Op::DmaMap).count))
+            .collect();
+        assert_eq!(
+            by_driver,
+            [(Some("nvme"), 30), (Some("uio_pci_generic"), 7)]
+        );
+        assert!(snapshot.devices.iter().all(|d| d.key == "0000:00:04.0"));
+    }
+
     #[test]
     fn deltas_rates_and_means() {
         let before = sample(

@@ -14,7 +14,7 @@
 //! block layer's window and not in the probes'. The block layer is read on both sides of the first
 //! sample, and the requests it accounted in between are not charged to the probes.
 
-use crate::sample::{Op, RawSample, SourceKind};
+use crate::sample::{Op, RawSample, RawSource, SourceKind};
 use std::collections::BTreeMap;
 
 /// One disk whose completions the probes undercounted.
@@ -93,27 +93,20 @@ pub fn unseen_completions(
 
 /// Completions the probes counted between two samples, per disk name.
 fn probe_completions_by_disk(first: &RawSample, last: &RawSample) -> BTreeMap<String, u64> {
-    let completions = |sample: &RawSample, kind: SourceKind, id: u64| {
-        sample
-            .sources
-            .iter()
-            .filter(|s| s.kind == kind && s.id == id)
-            .filter_map(|s| s.ops.get(&Op::Completion))
-            .map(|c| c.count)
-            .sum::<u64>()
-    };
+    let completions = |source: &RawSource| source.ops.get(&Op::Completion).map_or(0, |c| c.count);
     let mut by_disk = BTreeMap::new();
     for source in last
         .sources
         .iter()
         .filter(|s| s.kind == SourceKind::Disk && !s.name.is_empty())
     {
-        let counted = completions(last, source.kind, source.id).saturating_sub(completions(
-            first,
-            source.kind,
-            source.id,
-        ));
-        *by_disk.entry(source.name.clone()).or_insert(0) += counted;
+        let before = first
+            .sources
+            .iter()
+            .find(|s| s.same_as(source))
+            .map_or(0, completions);
+        *by_disk.entry(source.name.clone()).or_insert(0) +=
+            completions(source).saturating_sub(before);
     }
     by_disk
 }
@@ -121,7 +114,7 @@ fn probe_completions_by_disk(first: &RawSample, last: &RawSample) -> BTreeMap<St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::{OpCounters, RawSource};
+    use crate::sample::OpCounters;
 
     fn disk(name: &str, id: u64, completions: u64) -> RawSource {
         RawSource {

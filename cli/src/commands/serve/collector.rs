@@ -18,7 +18,7 @@ use anyhow::{anyhow, Context};
 use iommutop_host::sysfs::link_name;
 use iommutop_model::facts::HostFacts;
 use iommutop_model::sample::{RawSample, SourceKind};
-use iommutop_model::snapshot::Snapshot;
+use iommutop_model::snapshot::{RowKey, Snapshot};
 use iommutop_model::{DeviceFilter, TaskFilter};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -242,6 +242,9 @@ impl Collector {
             rows: self.rows,
         })
         .map_err(|e| e.to_string())?;
+        let facts = &self.facts;
+        self.totals
+            .end_series_of_gone(|device| device_still_there(device, facts, Path::new("/")));
         self.last = Some((Instant::now(), text.clone()));
         Ok(text)
     }
@@ -350,6 +353,29 @@ impl Collector {
     }
 }
 
+/// Whether the device a series' `device` label names is still on the host (`root`): a PCI
+/// function the facts list, a process alive, a disk or netdev present; the deferred and
+/// unattributed rows always are.
+fn device_still_there(device: &str, facts: &HostFacts, root: &Path) -> bool {
+    match RowKey::parse(device) {
+        RowKey::Pci(address) => facts.devices.iter().any(|d| d.pci_address == address),
+        RowKey::Process { pid, .. } => root.join("proc").join(pid.to_string()).exists(),
+        RowKey::Named(name) => {
+            let on_a_bus = || {
+                std::fs::read_dir(root.join("sys/bus")).is_ok_and(|buses| {
+                    buses
+                        .flatten()
+                        .any(|bus| bus.path().join("devices").join(&name).exists())
+                })
+            };
+            root.join("sys/class/net").join(&name).exists()
+                || root.join("sys/block").join(&name).exists()
+                || on_a_bus()
+        }
+        RowKey::Deferred { .. } | RowKey::Unattributed { .. } | RowKey::Unnamed { .. } => true,
+    }
+}
+
 fn host_facts() -> Outcome<HostFacts> {
     Ok(sysinfo::collect(Path::new("/")).context("reading system facts from /proc and /sys")?)
 }
@@ -358,4 +384,47 @@ fn online_cpus() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
     u64::try_from(cpus).unwrap_or(1).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iommutop_model::facts::DeviceFacts;
+
+    #[test]
+    fn a_series_device_is_there_while_the_host_shows_it() {
+        let root =
+            std::env::temp_dir().join(format!("iommutop-still-there-{}", std::process::id()));
+        for dir in [
+            "proc/227",
+            "sys/class/net/veth7",
+            "sys/block/loop0",
+            "sys/bus/platform/devices/ff8000.dma",
+        ] {
+            std::fs::create_dir_all(root.join(dir)).expect("fixture");
+        }
+        let facts = HostFacts {
+            devices: vec![DeviceFacts {
+                pci_address: "0000:00:04.0".parse().expect("address"),
+                ..DeviceFacts::default()
+            }],
+            ..HostFacts::default()
+        };
+        let there = |device: &str| device_still_there(device, &facts, &root);
+        for device in [
+            "0000:00:04.0",
+            "unattributed:sh[227]",
+            "veth7",
+            "loop0",
+            "ff8000.dma",
+            "deferred",
+            "unattributed",
+        ] {
+            assert!(there(device), "{device}");
+        }
+        for device in ["0000:00:05.0", "unattributed:sh[228]", "veth8", "nvme0n1"] {
+            assert!(!there(device), "{device}");
+        }
+        std::fs::remove_dir_all(&root).expect("cleanup");
+    }
 }

@@ -3,14 +3,16 @@
 //! Each scrape reads the maps once and adds the interval's [`Snapshot`] (deltas, already safe
 //! against resets in the kernel's maps) to these totals. A series is keyed by all of its labels:
 //! when a device changes driver, group or domain type (VFIO rebinding, a domain switch), the old
-//! series keeps its last value and a new one counts from zero; a device that disappears (hot
-//! unplug) keeps its series at their last values until `serve` exits. Nothing is ever dropped,
-//! so a series never vanishes and comes back lower.
+//! series keeps its last value and a new one counts from zero, for as long as the device is
+//! there. A device that goes away (hot unplug, a process that exited, a netdev deleted) has its
+//! series served once more at their last values and then dropped: Prometheus marks a series
+//! stale when a scrape no longer has it, and a host whose devices come and go for weeks keeps
+//! only the series of devices it has.
 
 use iommutop_model::op_stats::OpDelta;
 use iommutop_model::snapshot::{Device, OpStats, ProgramDelta, Snapshot};
 use iommutop_model::{Histogram, Op};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The labels of a device's series.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -56,6 +58,8 @@ pub struct Totals {
     pub health: BTreeMap<String, u64>,
     /// Operations the probes counted, over all devices.
     pub events: u64,
+    /// Series whose device was gone when they were last served.
+    gone: BTreeSet<DeviceLabels>,
 }
 
 impl Totals {
@@ -84,6 +88,25 @@ impl Totals {
             *total = total.saturating_add(*delta);
         }
         self.events = self.events.saturating_add(snapshot.events);
+    }
+}
+
+impl Totals {
+    /// Called after each scrape was served: drops the series whose device was already gone at
+    /// the scrape before (so each was served at least once at its final value), and remembers
+    /// those gone now. `still_there` tells by a series' `device` label.
+    pub fn end_series_of_gone(&mut self, still_there: impl Fn(&str) -> bool) {
+        let mut gone_now = BTreeSet::new();
+        self.devices.retain(|labels, _| {
+            if still_there(&labels.device) {
+                return true;
+            }
+            let served_gone = self.gone.contains(labels);
+            gone_now.insert(labels.clone());
+            !served_gone
+        });
+        gone_now.retain(|labels| self.devices.contains_key(labels));
+        self.gone = gone_now;
     }
 }
 
@@ -273,5 +296,37 @@ mod tests {
             ));
         }
         assert_eq!(maps(&totals, "nvme"), 45);
+    }
+
+    #[test]
+    fn a_gone_device_is_served_once_more_then_dropped() {
+        let mut totals = Totals::default();
+        totals.add(&Snapshot::between(
+            &RawSample::default(),
+            &sample(1, 40),
+            &[nvme("nvme")],
+        ));
+        totals.end_series_of_gone(|_| true);
+        assert_eq!(totals.devices.len(), 1);
+        // Unplugged: the scrape that sees it gone still serves the series...
+        totals.end_series_of_gone(|device| device != "0000:00:04.0");
+        assert_eq!(maps(&totals, "nvme"), 40);
+        // ...and the next has it no more.
+        totals.end_series_of_gone(|device| device != "0000:00:04.0");
+        assert!(totals.devices.is_empty(), "{:?}", totals.devices.keys());
+    }
+
+    #[test]
+    fn a_device_back_before_its_series_ended_keeps_it() {
+        let mut totals = Totals::default();
+        totals.add(&Snapshot::between(
+            &RawSample::default(),
+            &sample(1, 40),
+            &[nvme("nvme")],
+        ));
+        totals.end_series_of_gone(|_| false);
+        totals.end_series_of_gone(|_| true);
+        totals.end_series_of_gone(|_| false);
+        assert_eq!(maps(&totals, "nvme"), 40, "gone twice, but back in between");
     }
 }
