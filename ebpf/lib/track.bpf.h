@@ -240,10 +240,16 @@ static __always_inline void iommutop_drop_stale(struct iommutop_inflight *inflig
 }
 
 /* Entry of a timed call. own_key is the call's own device (DMA API), or NULL to inherit. ctx is
- * the program's context, used to sample the call path of the device's own calls. */
-static __always_inline void iommutop_enter(void *ctx, struct iommutop_call call, __u32 op,
-					   const struct iommutop_dev_key *own_key, __u64 bytes,
-					   __u32 flags)
+ * the program's context, used to sample the call path of the device's own calls. typed_dev, a
+ * device argument the verifier knows the type of (fentry), gives own_key its generation, the
+ * driver's binding (charge.bpf.h), as one load straight into the frame: the verifier lets a
+ * program load from a typed pointer, and, for root, store what it loaded in a map, where
+ * iommutop_device_key's helper call for it cost 90 instructions an entry (bench/probe-cost).
+ * Else NULL (a constant: the compiler drops the load for every other caller). */
+static __always_inline void iommutop_enter_bound(void *ctx, struct iommutop_call call, __u32 op,
+						 const struct iommutop_dev_key *own_key,
+						 const struct device *typed_dev, __u64 bytes,
+						 __u32 flags)
 {
 	struct iommutop_frame *frame, *below;
 	struct iommutop_inflight *inflight;
@@ -293,6 +299,8 @@ static __always_inline void iommutop_enter(void *ctx, struct iommutop_call call,
 	frame->call = call.at;
 	frame->tag = call.tag;
 	frame->key = key;
+	if (typed_dev)
+		frame->key.generation = (__u32)(__u64)typed_dev->driver;
 	frame->op = op;
 	frame->bytes = bytes;
 	frame->flags = flags & IOMMUTOP_ENTER_FULL ? IOMMUTOP_FRAME_FULL : 0;
@@ -321,6 +329,13 @@ static __always_inline void iommutop_enter(void *ctx, struct iommutop_call call,
 	if (depth > 0)
 		inflight->frames[(depth - 1) & IOMMUTOP_FRAME_MASK].probe_ns += end - now;
 	frame->start_ns = end;
+}
+
+static __always_inline void iommutop_enter(void *ctx, struct iommutop_call call, __u32 op,
+					   const struct iommutop_dev_key *own_key, __u64 bytes,
+					   __u32 flags)
+{
+	iommutop_enter_bound(ctx, call, op, own_key, NULL, bytes, flags);
 }
 
 /* iommutop_exit_sized: the frame's own bytes are kept. */
@@ -379,12 +394,14 @@ static __always_inline void iommutop_count_exit(__u32 op, int failed, __u64 byte
  * Exit of a timed call: finds its frame (normally the top one; frames above it belong to calls
  * whose exit was lost, and are dropped), charges count, bytes and latency, pops. bytes replaces
  * what the entry recorded when the size is only known on return (IOMMUTOP_KEEP_BYTES keeps it).
- * A call whose entry was not seen is counted, untimed, on own_key (the device a DMA API exit
- * knows from its arguments), else on the call it is nested in.
+ * A call whose entry was not seen is counted, untimed, on own_dev's key (the device a DMA API
+ * exit knows from its arguments: its binding read only then, out of every timed call's time),
+ * else on own_key, else on the call it is nested in.
  */
 static __always_inline void iommutop_exit_as(void *ctx, struct iommutop_call call, __u32 op,
 					     int failed, __u64 bytes,
 					     const struct iommutop_dev_key *own_key,
+					     const struct device *own_dev,
 					     enum iommutop_exit_mode mode)
 {
 	__u64 now = bpf_ktime_get_ns();
@@ -460,7 +477,9 @@ unseen_entry:
 		iommutop_health_inc(IOMMUTOP_HEALTH_EXIT_WITHOUT_ENTRY);
 	{
 		struct iommutop_dev_key key =
-		    own_key ? *own_key : iommutop_key_of_owner(call.owner, inflight, task_context);
+		    own_dev   ? iommutop_device_key(own_dev)
+		    : own_key ? *own_key
+			      : iommutop_key_of_owner(call.owner, inflight, task_context);
 
 		iommutop_charge_untimed(&key, op, bytes == IOMMUTOP_KEEP_BYTES ? 0 : bytes, 0);
 	}
@@ -470,7 +489,16 @@ static __always_inline void iommutop_exit_keyed(void *ctx, struct iommutop_call 
 						int failed, __u64 bytes,
 						const struct iommutop_dev_key *own_key)
 {
-	iommutop_exit_as(ctx, call, op, failed, bytes, own_key, IOMMUTOP_EXIT_COUNT);
+	iommutop_exit_as(ctx, call, op, failed, bytes, own_key, NULL, IOMMUTOP_EXIT_COUNT);
+}
+
+/* Exit of a DMA API call, whose device is own_dev (any pointer: read with a helper, and only
+ * when the call's entry was not seen). */
+static __always_inline void iommutop_exit_device(void *ctx, struct iommutop_call call, __u32 op,
+						 int failed, __u64 bytes,
+						 const struct device *own_dev)
+{
+	iommutop_exit_as(ctx, call, op, failed, bytes, NULL, own_dev, IOMMUTOP_EXIT_COUNT);
 }
 
 static __always_inline void iommutop_exit_sized(void *ctx, struct iommutop_call call, __u32 op,

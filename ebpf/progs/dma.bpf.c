@@ -43,12 +43,22 @@
  * pointers, not compute with them. */
 #define DMA_CALL(ctx, tag_arg) IOMMUTOP_FENTRY_CALL_TAGGED(ctx, ((__u64 *)(ctx))[tag_arg])
 
+/* kprobe: the device's key, its binding read through a helper (charge.bpf.h). */
 static __always_inline void dma_enter(void *ctx, struct iommutop_call call, __u32 op,
 				      struct device *dev, __u64 bytes)
 {
 	struct iommutop_dev_key key = iommutop_device_key(dev);
 
 	iommutop_enter(ctx, call, op, &key, bytes, 0);
+}
+
+/* fentry: dev is typed, its binding one load into the frame (iommutop_enter_bound). */
+static __always_inline void dma_enter_typed(void *ctx, struct iommutop_call call, __u32 op,
+					    struct device *dev, __u64 bytes, __u32 flags)
+{
+	struct iommutop_dev_key key = {.id = (__u64)dev, .kind = IOMMUTOP_KEY_DEVICE};
+
+	iommutop_enter_bound(ctx, call, op, &key, dev, bytes, flags);
 }
 
 /* A call the same operation's wrapper may make (a scatter-gather map inside dma_map_sgtable, an
@@ -125,10 +135,9 @@ static __always_inline void dma_enter_sg(void *ctx, struct iommutop_call call, _
 	int BPF_PROG(prog, struct device *dev)                                                     \
 	{                                                                                          \
 		__u64 ret = IOMMUTOP_FEXIT_RET(prog);                                              \
-		struct iommutop_dev_key key = iommutop_device_key(dev);                            \
 		(void)ret;                                                                         \
-		iommutop_exit_keyed(ctx, DMA_CALL(ctx, tag_arg), op, (failed),                     \
-				    IOMMUTOP_KEEP_BYTES, &key);                                    \
+		iommutop_exit_device(ctx, DMA_CALL(ctx, tag_arg), op, (failed),                    \
+				     IOMMUTOP_KEEP_BYTES, dev);                                    \
 		return 0;                                                                          \
 	}
 
@@ -137,7 +146,7 @@ SEC("fentry")
 int BPF_PROG(dma__map_page__fentry, struct device *dev, struct page *page, size_t offset,
 	     size_t size)
 {
-	dma_enter(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_MAP, dev, size);
+	dma_enter_typed(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_MAP, dev, size, 0);
 	return 0;
 }
 DMA_FEXIT(dma__map_page__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR, 2)
@@ -145,7 +154,7 @@ DMA_FEXIT(dma__map_page__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING
 SEC("fentry")
 int BPF_PROG(dma__map_phys__fentry, struct device *dev, phys_addr_t phys, size_t size)
 {
-	dma_enter(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_MAP, dev, size);
+	dma_enter_typed(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_MAP, dev, size, 0);
 	return 0;
 }
 DMA_FEXIT(dma__map_phys__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR, 1)
@@ -153,7 +162,7 @@ DMA_FEXIT(dma__map_phys__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING
 SEC("fentry")
 int BPF_PROG(dma__unmap_page__fentry, struct device *dev, dma_addr_t addr, size_t size)
 {
-	dma_enter(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_UNMAP, dev, size);
+	dma_enter_typed(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_UNMAP, dev, size, 0);
 	return 0;
 }
 DMA_FEXIT(dma__unmap_page__fexit, IOMMUTOP_OP_DMA_UNMAP, 0, 1)
@@ -161,7 +170,7 @@ DMA_FEXIT(dma__unmap_page__fexit, IOMMUTOP_OP_DMA_UNMAP, 0, 1)
 SEC("fentry")
 int BPF_PROG(dma__unmap_phys__fentry, struct device *dev, dma_addr_t addr, size_t size)
 {
-	dma_enter(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_UNMAP, dev, size);
+	dma_enter_typed(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_UNMAP, dev, size, 0);
 	return 0;
 }
 DMA_FEXIT(dma__unmap_phys__fexit, IOMMUTOP_OP_DMA_UNMAP, 0, 1)
@@ -169,7 +178,8 @@ DMA_FEXIT(dma__unmap_phys__fexit, IOMMUTOP_OP_DMA_UNMAP, 0, 1)
 SEC("fentry")
 int BPF_PROG(dma__map_sg__fentry, struct device *dev, struct scatterlist *sg, int nents)
 {
-	dma_enter_sg(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_MAP, dev, sg_bytes(sg, nents));
+	dma_enter_typed(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_MAP, dev, sg_bytes(sg, nents),
+			IOMMUTOP_ENTER_TWIN);
 	return 0;
 }
 DMA_FEXIT(dma__map_sg__fexit, IOMMUTOP_OP_DMA_MAP, (unsigned int)ret == 0, 2)
@@ -177,7 +187,8 @@ DMA_FEXIT(dma__map_sg__fexit, IOMMUTOP_OP_DMA_MAP, (unsigned int)ret == 0, 2)
 SEC("fentry")
 int BPF_PROG(dma__map_sgtable__fentry, struct device *dev, struct sg_table *sgt)
 {
-	dma_enter_sg(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_MAP, dev, sgtable_bytes(sgt));
+	dma_enter_typed(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_MAP, dev, sgtable_bytes(sgt),
+			IOMMUTOP_ENTER_TWIN);
 	return 0;
 }
 DMA_FEXIT(dma__map_sgtable__fexit, IOMMUTOP_OP_DMA_MAP, (int)ret != 0, 2)
@@ -185,7 +196,8 @@ DMA_FEXIT(dma__map_sgtable__fexit, IOMMUTOP_OP_DMA_MAP, (int)ret != 0, 2)
 SEC("fentry")
 int BPF_PROG(dma__unmap_sg__fentry, struct device *dev, struct scatterlist *sg, int nents)
 {
-	dma_enter_sg(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_UNMAP, dev, sg_bytes(sg, nents));
+	dma_enter_typed(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_UNMAP, dev, sg_bytes(sg, nents),
+			IOMMUTOP_ENTER_TWIN);
 	return 0;
 }
 DMA_FEXIT(dma__unmap_sg__fexit, IOMMUTOP_OP_DMA_UNMAP, 0, 2)
@@ -193,7 +205,7 @@ DMA_FEXIT(dma__unmap_sg__fexit, IOMMUTOP_OP_DMA_UNMAP, 0, 2)
 SEC("fentry")
 int BPF_PROG(dma__map_resource__fentry, struct device *dev, phys_addr_t phys, size_t size)
 {
-	dma_enter(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_MAP, dev, size);
+	dma_enter_typed(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_MAP, dev, size, 0);
 	return 0;
 }
 DMA_FEXIT(dma__map_resource__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR, 1)
@@ -201,7 +213,7 @@ DMA_FEXIT(dma__map_resource__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAP
 SEC("fentry")
 int BPF_PROG(dma__unmap_resource__fentry, struct device *dev, dma_addr_t addr, size_t size)
 {
-	dma_enter(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_UNMAP, dev, size);
+	dma_enter_typed(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_UNMAP, dev, size, 0);
 	return 0;
 }
 DMA_FEXIT(dma__unmap_resource__fexit, IOMMUTOP_OP_DMA_UNMAP, 0, 1)
@@ -210,23 +222,19 @@ SEC("fentry")
 int BPF_PROG(dma__iova_try_alloc__fentry, struct device *dev, void *state, phys_addr_t phys,
 	     size_t size)
 {
-	struct iommutop_dev_key key = iommutop_device_key(dev);
-
 	/* The map is known by its state until dma_iova_sync returns. */
-	iommutop_enter(ctx, IOMMUTOP_SESSION_CALL(state), IOMMUTOP_OP_DMA_MAP, &key, size,
-		       IOMMUTOP_ENTER_SESSION);
+	dma_enter_typed(ctx, IOMMUTOP_SESSION_CALL(state), IOMMUTOP_OP_DMA_MAP, dev, size,
+			IOMMUTOP_ENTER_SESSION);
 	return 0;
 }
 
 /* bool: only the low byte of the return register is defined. A kretprobe has no arguments: it
  * passes IOMMUTOP_ANY_SESSION and no device, and the innermost open session is the one declined. */
 static __always_inline void dma_iova_try_alloc_exit(void *ctx, struct iommutop_call state,
-						    struct device *dev, __u8 allocated)
+						    __u8 allocated)
 {
-	struct iommutop_dev_key key = iommutop_device_key(dev);
-
 	if (!allocated)
-		iommutop_exit_as(ctx, state, IOMMUTOP_OP_DMA_MAP, 0, 0, dev ? &key : NULL,
+		iommutop_exit_as(ctx, state, IOMMUTOP_OP_DMA_MAP, 0, 0, NULL, NULL,
 				 IOMMUTOP_EXIT_DISCARD);
 }
 
@@ -234,7 +242,7 @@ IOMMUTOP_DECLARE_RET_AT(dma__iova_try_alloc__fexit);
 SEC("fexit")
 int BPF_PROG(dma__iova_try_alloc__fexit, struct device *dev, void *state)
 {
-	dma_iova_try_alloc_exit(ctx, IOMMUTOP_SESSION_CALL(state), dev,
+	dma_iova_try_alloc_exit(ctx, IOMMUTOP_SESSION_CALL(state),
 				(__u8)IOMMUTOP_FEXIT_RET(dma__iova_try_alloc__fexit));
 	return 0;
 }
@@ -244,18 +252,17 @@ IOMMUTOP_DECLARE_RET_AT(dma__iova_sync__fexit);
 SEC("fexit")
 int BPF_PROG(dma__iova_sync__fexit, struct device *dev, void *state, size_t offset, size_t size)
 {
-	struct iommutop_dev_key key = iommutop_device_key(dev);
 	int err = (int)IOMMUTOP_FEXIT_RET(dma__iova_sync__fexit);
 
 	iommutop_exit_as(ctx, IOMMUTOP_SESSION_CALL(state), IOMMUTOP_OP_DMA_MAP, err != 0, size,
-			 &key, IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED);
+			 NULL, dev, IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED);
 	return 0;
 }
 
 SEC("fentry")
 int BPF_PROG(dma__iova_destroy__fentry, struct device *dev, void *state, size_t mapped_len)
 {
-	dma_enter(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_UNMAP, dev, mapped_len);
+	dma_enter_typed(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_UNMAP, dev, mapped_len, 0);
 	return 0;
 }
 DMA_FEXIT(dma__iova_destroy__fexit, IOMMUTOP_OP_DMA_UNMAP, 0, 2)
@@ -265,7 +272,7 @@ DMA_FEXIT(dma__iova_destroy__fexit, IOMMUTOP_OP_DMA_UNMAP, 0, 2)
 	SEC("fentry")                                                                              \
 	int BPF_PROG(prefix##__fentry, struct device *dev, size_t size)                            \
 	{                                                                                          \
-		dma_enter_sg(ctx, DMA_CALL(ctx, 1), op, dev, size);                                \
+		dma_enter_typed(ctx, DMA_CALL(ctx, 1), op, dev, size, IOMMUTOP_ENTER_TWIN);        \
 		return 0;                                                                          \
 	}                                                                                          \
 	DMA_FEXIT(prefix##__fexit, op, failed, 1)
@@ -379,7 +386,7 @@ int BPF_KPROBE(dma__iova_try_alloc__kprobe, struct device *dev, void *state, phy
 SEC("kretprobe")
 int BPF_KRETPROBE(dma__iova_try_alloc__kretprobe, unsigned long allocated)
 {
-	dma_iova_try_alloc_exit(ctx, IOMMUTOP_ANY_SESSION, NULL, (__u8)allocated);
+	dma_iova_try_alloc_exit(ctx, IOMMUTOP_ANY_SESSION, (__u8)allocated);
 	return 0;
 }
 
@@ -387,7 +394,7 @@ SEC("kretprobe")
 int BPF_KRETPROBE(dma__iova_sync__kretprobe, int err)
 {
 	iommutop_exit_as(ctx, IOMMUTOP_ANY_SESSION, IOMMUTOP_OP_DMA_MAP, err != 0,
-			 IOMMUTOP_KEEP_BYTES, NULL, IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED);
+			 IOMMUTOP_KEEP_BYTES, NULL, NULL, IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED);
 	return 0;
 }
 

@@ -108,16 +108,20 @@ claimed:
 	row_key->generation = key.generation;
 	row_key->taken = 1;
 	err = iommutop_insert(&iommutop_rows, &key, &row);
-	/* Another CPU took a row for the key first; this one stays unused. */
+	if (!err)
+		return (int)row;
+	/* Not the key's after all: free for the next new key, not lost for the run. */
+	row_key->taken = 0;
+	bpf_map_push_elem(&iommutop_free_rows, &row, 0);
+	/* Another CPU took a row for the key first. */
 	if (err == IOMMUTOP_EEXIST) {
 		kept = bpf_map_lookup_elem(&iommutop_rows, &key);
 		return kept ? (int)*kept : -1;
 	}
-	/* Held by what this program interrupted: the row taken stays unused, and the key's next
-	 * event takes another. */
+	/* Held by what this program interrupted: the key's next event takes a row. */
 	if (err == IOMMUTOP_EBUSY)
 		return IOMMUTOP_ROW_BUSY;
-	return err ? -1 : (int)row;
+	return -1;
 }
 
 /* sched_switch (bool preempt, struct task_struct *prev, struct task_struct *next, ...): see
