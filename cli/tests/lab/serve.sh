@@ -86,6 +86,14 @@ rebind() { # DRIVER-OVERRIDE ("" gives the controller back to nvme)
 		echo "$1" >"/sys/bus/pci/devices/$nvme/driver_override" &&
 		echo "$nvme" >/sys/bus/pci/drivers_probe
 }
+nvme_back() { # waits up to 20 s for the namespace, then for the kernel's scan of it
+	i=0
+	until [ -b /dev/nvme0n1 ] || [ $i -ge 200 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	sleep 1
+}
 nvme_series() { # FILE: the NVMe's series; FILE.all the whole scrape
 	curl -sf "http://$listen/metrics" >"$1.all"
 	grep "^iommutop_dma_maps_total{device=\"$nvme\"" "$1.all" >"$1"
@@ -96,12 +104,7 @@ basename "$(readlink "/sys/bus/pci/devices/$nvme/driver")" >"$out/driver-vfio.tx
 sleep 12
 rebind ""
 echo $? >"$out/rebind-nvme.rc"
-i=0
-until [ -b /dev/nvme0n1 ] || [ $i -ge 200 ]; do
-	sleep 0.1
-	i=$((i + 1))
-done
-sleep 1 # the kernel's scan of the namespace it found again
+nvme_back # the kernel's scan of the namespace it found again
 nvme_series "$out/scrape-rebound.txt"
 awk '{ print $1 }' /sys/block/nvme0n1/stat >"$out/stat-rebound"
 dd if=/dev/nvme0n1 of=/dev/null bs=4k count=1000 iflag=direct >"$out/dd-rebound.out" 2>&1
@@ -113,12 +116,7 @@ awk '{ print $1 }' /sys/block/nvme0n1/stat >"$out/stat-after"
 # reads (stat-b2b-*, scrape-b2b.txt). The maps of each binding are the kernel's to label.
 rebind vfio-pci && rebind ""
 echo $? >"$out/rebind-b2b.rc"
-i=0
-until [ -b /dev/nvme0n1 ] || [ $i -ge 200 ]; do
-	sleep 0.1
-	i=$((i + 1))
-done
-sleep 1
+nvme_back
 awk '{ print $1 }' /sys/block/nvme0n1/stat >"$out/stat-b2b-before"
 dd if=/dev/nvme0n1 of=/dev/null bs=4k count=1000 iflag=direct >"$out/dd-b2b.out" 2>&1
 echo $? >"$out/dd-b2b.rc"
