@@ -9,6 +9,7 @@
 #include <bpf/bpf_core_read.h>
 #include "iommutop/abi.h"
 #include "track.bpf.h"
+#include "calls.bpf.h"
 
 /* include/linux/dma-mapping.h: the dma_addr_t a failed map returns. */
 #define IOMMUTOP_DMA_MAPPING_ERROR (~(dma_addr_t)0)

@@ -331,13 +331,6 @@ static __always_inline void iommutop_enter_bound(void *ctx, struct iommutop_call
 	frame->start_ns = end;
 }
 
-static __always_inline void iommutop_enter(void *ctx, struct iommutop_call call, __u32 op,
-					   const struct iommutop_dev_key *own_key, __u64 bytes,
-					   __u32 flags)
-{
-	iommutop_enter_bound(ctx, call, op, own_key, NULL, bytes, flags);
-}
-
 /* iommutop_exit_sized: the frame's own bytes are kept. */
 #define IOMMUTOP_KEEP_BYTES (~0ULL)
 
@@ -483,34 +476,6 @@ unseen_entry:
 
 		iommutop_charge_untimed(&key, op, bytes == IOMMUTOP_KEEP_BYTES ? 0 : bytes, 0);
 	}
-}
-
-static __always_inline void iommutop_exit_keyed(void *ctx, struct iommutop_call call, __u32 op,
-						int failed, __u64 bytes,
-						const struct iommutop_dev_key *own_key)
-{
-	iommutop_exit_as(ctx, call, op, failed, bytes, own_key, NULL, IOMMUTOP_EXIT_COUNT);
-}
-
-/* Exit of a DMA API call, whose device is own_dev (any pointer: read with a helper, and only
- * when the call's entry was not seen). */
-static __always_inline void iommutop_exit_device(void *ctx, struct iommutop_call call, __u32 op,
-						 int failed, __u64 bytes,
-						 const struct device *own_dev)
-{
-	iommutop_exit_as(ctx, call, op, failed, bytes, NULL, own_dev, IOMMUTOP_EXIT_COUNT);
-}
-
-static __always_inline void iommutop_exit_sized(void *ctx, struct iommutop_call call, __u32 op,
-						int failed, __u64 bytes)
-{
-	iommutop_exit_keyed(ctx, call, op, failed, bytes, NULL);
-}
-
-static __always_inline void iommutop_exit(void *ctx, struct iommutop_call call, __u32 op,
-					  int failed)
-{
-	iommutop_exit_keyed(ctx, call, op, failed, IOMMUTOP_KEEP_BYTES, NULL);
 }
 
 #endif

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The forms of a frame's entry and exit (track.bpf.h) that probe programs call.
+ */
+#ifndef IOMMUTOP_CALLS_BPF_H
+#define IOMMUTOP_CALLS_BPF_H
+
+#include "track.bpf.h"
+
+static __always_inline void iommutop_enter(void *ctx, struct iommutop_call call, __u32 op,
+					   const struct iommutop_dev_key *own_key, __u64 bytes,
+					   __u32 flags)
+{
+	iommutop_enter_bound(ctx, call, op, own_key, NULL, bytes, flags);
+}
+
+static __always_inline void iommutop_exit_keyed(void *ctx, struct iommutop_call call, __u32 op,
+						int failed, __u64 bytes,
+						const struct iommutop_dev_key *own_key)
+{
+	iommutop_exit_as(ctx, call, op, failed, bytes, own_key, NULL, IOMMUTOP_EXIT_COUNT);
+}
+
+/* Exit of a DMA API call, whose device is own_dev (any pointer: read with a helper, and only
+ * when the call's entry was not seen). */
+static __always_inline void iommutop_exit_device(void *ctx, struct iommutop_call call, __u32 op,
+						 int failed, __u64 bytes,
+						 const struct device *own_dev)
+{
+	iommutop_exit_as(ctx, call, op, failed, bytes, NULL, own_dev, IOMMUTOP_EXIT_COUNT);
+}
+
+static __always_inline void iommutop_exit_sized(void *ctx, struct iommutop_call call, __u32 op,
+						int failed, __u64 bytes)
+{
+	iommutop_exit_keyed(ctx, call, op, failed, bytes, NULL);
+}
+
+static __always_inline void iommutop_exit(void *ctx, struct iommutop_call call, __u32 op,
+					  int failed)
+{
+	iommutop_exit_keyed(ctx, call, op, failed, IOMMUTOP_KEEP_BYTES, NULL);
+}
+
+#endif
