@@ -266,8 +266,8 @@ impl Collector {
 
     /// Reads the maps and adds what changed since the last read to the totals: a device's DMA
     /// work under the driver the kernel counted it under, the rest under the devices' labels as
-    /// read from sysfs (read again first when a disk or netdev counted that no device owns: one
-    /// that appeared since). Then gives back the rows of sources that can count no more.
+    /// read from sysfs (read again first when a disk no device owned appeared: a controller
+    /// bound to its driver again). Then gives back the rows of sources that can count no more.
     fn collect(&mut self) {
         let current = match self.probes.sample() {
             Ok(current) => current,
