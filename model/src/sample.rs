@@ -148,17 +148,30 @@ pub struct RawSource {
     /// not a device), read in the kernel: what its counts were made under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver: Option<String>,
+    /// Which statistics row, in which of its lives, the counters were read from (the row's
+    /// index, times 2^32, plus how often it was given back before): a key whose row was given
+    /// back and that took another is a new source, whose counters start at 0, however high they
+    /// are by its first read. 0 where unknown (samples written before).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub row: u64,
     pub ops: BTreeMap<Op, OpCounters>,
 }
 
 impl RawSource {
     /// Whether `other` is the same source (kind, id and generation) at another time.
     pub fn same_as(&self, other: &RawSource) -> bool {
-        self.kind == other.kind && self.id == other.id && self.generation == other.generation
+        self.kind == other.kind
+            && self.id == other.id
+            && self.generation == other.generation
+            && self.row == other.row
     }
 }
 
 fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
     *n == 0
 }
 

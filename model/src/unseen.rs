@@ -123,6 +123,7 @@ mod tests {
             name: name.to_string(),
             generation: 0,
             driver: None,
+            row: 0,
             ops: BTreeMap::from([(
                 Op::Completion,
                 OpCounters {

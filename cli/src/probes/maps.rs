@@ -142,12 +142,11 @@ impl ProbeMaps {
 
     /// Each key's row, the rows being given back included (their last counts are read once).
     fn keyed_rows(&self) -> Result<Vec<(iommutop_dev_key, u32)>, SampleError> {
-        let mut rows = Vec::new();
+        let mut live = Vec::new();
         for entry in self.rows.iter() {
-            rows.push(entry.map_err(|e| sample_error("iommutop_rows", e))?);
+            live.push(entry.map_err(|e| sample_error("iommutop_rows", e))?);
         }
-        rows.extend(self.book.retiring().map(|(key, row)| (*key, row)));
-        Ok(rows)
+        Ok(self.book.rows_to_read(live))
     }
 
     /// Reads every map once and sums the per-CPU values.
@@ -169,6 +168,7 @@ impl ProbeMaps {
                 name,
                 generation: key.generation,
                 driver,
+                row: self.book.life_of(row),
                 ops: sum_per_cpu(per_cpu.iter()),
             });
         }
@@ -209,6 +209,7 @@ impl ProbeMaps {
         let mut given = GivenBack::default();
         for (key, row) in self.book.take_read() {
             self.free_row(row)?;
+            self.book.freed(row);
             given.freed.push(SourceId::of_key(&key));
         }
         for id in ended {

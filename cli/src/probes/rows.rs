@@ -72,12 +72,31 @@ pub struct RowBook {
     retiring: Vec<(iommutop_dev_key, u32, u64)>,
     samples: AtomicU64,
     owned_names: BTreeMap<u64, String>,
+    /// How often each row was given back.
+    frees: BTreeMap<u32, u32>,
 }
 
 impl RowBook {
     /// Rows retired and not yet freed.
     pub fn retiring(&self) -> impl Iterator<Item = (&iommutop_dev_key, u32)> {
         self.retiring.iter().map(|(key, row, _)| (key, *row))
+    }
+
+    /// The rows a sample reads: the live ones, and each retired one once more unless its key
+    /// took a row again meanwhile (a device rebound to the driver it had, within a scrape): one
+    /// source per key in a sample, so that the new row reads as the key's counters restarting,
+    /// not as a second source of the same key. What the retired row counted since the sample
+    /// that judged it idle (the microseconds before it left the lookups) is then not read.
+    pub fn rows_to_read(&self, live: Vec<(iommutop_dev_key, u32)>) -> Vec<(iommutop_dev_key, u32)> {
+        let same = |a: &iommutop_dev_key, b: &iommutop_dev_key| {
+            a.id == b.id && a.kind == b.kind && a.generation == b.generation
+        };
+        let again: Vec<(iommutop_dev_key, u32)> = self
+            .retiring()
+            .filter(|(key, _)| !live.iter().any(|(taken, _)| same(taken, key)))
+            .map(|(key, row)| (*key, row))
+            .collect();
+        live.into_iter().chain(again).collect()
     }
 
     pub fn retire(&mut self, key: iommutop_dev_key, row: u32) {
@@ -98,6 +117,16 @@ impl RowBook {
             .partition(|(_, _, retired_at)| *retired_at < now);
         self.retiring = waiting;
         read.into_iter().map(|(key, row, _)| (key, row)).collect()
+    }
+
+    /// A row was zeroed and queued for a new key: its next key is another life of it.
+    pub fn freed(&mut self, row: u32) {
+        *self.frees.entry(row).or_default() += 1;
+    }
+
+    /// `RawSource::row` of what `row` holds now.
+    pub fn life_of(&self, row: u32) -> u64 {
+        (u64::from(row) << 32) | u64::from(self.frees.get(&row).copied().unwrap_or(0))
     }
 
     pub fn name_owned(&mut self, id: u64, name: &str) {
@@ -255,6 +284,7 @@ mod tests {
             name: name.into(),
             generation,
             driver: driver.map(str::to_string),
+            row: 0,
             ops: [(
                 Op::DmaMap,
                 OpCounters {
@@ -365,6 +395,31 @@ mod tests {
     }
 
     #[test]
+    fn a_retired_row_is_read_once_more_unless_its_key_took_a_row_again() {
+        let key = |generation| {
+            SourceId {
+                kind: SourceKind::Device,
+                id: NVME,
+                generation,
+            }
+            .key()
+        };
+        let mut book = RowBook::default();
+        book.retire(key(1), 5);
+        book.retire(key(2), 6);
+        let rows: Vec<u32> = book
+            .rows_to_read(vec![(key(1), 9), (key(3), 7)])
+            .into_iter()
+            .map(|(_, row)| row)
+            .collect();
+        assert_eq!(
+            rows,
+            [9, 7, 6],
+            "key 1 took row 9 again: its old row 5 is not read"
+        );
+    }
+
+    #[test]
     fn retired_rows_are_freed_only_after_a_sample_read_them() {
         let mut book = RowBook::default();
         let key = SourceId {
@@ -382,5 +437,13 @@ mod tests {
         assert_eq!(freed[0].1, 5);
         assert_eq!(SourceId::of_key(&freed[0].0).generation, 2);
         assert_eq!(book.retiring().count(), 0);
+        let before = book.life_of(5);
+        book.freed(5);
+        assert_ne!(
+            book.life_of(5),
+            before,
+            "a row given back holds another life"
+        );
+        assert_ne!(book.life_of(5), book.life_of(4));
     }
 }

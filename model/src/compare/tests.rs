@@ -99,6 +99,7 @@ fn report(run: &Run1) -> Report {
             name: (*address).into(),
             generation: 0,
             driver: None,
+            row: 0,
             ops: [
                 (Op::DmaMap, counters(maps, Some(run.map_ns))),
                 (Op::DmaUnmap, counters(maps, Some(run.map_ns / 2))),
@@ -115,6 +116,7 @@ fn report(run: &Run1) -> Report {
             name: (*netdev).into(),
             generation: 0,
             driver: None,
+            row: 0,
             ops: [(Op::Completion, counters(transactions * 4, None))]
                 .into_iter()
                 .collect(),

@@ -78,6 +78,7 @@ fn nvme_source(reads: u64) -> RawSource {
         name: "0000:00:02.0".into(),
         generation: 0,
         driver: None,
+        row: 0,
         ops: [
             (
                 Op::DmaMap,
@@ -100,6 +101,7 @@ fn disk_source(reads: u64) -> RawSource {
         name: "nvme0n1".into(),
         generation: 0,
         driver: None,
+        row: 0,
         ops: [(Op::Completion, counters(reads, 4096, &[]))]
             .into_iter()
             .collect(),
@@ -126,6 +128,7 @@ pub fn last_sample() -> RawSample {
                 name: String::new(),
                 generation: 0,
                 driver: None,
+                row: 0,
                 ops: [(Op::FqFlush, counters(20, 0, &[]))].into_iter().collect(),
             },
         ],

@@ -26,6 +26,7 @@ fn source(kind: SourceKind, id: u64, name: &str, ops: &[(Op, OpCounters)]) -> Ra
         name: name.to_string(),
         generation: 0,
         driver: None,
+        row: 0,
         ops: ops.iter().cloned().collect(),
     }
 }

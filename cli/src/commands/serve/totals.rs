@@ -163,6 +163,7 @@ mod tests {
                 name: "0000:00:04.0".into(),
                 generation: 0,
                 driver: None,
+                row: 0,
                 ops: [(Op::DmaMap, counters)].into_iter().collect(),
             }],
             ..RawSample::default()
@@ -296,6 +297,30 @@ mod tests {
             ));
         }
         assert_eq!(maps(&totals, "nvme"), 45);
+    }
+
+    /// A key that took a new row within one scrape, its counters already past the old row's:
+    /// the new row's counts are all new.
+    #[test]
+    fn a_key_on_a_new_row_counts_from_zero_even_past_the_old_rows_counts() {
+        let on_row = |row, maps| RawSource {
+            row,
+            ..bound(0x1000, "nvme", maps)
+        };
+        let mut totals = Totals::default();
+        let samples = [
+            RawSample::default(),
+            at(1, vec![on_row(1 << 32, 14)]),
+            at(2, vec![on_row(2 << 32, 1014)]),
+        ];
+        for pair in samples.windows(2) {
+            totals.add(&Snapshot::between_by_binding(
+                &pair[0],
+                &pair[1],
+                &[nvme("nvme")],
+            ));
+        }
+        assert_eq!(maps(&totals, "nvme"), 14 + 1014);
     }
 
     #[test]

@@ -41,6 +41,7 @@ fn two_thousand_reads() -> Totals {
                 name: "0000:00:04.0".into(),
                 generation: 0,
                 driver: None,
+                row: 0,
                 ops: [(Op::DmaMap, maps)].into_iter().collect(),
             },
             RawSource {
@@ -49,6 +50,7 @@ fn two_thousand_reads() -> Totals {
                 name: "nvme0n1".into(),
                 generation: 0,
                 driver: None,
+                row: 0,
                 ops: [(Op::Completion, completions)].into_iter().collect(),
             },
         ],
@@ -161,6 +163,7 @@ fn rt_nvme_maps() -> Totals {
             name: "0000:00:04.0".into(),
             generation: 0,
             driver: None,
+            row: 0,
             ops: [(Op::DmaMap, maps)].into_iter().collect(),
         }],
         ..RawSample::default()
