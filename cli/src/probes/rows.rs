@@ -203,22 +203,39 @@ pub struct SysfsHost<'f> {
     pub devices: &'f [DeviceFacts],
 }
 
+impl SysfsHost<'_> {
+    pub fn has_disk(&self, name: &str) -> bool {
+        self.disk_dir(name).exists()
+    }
+
+    pub fn has_netdev(&self, name: &str) -> bool {
+        self.netdev_dir(name).exists()
+    }
+
+    fn disk_dir(&self, name: &str) -> PathBuf {
+        self.root.join("sys/block").join(name)
+    }
+
+    fn netdev_dir(&self, name: &str) -> PathBuf {
+        self.root.join("sys/class/net").join(name)
+    }
+}
+
 impl HostNow for SysfsHost<'_> {
     fn devices(&self) -> &[DeviceFacts] {
         self.devices
     }
 
     fn disk_generation(&self, name: &str) -> Option<u32> {
-        let dir = self.root.join("sys/block").join(name);
-        if !dir.exists() {
+        if !self.has_disk(name) {
             return None;
         }
-        Some(read_number(&dir.join("diskseq")).map_or(0, |seq| seq as u32))
+        let seq = read_number(&self.disk_dir(name).join("diskseq"));
+        Some(seq.map_or(0, |seq| seq as u32))
     }
 
     fn netdev_ifindex(&self, name: &str) -> Option<u32> {
-        let path = self.root.join("sys/class/net").join(name).join("ifindex");
-        read_number(&path).and_then(|n| u32::try_from(n).ok())
+        read_number(&self.netdev_dir(name).join("ifindex")).and_then(|n| u32::try_from(n).ok())
     }
 
     fn process_alive(&self, pid: u64) -> bool {

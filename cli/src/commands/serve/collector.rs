@@ -11,7 +11,7 @@ use super::totals::Totals;
 use super::uevents::{DeviceChange, Uevents};
 use crate::cli::NetdevScope;
 use crate::exit::{Failure, Outcome};
-use crate::probes::rows::{ended_sources, SourceId, SysfsHost};
+use crate::probes::rows::{ended_sources, HostNow, SourceId, SysfsHost};
 use crate::probes::{load_failure, PointSelection, ProbeSettings, Probes};
 use crate::sysinfo;
 use anyhow::{anyhow, Context};
@@ -245,9 +245,12 @@ impl Collector {
             rows: self.rows,
         })
         .map_err(|e| e.to_string())?;
-        let facts = &self.facts;
+        let host = SysfsHost {
+            root: "/".into(),
+            devices: &self.facts.devices,
+        };
         self.totals
-            .end_series_of_gone(|device| device_still_there(device, facts, Path::new("/")));
+            .end_series_of_gone(|device| device_still_there(device, &host));
         self.last = Some((read_at, text.clone()));
         Ok(text)
     }
@@ -356,24 +359,22 @@ impl Collector {
     }
 }
 
-/// Whether the device a series' `device` label names is still on the host (`root`): a PCI
-/// function the facts list, a process alive, a disk or netdev present; the deferred and
-/// unattributed rows always are.
-fn device_still_there(device: &str, facts: &HostFacts, root: &Path) -> bool {
+/// Whether the device a series' `device` label names is still on the host: a PCI function the
+/// facts list, a process alive, a disk or netdev present, a device on a bus; the deferred and
+/// unattributed rows always are. The same view of the host that ends the probes' rows.
+fn device_still_there(device: &str, host: &SysfsHost) -> bool {
     match RowKey::parse(device) {
-        RowKey::Pci(address) => facts.devices.iter().any(|d| d.pci_address == address),
-        RowKey::Process { pid, .. } => root.join("proc").join(pid.to_string()).exists(),
+        RowKey::Pci(address) => host.devices().iter().any(|d| d.pci_address == address),
+        RowKey::Process { pid, .. } => host.process_alive(pid),
         RowKey::Named(name) => {
             let on_a_bus = || {
-                std::fs::read_dir(root.join("sys/bus")).is_ok_and(|buses| {
+                std::fs::read_dir(host.root.join("sys/bus")).is_ok_and(|buses| {
                     buses
                         .flatten()
                         .any(|bus| bus.path().join("devices").join(&name).exists())
                 })
             };
-            root.join("sys/class/net").join(&name).exists()
-                || root.join("sys/block").join(&name).exists()
-                || on_a_bus()
+            host.has_netdev(&name) || host.has_disk(&name) || on_a_bus()
         }
         RowKey::Deferred { .. } | RowKey::Unattributed { .. } | RowKey::Unnamed { .. } => true,
     }
@@ -413,7 +414,11 @@ mod tests {
             }],
             ..HostFacts::default()
         };
-        let there = |device: &str| device_still_there(device, &facts, &root);
+        let host = SysfsHost {
+            root: root.clone(),
+            devices: &facts.devices,
+        };
+        let there = |device: &str| device_still_there(device, &host);
         for device in [
             "0000:00:04.0",
             "unattributed:sh[227]",
