@@ -89,6 +89,9 @@ impl Session {
         let probes =
             Probes::attach(&settings, true, points, task_filter.as_ref()).map_err(load_failure)?;
         let (first, block) = first_sample(&probes)?;
+        if let Some(seconds) = seconds_since_process_start() {
+            log::info!("first data ready {seconds:.2} s after iommutop started");
+        }
         Ok(Session {
             probes,
             facts,
@@ -184,10 +187,15 @@ impl Session {
         self.started.elapsed().as_secs_f64()
     }
 
-    /// Takes the last sample and builds the report over the whole session.
-    pub fn finish(self, run: RunDescription) -> Outcome<Report> {
-        self.finish_attached(run)
-            .map(|(report, _detached_on_drop)| report)
+    /// Takes the last sample and builds the report over the whole session; the probes then
+    /// detach as `detach` says.
+    pub fn finish(self, run: RunDescription, detach: Detach) -> Outcome<Report> {
+        let (report, probes) = self.finish_attached(run)?;
+        match detach {
+            Detach::Here => drop(probes),
+            Detach::Behind => probes.detach_behind(),
+        }
+        Ok(report)
     }
 
     /// [`Session::finish`], with the probes still attached: they detach when the returned
@@ -270,6 +278,17 @@ impl Session {
     }
 }
 
+/// How a finished session lets go of its probes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detach {
+    /// Before `finish` returns: when more measuring follows in this process, which the
+    /// programs still detaching would slow down.
+    Here,
+    /// In a process of its own, while this one goes on ([`Probes::detach_behind`]): when
+    /// nothing is measured after, so that the user does not wait for the kernel's detach.
+    Behind,
+}
+
 /// The health counter of block completions the probes missed, by the block layer's count.
 pub const COMPLETIONS_UNSEEN: &str = "completions_unseen";
 
@@ -295,6 +314,25 @@ fn first_sample(probes: &Probes) -> Outcome<(RawSample, BlockLayerWindow)> {
         before_last: BTreeMap::new(),
     };
     Ok((first, block))
+}
+
+/// Seconds since this process started, by the kernel's clock of it (`/proc/self/stat`'s start
+/// time against `/proc/uptime`, in clock ticks: 10 ms steps): what the user has waited, loading
+/// the executable included.
+fn seconds_since_process_start() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    // Field 22, the 20th after the name's closing parenthesis.
+    let start_ticks: f64 = after_name.split_whitespace().nth(19)?.parse().ok()?;
+    let uptime: f64 = std::fs::read_to_string("/proc/uptime")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (ticks_per_s > 0).then(|| uptime - start_ticks / ticks_per_s as f64)
 }
 
 /// The block layer's completed requests per request-based disk, now.

@@ -10,7 +10,7 @@ use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
 use iommutop_tui::Column;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::process::{Child, Command, ExitCode};
 use std::time::{Duration, Instant};
 
@@ -65,7 +65,8 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
         &mut sink,
         printer.as_ref(),
     )?;
-    // The report is out before the probes detach, which takes the kernel seconds.
+    // The report is out before the probes are let go of; they detach behind this process,
+    // which takes the kernel seconds (Probes::detach_behind).
     let (report, probes) = session.finish_attached(RunDescription {
         command: args.command.clone(),
         exit_status: recorded,
@@ -85,10 +86,7 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
         print_text(&document)?;
     }
     call_paths::write(&report, args.folded.as_deref(), args.flamegraph.as_deref())?;
-    if std::io::stderr().is_terminal() {
-        eprintln!("iommutop: detaching the probes…");
-    }
-    drop(probes);
+    probes.detach_behind();
     command_outcome(&args.command, recorded)
 }
 

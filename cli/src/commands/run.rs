@@ -13,7 +13,7 @@ use crate::commands::workload::{
 };
 use crate::exit::{Code, Failure, Outcome};
 use crate::output::{print_text, recording, ReportSink};
-use crate::session::{RunDescription, Session};
+use crate::session::{Detach, RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
 use iommutop_model::html::render_report;
@@ -226,14 +226,17 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
     let results = results.unwrap_or(WorkloadResults::Other(Map::new()));
     let summary =
         (results != WorkloadResults::Interrupted).then(|| profile.workload.summarize(&results));
-    let mut report = session.finish(RunDescription::profile(
-        &profile.name,
-        profile.workload,
-        params,
-        results,
-        interval,
-        warnings,
-    ))?;
+    let mut report = session.finish(
+        RunDescription::profile(
+            &profile.name,
+            profile.workload,
+            params,
+            results,
+            interval,
+            warnings,
+        ),
+        Detach::Behind,
+    )?;
     if args.runs > 1 {
         report.repeats = Some(Repeats::new(args.warmup, entries));
     }

@@ -6,10 +6,13 @@ use super::kallsyms::KernelFunctions;
 use super::load::program;
 use super::status::{HookOutcome, PointStatus, Refusal};
 use super::table::{symbols_asked_about, FunctionHook, Point, Programs, Tier, TracepointHook};
+use super::timing::timed;
 use super::verifier_log::describe;
+use super::verify_ahead::{verify_ahead, Bound};
 use super::LOADER_LOG;
 use aya::programs::{BtfTracePoint, FEntry, FExit, KProbe, ProgramError};
 use aya::{Btf, Ebpf};
+use std::collections::HashMap;
 use std::time::Instant;
 
 /// Attaches a point hook by hook: each kernel function on the cheapest tier that takes it (fentry,
@@ -137,6 +140,8 @@ pub(super) fn attach_point(
 pub(super) struct KernelSupport {
     functions: Option<KernelFunctions>,
     fexit_reads_no_return: bool,
+    /// Programs verified ahead ([`super::verify_ahead`]) that the kernel refused, by name.
+    refused_ahead: HashMap<&'static str, HookError>,
 }
 
 impl KernelSupport {
@@ -145,7 +150,54 @@ impl KernelSupport {
         KernelSupport {
             functions: kallsyms.map(|text| KernelFunctions::parse(text, &symbols_asked_about())),
             fexit_reads_no_return: false,
+            refused_ahead: HashMap::new(),
         }
+    }
+
+    /// The fentry and fexit programs `points` will try on this kernel: each hook of its era
+    /// that the kernel has.
+    pub(super) fn fentry_programs<'p>(
+        &self,
+        points: impl IntoIterator<Item = &'p Point>,
+    ) -> Vec<Bound> {
+        points
+            .into_iter()
+            .flat_map(|point| point.functions)
+            .filter(|hook| self.is_era_of(hook) && self.absence(hook.symbol).is_none())
+            .flat_map(|hook| {
+                let programs = hook.fentry.iter();
+                programs
+                    .flat_map(|p| p.entry.into_iter().chain([p.exit]))
+                    .map(|program| Bound {
+                        program,
+                        function: hook.symbol,
+                    })
+            })
+            .collect()
+    }
+
+    /// Verifies `points`' fentry and fexit programs on `threads` threads before attaching
+    /// ([`super::verify_ahead`]); with one thread, each is verified as its hook is attached.
+    pub(super) fn verify_ahead<'p>(
+        &mut self,
+        ebpf: &mut Ebpf,
+        btf: &Btf,
+        points: impl IntoIterator<Item = &'p Point>,
+        threads: usize,
+    ) {
+        if threads <= 1 {
+            return;
+        }
+        let wanted = self.fentry_programs(points);
+        let started = Instant::now();
+        self.refused_ahead = verify_ahead(ebpf, btf, &wanted, threads);
+        log::debug!(
+            target: LOADER_LOG,
+            "{} fentry and fexit programs verified on {threads} threads in {} ms ({} refused)",
+            wanted.len(),
+            started.elapsed().as_millis(),
+            self.refused_ahead.len()
+        );
     }
 
     /// Whether the hook belongs on this kernel (see [`FunctionHook::only_with`] and
@@ -194,18 +246,17 @@ impl KernelSupport {
         if self.fexit_reads_no_return {
             return HookOutcome::new(hook.symbol, Err(HookError::NoFuncRet));
         }
-        let result = attach_fentry(ebpf, btf, hook.symbol, programs);
+        let refused_ahead = [Some(programs.exit), programs.entry]
+            .into_iter()
+            .flatten()
+            .find_map(|program| self.refused_ahead.get(program).cloned());
+        let result = match refused_ahead {
+            Some(error) => Err(error),
+            None => attach_fentry(ebpf, btf, hook.symbol, programs),
+        };
         self.fexit_reads_no_return = result == Err(HookError::NoFuncRet);
         HookOutcome::new(hook.symbol, result)
     }
-}
-
-/// Runs one loader step, logging how long it took (-vv): where attach time goes.
-pub(super) fn timed<T>(program: &str, step: &str, run: impl FnOnce() -> T) -> T {
-    let start = Instant::now();
-    let result = run();
-    log::debug!(target: LOADER_LOG, "{program}: {step} in {} ms", start.elapsed().as_millis());
-    result
 }
 
 /// How many instructions the verifier walked for a program (5.16+; -vv): verification time
@@ -233,14 +284,21 @@ fn attach_fentry(
     // frames that are never popped.
     let exit = programs.exit;
     let fexit: &mut FExit = program(ebpf, exit).map_err(HookError::Object)?;
-    timed(exit, "verified", || fexit.load(symbol, btf))?;
+    if fexit.fd().is_err() {
+        timed(exit, "verified", || fexit.load(symbol, btf))?;
+    }
     log_verified_size(exit, || fexit.info());
     let exit_link = timed(exit, "attached", || fexit.attach())?;
     let Some(entry) = programs.entry else {
         return Ok(());
     };
     let fentry: &mut FEntry = program(ebpf, entry).map_err(HookError::Object)?;
-    let entry_result = timed(entry, "verified", || fentry.load(symbol, btf)).and_then(|()| {
+    let loaded = if fentry.fd().is_ok() {
+        Ok(())
+    } else {
+        timed(entry, "verified", || fentry.load(symbol, btf))
+    };
+    let entry_result = loaded.and_then(|()| {
         log_verified_size(entry, || fentry.info());
         timed(entry, "attached", || fentry.attach()).map(|_| ())
     });

@@ -2,8 +2,8 @@
 //! probe point on the cheapest tier that works (attach.rs), and reads its maps (maps.rs) for as
 //! long as [`Probes`] lives.
 
-use super::attach::{attach_point, attach_waiting, timed, KernelSupport};
-use super::dispatch;
+use super::attach::{attach_point, attach_waiting, KernelSupport};
+use super::detach::EarlierDetaches;
 use super::kallsyms::{kernel_stack_size, PreemptCount};
 use super::load::{load_btf, load_probes, Knobs, LoadError, TaskStacks};
 use super::maps::{ProbeMaps, SampleError};
@@ -11,11 +11,16 @@ use super::selection::PointSelection;
 use super::settings::ProbeSettings;
 use super::status::PointStatus;
 use super::table::{Tier, POINTS};
+use super::timing::timed;
+use super::{detach, dispatch, dispatch_cache, verify_ahead};
 use aya::{Btf, Ebpf};
 use iommutop_model::report::StackSample;
 use iommutop_model::sample::RawSample;
 use iommutop_model::TaskFilter;
 use std::os::fd::OwnedFd;
+
+/// How long an attach waits for earlier runs' probes to detach (seconds under emulation).
+const EARLIER_DETACHES_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Attached probes and typed handles on their maps. Dropping it detaches everything.
 pub struct Probes {
@@ -45,6 +50,21 @@ impl Probes {
         selection: &PointSelection,
         tasks: Option<&TaskFilter>,
     ) -> Result<Probes, LoadError> {
+        match detach::wait_for_earlier_detaches(
+            std::path::Path::new(detach::LOCK_PATH),
+            EARLIER_DETACHES_LIMIT,
+        ) {
+            EarlierDetaches::None => {}
+            EarlierDetaches::Waited(waited) => log::info!(
+                "an earlier run's probes detached after {:.1} s",
+                waited.as_secs_f64()
+            ),
+            EarlierDetaches::StillDetaching(waited) => log::warn!(
+                "an earlier run's probes are still detaching after {:.0} s: while they do, their \
+                 programs run inside the calls these probes time",
+                waited.as_secs_f64()
+            ),
+        }
         log::debug!("reading the kernel's BTF");
         let btf = load_btf(settings)?;
         // Statistics first: they add to the dispatch being calibrated, as to every probe's.
@@ -53,7 +73,8 @@ impl Probes {
         } else {
             None
         };
-        let dispatch = calibrated_dispatch(&btf);
+        let bpf_stats = stats_enabled.is_some() || bpf_stats_sysctl_on();
+        let dispatch = calibrated_dispatch(&btf, bpf_stats);
         let dispatch_ns = dispatch.as_ref().map_or(0, |d| d.gap_ns);
         let nested_dispatch_ns = dispatch
             .as_ref()
@@ -82,6 +103,12 @@ impl Probes {
         let maps = ProbeMaps::take(&mut ebpf)?;
         let mut kernel = KernelSupport::probe(kallsyms.as_deref());
         drop(kallsyms);
+        kernel.verify_ahead(
+            &mut ebpf,
+            &btf,
+            POINTS.iter().filter(|point| selection.includes(point)),
+            verify_ahead::threads(),
+        );
         log::debug!("attaching");
         let statuses: Vec<PointStatus> = POINTS
             .iter()
@@ -217,6 +244,41 @@ impl Probes {
     }
 }
 
+impl Probes {
+    /// Detaches every program behind this process ([`super::detach`]): returns at once, and the
+    /// kernel's waits happen in a detached grandchild that ends when they are over. Where no
+    /// grandchild can be made, detaches here, as dropping does.
+    ///
+    /// Handed over, the probes are closed by descriptor and forgotten, not dropped: after the
+    /// fork every page this process writes is copied, and freeing the loaded object (megabytes)
+    /// cost seconds under emulation. Its memory is the process's until it exits.
+    pub fn detach_behind(self) {
+        let started = std::time::Instant::now();
+        let lock = std::path::Path::new(detach::LOCK_PATH);
+        let probes = std::mem::ManuallyDrop::new(self);
+        let close_all = |descriptors: &[std::os::fd::RawFd]| {
+            for &fd in descriptors {
+                // SAFETY: the BPF objects' descriptors, whose owners (the loaded object, the
+                // maps' handles, the statistics' fd, all in `probes`) are never dropped now.
+                unsafe { libc::close(fd) };
+            }
+        };
+        match detach::hand_over(lock, close_all) {
+            Ok(pid) => log::info!(
+                "the probes detach behind, in process {pid} (handed over in {} ms)",
+                started.elapsed().as_millis()
+            ),
+            Err(e) => {
+                drop(std::mem::ManuallyDrop::into_inner(probes));
+                log::info!(
+                    "the probes detached here, in {} ms: no process could take them over ({e})",
+                    started.elapsed().as_millis()
+                );
+            }
+        }
+    }
+}
+
 impl Drop for Probes {
     /// Detaches every program and closes the maps, timed (-vv).
     fn drop(&mut self) {
@@ -226,11 +288,19 @@ impl Drop for Probes {
     }
 }
 
-/// The kernel's dispatch around probe programs, measured (timed, -vv) and logged, or why not.
-fn calibrated_dispatch(btf: &Btf) -> Result<dispatch::Dispatch, String> {
-    let dispatch = timed("the dispatch calibration", "ran", || {
-        dispatch::calibrate(btf)
-    });
+/// The kernel's dispatch around probe programs, as this boot's first run measured it, or
+/// measured now (timed, -vv) and kept; logged, or why not.
+fn calibrated_dispatch(btf: &Btf, bpf_stats: bool) -> Result<dispatch::Dispatch, String> {
+    let conditions = dispatch_cache::Conditions::now(bpf_stats);
+    let dispatch = dispatch_cache::kept_or_calibrated(
+        std::path::Path::new(dispatch_cache::CACHE_DIR),
+        conditions.as_ref(),
+        || {
+            timed("the dispatch calibration", "ran", || {
+                dispatch::calibrate(btf)
+            })
+        },
+    );
     match &dispatch {
         Ok(d) => {
             log::info!("probe dispatch calibrated: {} ns between an entry program's end and an exit program's start", d.gap_ns);
@@ -242,6 +312,12 @@ fn calibrated_dispatch(btf: &Btf) -> Result<dispatch::Dispatch, String> {
         Err(e) => log::info!("probe dispatch not calibrated: {e}"),
     }
     dispatch
+}
+
+/// Whether the kernel's BPF statistics are on by its sysctl (someone else's, or `sysctl
+/// kernel.bpf_stats_enabled=1`): they add to the dispatch as ours do.
+fn bpf_stats_sysctl_on() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|v| v.trim() == "1")
 }
 
 /// The text of /proc/kallsyms, if it can be read: the functions this kernel has and where its

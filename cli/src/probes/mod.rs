@@ -5,7 +5,9 @@ mod arity;
 mod attach;
 mod capacity;
 mod convert;
+mod detach;
 mod dispatch;
+mod dispatch_cache;
 mod hook_error;
 mod kallsyms;
 mod load;
@@ -17,10 +19,12 @@ pub mod selftest;
 mod settings;
 pub mod status;
 pub mod table;
+mod timing;
 #[cfg(test)]
 mod tracker_test;
 mod verifier_log;
 mod verify;
+mod verify_ahead;
 
 use crate::exit::Failure;
 pub use load::LoadError;

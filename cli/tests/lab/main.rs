@@ -10,6 +10,7 @@
 mod support;
 
 mod arm64;
+mod detach;
 mod diagnose;
 mod eras;
 mod exact;

@@ -9,6 +9,7 @@ use crate::commands::record::domain_failure;
 use crate::domain::DomainSwitch;
 use crate::exit::{Failure, Outcome};
 use crate::output::{JsonTarget, ReportSink};
+use crate::session::Detach;
 use crate::stop::StopSignal;
 use anyhow::anyhow;
 use iommutop_model::diagnose::{ab_outcome, AbOutcome};
@@ -118,7 +119,7 @@ pub fn experiment(
     let second = if stop.requested() || switch.interrupted() {
         None
     } else {
-        Some(measure(plan, duration, stop, &mut sink))
+        Some(measure(plan, duration, stop, &mut sink, Detach::Behind))
     };
     let restored = switch.restore();
     match &restored {

@@ -20,7 +20,7 @@ use crate::commands::{call_paths, html};
 use crate::exit::{Failure, Outcome};
 use crate::output::{print_text, JsonTarget, ReportSink};
 use crate::probes::PointSelection;
-use crate::session::{RunDescription, Session};
+use crate::session::{Detach, RunDescription, Session};
 use crate::stop::StopSignal;
 use crate::sysinfo;
 use anyhow::{anyhow, Context};
@@ -78,7 +78,13 @@ pub fn run(args: &DiagnoseArgs) -> Outcome<ExitCode> {
     let stop = StopSignal::install()?;
     restore_leftovers();
     eprintln!("iommutop: diagnosing with {}", plan.describe());
-    let first = measure(&plan, args.duration, &stop, &mut sink)?;
+    // With --ab a second measurement follows: the first's programs must be gone before it.
+    let first_detach = if ab_device.is_some() {
+        Detach::Here
+    } else {
+        Detach::Behind
+    };
+    let first = measure(&plan, args.duration, &stop, &mut sink, first_detach)?;
     sink.report(&first.report)?;
     write_call_paths(&first.report, args)?;
     let outcome = match (&ab_device, first.failure.is_none() && !stop.requested()) {
@@ -161,6 +167,7 @@ fn measure(
     duration: Option<f64>,
     stop: &StopSignal,
     sink: &mut ReportSink,
+    detach: Detach,
 ) -> Outcome<Measured> {
     let mut session = Session::start(
         &PointSelection::all(),
@@ -172,13 +179,16 @@ fn measure(
             let duration = duration.map(Duration::from_secs_f64);
             let exit_status =
                 record_while(&mut session, argv, INTERVAL, duration, stop, sink, None)?;
-            let report = session.finish(RunDescription {
-                profile: Some("diagnose".into()),
-                command: argv.clone(),
-                exit_status,
-                interval: INTERVAL,
-                ..RunDescription::default()
-            })?;
+            let report = session.finish(
+                RunDescription {
+                    profile: Some("diagnose".into()),
+                    command: argv.clone(),
+                    exit_status,
+                    interval: INTERVAL,
+                    ..RunDescription::default()
+                },
+                detach,
+            )?;
             Ok(Measured {
                 report,
                 failure: command_outcome(argv, exit_status).err(),
@@ -221,14 +231,17 @@ fn measure(
                 })
             });
             let interrupted = results.interrupted();
-            let report = session.finish(RunDescription::profile(
-                &profile.name,
-                profile.workload,
-                params,
-                results,
-                INTERVAL,
-                warnings,
-            ))?;
+            let report = session.finish(
+                RunDescription::profile(
+                    &profile.name,
+                    profile.workload,
+                    params,
+                    results,
+                    INTERVAL,
+                    warnings,
+                ),
+                detach,
+            )?;
             let failure = failure.or_else(|| {
                 interrupted.then(|| {
                     Failure::from(anyhow!(

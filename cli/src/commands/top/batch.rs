@@ -8,7 +8,7 @@ use super::StartView;
 use crate::cli::{OutputFormat, TopArgs};
 use crate::exit::{Failure, Outcome};
 use crate::output::{print_text, recording, IntervalText, ReportSink};
-use crate::session::{RunDescription, Session};
+use crate::session::{Detach, RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
 use std::io::Write;
@@ -68,10 +68,13 @@ pub fn run(args: &TopArgs, start: &StartView, interval: Duration) -> Outcome<Exi
         }
         printed += 1;
     }
-    let report = session.finish(RunDescription {
-        interval,
-        ..RunDescription::default()
-    })?;
+    let report = session.finish(
+        RunDescription {
+            interval,
+            ..RunDescription::default()
+        },
+        Detach::Behind,
+    )?;
     sink.report(&report)?;
     if let Some(document) = output.document(&report, "iommutop top --batch")? {
         print_text(&document)?;

@@ -4,7 +4,7 @@
 use crate::commands::workload::{checked_profile_workload, load_profile, workload_failure};
 use crate::exit::{Failure, Outcome};
 use crate::output::ReportSink;
-use crate::session::{RunDescription, Session};
+use crate::session::{Detach, RunDescription, Session};
 use anyhow::anyhow;
 use iommutop_model::params::{ParamValue, WorkloadParams};
 use iommutop_model::results::WorkloadResults;
@@ -196,15 +196,17 @@ impl Sampler {
         let Sampler {
             session, mut sink, ..
         } = self;
-        let report = session.finish(run)?;
+        let report = session.finish(run, Detach::Behind)?;
         let written = match &sink {
             ReportSink::File { path, .. } => Some(path.display().to_string()),
             _ => None,
         };
         sink.report(&report)?;
         Ok(match written {
-            Some(path) => format!("report written to {path} · probes detached · q quits"),
-            None => "probes detached · q quits".to_string(),
+            Some(path) => {
+                format!("report written to {path} · probes detaching in the background · q quits")
+            }
+            None => "probes detaching in the background · q quits".to_string(),
         })
     }
 
