@@ -8,6 +8,7 @@ mod exit;
 mod output;
 mod privileges;
 mod probes;
+mod proc_stat;
 mod report_format;
 mod session;
 mod stop;

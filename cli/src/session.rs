@@ -5,6 +5,7 @@ use crate::cli::NetdevScope;
 use crate::exit::Outcome;
 use crate::privileges::require_bpf_privileges;
 use crate::probes::{load_failure, PointSelection, PointStatus, ProbeSettings, Probes};
+use crate::proc_stat;
 use crate::sysinfo;
 use anyhow::Context;
 use iommutop_model::facts::HostFacts;
@@ -321,18 +322,15 @@ fn first_sample(probes: &Probes) -> Outcome<(RawSample, BlockLayerWindow)> {
 /// the executable included.
 fn seconds_since_process_start() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    // Field 22, the 20th after the name's closing parenthesis.
-    let start_ticks: f64 = after_name.split_whitespace().nth(19)?.parse().ok()?;
+    // Field 22; field 3 is the first after the name.
+    let start_ticks: f64 = proc_stat::fields_after_name(&stat)?.get(19)?.parse().ok()?;
     let uptime: f64 = std::fs::read_to_string("/proc/uptime")
         .ok()?
         .split_whitespace()
         .next()?
         .parse()
         .ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    (ticks_per_s > 0).then(|| uptime - start_ticks / ticks_per_s as f64)
+    Some(uptime - start_ticks / proc_stat::ticks_per_second()?)
 }
 
 /// The block layer's completed requests per request-based disk, now.

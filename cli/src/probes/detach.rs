@@ -7,18 +7,20 @@
 //! file of ours (stdio on /dev/null, every other file that is not a BPF object closed), so
 //! nothing it does is seen or waited for; the kernel finishes the detach even if it is killed.
 //!
-//! While it detaches, the grandchild holds a shared lock on [`LOCK_PATH`]; the next run's probes
+//! While it detaches, the grandchild holds a shared lock on [`lock_path`]; the next run's probes
 //! wait for it before attaching ([`wait_for_earlier_detaches`]): programs still attached to the
 //! same functions would run inside every call the new ones time.
 
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// Held (shared) by every process detaching our probes, for as long as it lives.
-pub const LOCK_PATH: &str = "/run/iommutop/detaching.lock";
+/// The lock every process detaching our probes holds (shared) for as long as it lives.
+pub fn lock_path() -> PathBuf {
+    Path::new(super::RUN_DIR).join("detaching.lock")
+}
 
 /// How an attach waited for earlier runs' probes to detach.
 #[derive(Debug, PartialEq)]
@@ -32,7 +34,7 @@ pub(super) enum EarlierDetaches {
     StillDetaching(Duration),
 }
 
-/// Waits, at most `limit`, until no process holds [`LOCK_PATH`]: until earlier runs' probes have
+/// Waits, at most `limit`, until no process holds [`lock_path`]: until earlier runs' probes have
 /// detached.
 pub(super) fn wait_for_earlier_detaches(lock_path: &Path, limit: Duration) -> EarlierDetaches {
     let lock = match open_lock(lock_path) {
@@ -260,8 +262,10 @@ mod tests {
 
     /// Whether PID exists and has not exited (a zombie waits for init to reap it).
     fn running(pid: u32) -> bool {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|stat| !stat[stat.rfind(')').unwrap_or(0)..].starts_with(") Z"))
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        crate::proc_stat::fields_after_name(&stat)
+            .and_then(|fields| fields.first().map(|state| *state != "Z"))
+            .unwrap_or(false)
     }
 
     #[test]

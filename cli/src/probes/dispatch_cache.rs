@@ -1,7 +1,7 @@
 //! The dispatch calibration kept for the rest of the boot (issue 30): it attaches two pairs of
 //! programs of its own and test-runs them 400 times, about a second under emulation, and what it
 //! measures is a property of the kernel and the machine, not of the run. The first run of a boot
-//! writes it to `/run/iommutop/` (a tmpfs: gone at the next boot), the next runs read it. An
+//! writes it to `/run/iommutop/probes/` (a tmpfs: gone at the next boot), the next runs read it. An
 //! entry is used only by the same boot (`/proc/sys/kernel/random/boot_id`), the same
 //! calibration programs (a fingerprint of their object) and the same state of the kernel's BPF
 //! statistics, which add to the dispatch. Delete the directory to calibrate again.
@@ -9,9 +9,6 @@
 use super::dispatch::Dispatch;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-
-/// Where entries are kept.
-pub const CACHE_DIR: &str = "/run/iommutop";
 
 /// What one calibration is valid for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

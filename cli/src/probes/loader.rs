@@ -50,10 +50,7 @@ impl Probes {
         selection: &PointSelection,
         tasks: Option<&TaskFilter>,
     ) -> Result<Probes, LoadError> {
-        match detach::wait_for_earlier_detaches(
-            std::path::Path::new(detach::LOCK_PATH),
-            EARLIER_DETACHES_LIMIT,
-        ) {
+        match detach::wait_for_earlier_detaches(&detach::lock_path(), EARLIER_DETACHES_LIMIT) {
             EarlierDetaches::None => {}
             EarlierDetaches::Waited(waited) => log::info!(
                 "an earlier run's probes detached after {:.1} s",
@@ -254,7 +251,7 @@ impl Probes {
     /// cost seconds under emulation. Its memory is the process's until it exits.
     pub fn detach_behind(self) {
         let started = std::time::Instant::now();
-        let lock = std::path::Path::new(detach::LOCK_PATH);
+        let lock = detach::lock_path();
         let probes = std::mem::ManuallyDrop::new(self);
         let close_all = |descriptors: &[std::os::fd::RawFd]| {
             for &fd in descriptors {
@@ -263,7 +260,7 @@ impl Probes {
                 unsafe { libc::close(fd) };
             }
         };
-        match detach::hand_over(lock, close_all) {
+        match detach::hand_over(&lock, close_all) {
             Ok(pid) => log::info!(
                 "the probes detach behind, in process {pid} (handed over in {} ms)",
                 started.elapsed().as_millis()
@@ -293,7 +290,7 @@ impl Drop for Probes {
 fn calibrated_dispatch(btf: &Btf, bpf_stats: bool) -> Result<dispatch::Dispatch, String> {
     let conditions = dispatch_cache::Conditions::now(bpf_stats);
     let dispatch = dispatch_cache::kept_or_calibrated(
-        std::path::Path::new(dispatch_cache::CACHE_DIR),
+        std::path::Path::new(super::RUN_DIR),
         conditions.as_ref(),
         || {
             timed("the dispatch calibration", "ran", || {

@@ -34,6 +34,12 @@ pub use settings::ProbeSettings;
 pub use status::PointStatus;
 pub use verify::{verify_all_programs, ProgramVerdict};
 
+/// Where the probes keep what outlives a run until the next boot: the dispatch calibration
+/// (dispatch_cache.rs) and the lock of runs still detaching (detach.rs). A directory of its own:
+/// the `.json` files directly in `/run/iommutop` are the host journal's change records, which
+/// every sweep reads as such.
+const RUN_DIR: &str = "/run/iommutop/probes";
+
 /// The log target of every decision the loader makes, in whichever module (`RUST_LOG` names it).
 const LOADER_LOG: &str = "iommutop::probes::loader";
 

@@ -14,10 +14,8 @@ pub(super) struct SelfCpu {
 
 impl SelfCpu {
     pub(super) fn new() -> SelfCpu {
-        // SAFETY: sysconf has no preconditions.
-        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
         SelfCpu {
-            ticks_per_s: if ticks > 0 { ticks as f64 } else { 100.0 },
+            ticks_per_s: crate::proc_stat::ticks_per_second().unwrap_or(100.0),
             readings: std::collections::VecDeque::new(),
         }
     }
@@ -44,9 +42,7 @@ impl SelfCpu {
 
 /// utime + stime (clock ticks) from the text of `/proc/PID/stat`.
 pub(super) fn cpu_ticks(stat: &str) -> Option<u64> {
-    // The command name is in parentheses and may hold spaces: fields count from after it.
-    let after = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = after.split_whitespace().collect();
+    let fields = crate::proc_stat::fields_after_name(stat)?;
     // Field 3 (state) is fields[0]; utime is field 14, stime 15.
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
