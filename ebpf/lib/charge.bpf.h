@@ -143,7 +143,7 @@ static __always_inline int iommutop_context_key(const void *ctx, struct iommutop
 }
 
 static __always_inline struct iommutop_op_stats *
-iommutop_op_stats(const struct iommutop_dev_key *key, __u32 op, const void *named_object)
+iommutop_op_stats(const struct iommutop_dev_key *key, __u32 op)
 {
 	struct iommutop_dev_key numbers = iommutop_key_numbers(key);
 	struct iommutop_dev_stats *stats;
@@ -155,7 +155,7 @@ iommutop_op_stats(const struct iommutop_dev_key *key, __u32 op, const void *name
 	if (!stats)
 		return NULL;
 	if (new_row >= 0)
-		iommutop_record_name(new_row, key, named_object);
+		iommutop_name_row(new_row, numbers.id, iommutop_kind_generation(&numbers));
 	return &stats->ops[op];
 }
 
@@ -178,17 +178,11 @@ static __always_inline void iommutop_record_stack(const struct iommutop_frame *f
 	}
 }
 
-/* The kernel object a frame's key points to, for naming it: only device keys carry one. */
-static __always_inline const void *iommutop_key_object(const struct iommutop_dev_key *key)
-{
-	return key->kind == IOMMUTOP_KEY_DEVICE ? (const void *)key->id : NULL;
-}
-
 /* Counts an event that has no measured duration (tracepoint tier, completions). */
 static __always_inline void iommutop_count(const struct iommutop_dev_key *key, __u32 op, __u64 n,
-					   __u64 bytes, int failed, const void *named_object)
+					   __u64 bytes, int failed)
 {
-	struct iommutop_op_stats *stats = iommutop_op_stats(key, op, named_object);
+	struct iommutop_op_stats *stats = iommutop_op_stats(key, op);
 
 	if (!stats)
 		return;

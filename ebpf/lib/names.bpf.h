@@ -63,4 +63,23 @@ static __always_inline void iommutop_record_name(int row, const struct iommutop_
 	}
 }
 
+/* The kernel object a key's id points to, for naming it: a device, disk or netdev key's. */
+static __always_inline const void *iommutop_key_object(const struct iommutop_dev_key *key)
+{
+	switch (key->kind) {
+	case IOMMUTOP_KEY_DEVICE:
+	case IOMMUTOP_KEY_DISK:
+	case IOMMUTOP_KEY_NETDEV:
+		return (const void *)key->id;
+	default:
+		return NULL;
+	}
+}
+
+/* iommutop_record_name of the key's own object, as a global function (ebpf/progs/track.bpf.c): a
+ * row is named once, on the rare event that takes it, and the verifier checks the naming once per
+ * program rather than at every place that counts. Numbers only (global functions before 5.12):
+ * the key's kind and generation share one. */
+int iommutop_name_row(int row, __u64 key_id, __u64 key_kind_generation);
+
 #endif

@@ -103,6 +103,7 @@ enum iommutop_stack_home {
 struct iommutop_stack_ref {
 	int task_context;
 	enum iommutop_stack_home home;
+	__u32 thread; /* a task's thread id, where home is a task's */
 #ifndef IOMMUTOP_TASK_STACKS_HASHED
 	struct iommutop_task_slot *slot; /* the task's slot, where home is a task's */
 #endif
@@ -123,7 +124,8 @@ iommutop_task_stack(int create, struct iommutop_stack_ref *ref, struct task_stru
 {
 #ifdef IOMMUTOP_TASK_STACKS_HASHED
 	ref->home = IOMMUTOP_STACK_OF_HASH;
-	return iommutop_hashed_stack((__u32)bpf_get_current_pid_tgid(), create);
+	ref->thread = (__u32)bpf_get_current_pid_tgid();
+	return iommutop_hashed_stack(ref->thread, create);
 #elif defined(IOMMUTOP_TASK_STACKS_PER_CPU)
 	/* Only for bench/probe-cost --against-per-cpu, which prices per-task stacks against the
 	 * tracker before them: every context on the CPU's stack, wrong wherever a task is preempted
@@ -140,6 +142,7 @@ iommutop_task_stack(int create, struct iommutop_stack_ref *ref, struct task_stru
 	if (!slot)
 		return NULL; /* never: the index is masked */
 	ref->slot = slot;
+	ref->thread = thread;
 	ref->home = IOMMUTOP_STACK_OF_SLOT;
 	if (thread && slot->owner == thread)
 		return &slot->stack;
@@ -259,6 +262,7 @@ static __always_inline struct iommutop_inflight *iommutop_stack_here(const void 
 	ref->slot = NULL;
 #endif
 	ref->home = IOMMUTOP_STACK_OF_CPU;
+	ref->thread = 0;
 	if (!ref->task_context)
 		return bpf_map_lookup_elem(&iommutop_irq_inflight, &zero_index);
 	return iommutop_task_stack(create, ref, task);
@@ -274,6 +278,38 @@ static __always_inline struct iommutop_inflight *iommutop_inflight_of(const void
 
 	*task_context = ref.task_context;
 	return inflight;
+}
+
+/* Where a stack is, as one number (global functions take no pointers before 5.12): its kind of
+ * context, its home and, a task's, its thread id. */
+static __always_inline __u64 iommutop_stack_place(const struct iommutop_stack_ref *ref)
+{
+	return (__u64)ref->thread << 32 | (__u64)ref->home << 1 | (ref->task_context != 0);
+}
+
+/* The stack at a place iommutop_stack_place gave (NULL when it is gone), and its ref. */
+static __always_inline struct iommutop_inflight *iommutop_stack_at(__u64 place,
+								   struct iommutop_stack_ref *ref)
+{
+	__u32 zero_index = 0;
+
+	ref->task_context = place & 1;
+	ref->home = (place >> 1) & 3;
+	ref->thread = place >> 32;
+	if (ref->home == IOMMUTOP_STACK_OF_CPU)
+		return bpf_map_lookup_elem(&iommutop_irq_inflight, &zero_index);
+#ifndef IOMMUTOP_TASK_STACKS_HASHED
+	{
+		__u32 index = ref->thread & iommutop_task_slot_mask;
+
+		ref->slot = bpf_map_lookup_elem(&iommutop_task_slots, &index);
+		if (!ref->slot)
+			return NULL; /* never: the index is masked */
+		if (ref->home == IOMMUTOP_STACK_OF_SLOT)
+			return &ref->slot->stack;
+	}
+#endif
+	return iommutop_hashed_stack(ref->thread, 0);
 }
 
 /* A call was pushed on a stack that was empty before this program: a task's hashed entry now

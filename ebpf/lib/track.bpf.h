@@ -59,6 +59,7 @@
 #define IOMMUTOP_TRACK_BPF_H
 
 #include "charge.bpf.h"
+#include "position.bpf.h"
 
 /* When each CPU last sampled a call path (the sampling rate is bounded per CPU), and the last
  * clock tick at which it asked. */
@@ -147,7 +148,7 @@ static __always_inline void iommutop_charge_untimed(const struct iommutop_dev_ke
 	if (!stats)
 		return;
 	if (new_row >= 0)
-		iommutop_record_name(new_row, key, iommutop_key_object(key));
+		iommutop_name_row(new_row, numbers.id, iommutop_kind_generation(&numbers));
 	stats->ops[op].count += 1;
 	stats->ops[op].bytes += bytes;
 	if (frame_flags & IOMMUTOP_FRAME_FULL)
@@ -170,45 +171,6 @@ int iommutop_count_untimed(__u64 key_id, __u64 key_kind_generation, __u32 op, __
  * (task_context says which): their calls' exits were lost (see the top of this file). Their calls
  * are counted, untimed; the slot of the lowest is marked free (a start of 0). Returns how many. */
 int iommutop_abandon_from(int task_context, __u32 index);
-
-/* Whether a frame's call has returned, seen from a call entering at position call on the same
- * stack: the frame lies at or below it (see the top of this file). The comparisons are kept apart
- * (a fentry's position is its context pointer, which the verifier lets a program compare with
- * numbers, not compute with). */
-static __always_inline int iommutop_call_returned(const struct iommutop_frame *frame,
-						  struct iommutop_call call)
-{
-	__u64 at = frame->call, span_end = at + iommutop_kernel_stack_size;
-
-	if (frame->start_ns == 0 || (frame->flags & IOMMUTOP_FRAME_SESSION))
-		return 0;
-	barrier_var(at);
-	barrier_var(span_end);
-	if (call.at < at)
-		return 0;
-	return call.at < span_end;
-}
-
-/* How far below its wrapper's position a twin sits at most: the wrapper's own stack frame and a
- * trampoline's. */
-#define IOMMUTOP_TWIN_SPAN 1024ULL
-
-/* Whether a call entering at position call is made right by the call of frame, its wrapper: the
- * frame lies just above it. A frame further up may be a call whose exit the kernel skipped, seen
- * from a deeper path: its operation's next call is a call of its own, not a twin. */
-static __always_inline int iommutop_called_by(const struct iommutop_frame *frame,
-					      struct iommutop_call call)
-{
-	__u64 at = frame->call, reach = at - IOMMUTOP_TWIN_SPAN;
-
-	if (frame->start_ns == 0 || (frame->flags & IOMMUTOP_FRAME_SESSION))
-		return 0;
-	barrier_var(at);
-	barrier_var(reach);
-	if (call.at >= at)
-		return 0;
-	return call.at >= reach;
-}
 
 /* Before a call is pushed: drops the frames of calls that cannot still be in flight (the lowest
  * that returned, and all above it; a session with everything above it when a new one opens), or
@@ -366,7 +328,7 @@ static __always_inline void iommutop_count_exit(__u32 op, int failed, __u64 byte
 	if (!stats)
 		return;
 	if (new_row >= 0)
-		iommutop_record_name(new_row, &done->key, iommutop_key_object(&done->key));
+		iommutop_name_row(new_row, done->key.id, iommutop_kind_generation(&done->key));
 	op_stats = &stats->ops[op];
 	op_stats->count += 1;
 	op_stats->bytes += bytes == IOMMUTOP_KEEP_BYTES ? done->bytes : bytes;
@@ -382,6 +344,14 @@ static __always_inline void iommutop_count_exit(__u32 op, int failed, __u64 byte
 	if (done->stack_id >= 0)
 		iommutop_record_stack(done, self_ns);
 }
+
+/* After an exit popped the frame at index of the stack at place (iommutop_stack_place): the call
+ * below it is charged ns more probe time, and the time since since (this program's run); or, the
+ * stack empty, it goes back (iommutop_stack_emptied). A global function (ebpf/progs/track.bpf.c):
+ * a stack lives in one of three maps, and the verifier follows what comes after its lookup once
+ * for each while the pointer is in use; with this the exit drops it before counting the call,
+ * which the verifier then follows once. */
+int iommutop_exit_done(__u64 place, __u32 index, __u64 ns, __u64 since);
 
 /*
  * Exit of a timed call: finds its frame (normally the top one; frames above it belong to calls
@@ -402,29 +372,21 @@ static __always_inline void iommutop_exit_as(void *ctx, struct iommutop_call cal
 	struct iommutop_inflight *inflight = iommutop_stack_here(ctx, 0, &ref);
 	int task_context = ref.task_context;
 	struct iommutop_frame *frame, done;
-	__u64 raw_ns, self_ns, offcpu_ns;
-	__u32 depth, i, index, found;
+	__u64 raw_ns, self_ns, offcpu_ns, place;
+	__u32 depth, index, found;
 
 	if (!inflight)
 		goto unseen_entry;
 	depth = inflight->depth;
 	if (depth > IOMMUTOP_MAX_NESTING)
 		depth = IOMMUTOP_MAX_NESTING;
-	/* The search only finds the frame; the call is closed after it, in one place for the
-	 * verifier to check rather than one per turn of the loop. */
 	found = 0;
-	for (i = 0; i < IOMMUTOP_MAX_NESTING; i++) {
-		if (i >= depth)
-			break;
-		frame = &inflight->frames[(depth - 1 - i) & IOMMUTOP_FRAME_MASK];
-		if (frame->op != op || frame->start_ns == 0)
-			continue;
-		if (call.at == 0 ? !!(frame->flags & IOMMUTOP_FRAME_SESSION)
-				 : frame->call == call.at) {
-			found = depth - i;
-			break;
-		}
-	}
+	if (depth &&
+	    iommutop_frame_is(&inflight->frames[(depth - 1) & IOMMUTOP_FRAME_MASK], op, call.at))
+		found = depth;
+	else if (depth > 1)
+		found = iommutop_find_frame(task_context, op, iommutop_frames_at(inflight, call.at),
+					    call.at == 0);
 	if (!found)
 		goto unseen_entry;
 	/* The call at this position before ours, whose exit was skipped, as was our entry. */
@@ -453,15 +415,12 @@ static __always_inline void iommutop_exit_as(void *ctx, struct iommutop_call cal
 	self_ns = raw_ns > done.probe_ns + iommutop_dispatch_ns + offcpu_ns
 		      ? raw_ns - done.probe_ns - iommutop_dispatch_ns - offcpu_ns
 		      : 0;
+	place = iommutop_stack_place(&ref);
 	iommutop_count_exit(op, failed, bytes, &done, raw_ns, self_ns, offcpu_ns,
 			    mode == IOMMUTOP_EXIT_DISCARD);
 	/* Last: this program's run, and what ran nested in the call, are inside the time of the
 	 * call below it. */
-	if (index > 0)
-		inflight->frames[(index - 1) & IOMMUTOP_FRAME_MASK].probe_ns +=
-		    done.probe_ns + iommutop_nested_dispatch_ns + (bpf_ktime_get_ns() - now);
-	else
-		iommutop_stack_emptied(&ref);
+	iommutop_exit_done(place, index, done.probe_ns + iommutop_nested_dispatch_ns, now);
 	return;
 unseen_entry:
 	if (mode == IOMMUTOP_EXIT_DISCARD || iommutop_left_out(inflight, task_context))
@@ -473,8 +432,10 @@ unseen_entry:
 		    own_dev   ? iommutop_device_key(own_dev)
 		    : own_key ? *own_key
 			      : iommutop_key_of_owner(call.owner, inflight, task_context);
+		struct iommutop_dev_key numbers = iommutop_key_numbers(&key);
 
-		iommutop_charge_untimed(&key, op, bytes == IOMMUTOP_KEEP_BYTES ? 0 : bytes, 0);
+		iommutop_count_untimed(numbers.id, iommutop_kind_generation(&numbers), op,
+				       bytes == IOMMUTOP_KEEP_BYTES ? 0 : bytes, 0);
 	}
 }
 

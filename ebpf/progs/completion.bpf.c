@@ -57,7 +57,7 @@ int BPF_PROG(completion__block_rq__tp, struct request *rq, blk_status_t error,
 	if (!disk || iommutop_filtering())
 		return 0;
 	key.generation = disk_generation(disk);
-	iommutop_count(&key, IOMMUTOP_OP_COMPLETION, 1, nr_bytes, error != 0, disk);
+	iommutop_count(&key, IOMMUTOP_OP_COMPLETION, 1, nr_bytes, error != 0);
 	return 0;
 }
 
@@ -73,7 +73,7 @@ static __always_inline void count_packets(struct net_device *netdev, __u32 op, _
 
 	if (parent) {
 		key = iommutop_device_key(parent);
-		iommutop_count(&key, op, packets, bytes, 0, parent);
+		iommutop_count(&key, op, packets, bytes, 0);
 		return;
 	}
 	if (!iommutop_virtual_netdevs)
@@ -81,7 +81,7 @@ static __always_inline void count_packets(struct net_device *netdev, __u32 op, _
 	key.id = (__u64)netdev;
 	key.kind = IOMMUTOP_KEY_NETDEV;
 	key.generation = (__u32)BPF_CORE_READ(netdev, ifindex);
-	iommutop_count(&key, op, packets, bytes, 0, netdev);
+	iommutop_count(&key, op, packets, bytes, 0);
 }
 
 SEC("tp_btf")

@@ -80,7 +80,7 @@ static __always_inline void dma_count(void *ctx, __u32 op, struct device *dev, _
 
 	if (iommutop_left_out_here(ctx))
 		return;
-	iommutop_count(&key, op, 1, bytes, failed, dev);
+	iommutop_count(&key, op, 1, bytes, failed);
 }
 
 /* include/linux/scatterlist.h: the low bits of page_link. */

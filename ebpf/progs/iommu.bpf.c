@@ -30,7 +30,7 @@ static __always_inline void iommu_count(void *ctx, __u32 op, __u64 bytes)
 
 	if (!iommutop_context_key(ctx, &key))
 		return;
-	iommutop_count(&key, op, 1, bytes, 0, NULL);
+	iommutop_count(&key, op, 1, bytes, 0);
 }
 
 SEC("fentry")

@@ -253,7 +253,7 @@ int BPF_PROG(iotlb__qi_submit__tp)
 
 	if (!iommutop_context_key(ctx, &key))
 		return 0;
-	iommutop_count(&key, IOMMUTOP_OP_IOTLB_FLUSH, 1, 0, 0, NULL);
+	iommutop_count(&key, IOMMUTOP_OP_IOTLB_FLUSH, 1, 0, 0);
 	return 0;
 }
 

@@ -19,6 +19,58 @@ __noinline int iommutop_count_untimed(__u64 key_id, __u64 key_kind_generation, _
 	return 0;
 }
 
+__noinline __u32 iommutop_find_frame(int task_context, __u32 op, __u32 at_mask, int session)
+{
+	struct iommutop_inflight *inflight = iommutop_stack_of(task_context);
+	struct iommutop_frame *frame;
+	__u32 depth, i, index;
+
+	if (!inflight)
+		return 0;
+	depth = inflight->depth;
+	if (depth > IOMMUTOP_MAX_NESTING)
+		depth = IOMMUTOP_MAX_NESTING;
+	for (i = 1; i < IOMMUTOP_MAX_NESTING; i++) {
+		if (i >= depth)
+			break;
+		index = (depth - 1 - i) & IOMMUTOP_FRAME_MASK;
+		frame = &inflight->frames[index];
+		if (frame->op != op || frame->start_ns == 0)
+			continue;
+		if (session ? !!(frame->flags & IOMMUTOP_FRAME_SESSION)
+			    : !!(at_mask & (1U << index)))
+			return depth - i;
+	}
+	return 0;
+}
+
+__noinline int iommutop_exit_done(__u64 place, __u32 index, __u64 ns, __u64 since)
+{
+	struct iommutop_stack_ref ref;
+	struct iommutop_inflight *inflight = iommutop_stack_at(place, &ref);
+
+	if (index == 0) {
+		iommutop_stack_emptied(&ref);
+		return 0;
+	}
+	if (inflight)
+		inflight->frames[(index - 1) & IOMMUTOP_FRAME_MASK].probe_ns +=
+		    ns + (bpf_ktime_get_ns() - since);
+	return 0;
+}
+
+__noinline int iommutop_name_row(int row, __u64 key_id, __u64 key_kind_generation)
+{
+	struct iommutop_dev_key key = {
+	    .id = key_id,
+	    .kind = (__u32)key_kind_generation,
+	    .generation = (__u32)(key_kind_generation >> 32),
+	};
+
+	iommutop_record_name(row, &key, iommutop_key_object(&key));
+	return 0;
+}
+
 __noinline int iommutop_abandon_from(int task_context, __u32 index)
 {
 	struct iommutop_inflight *inflight = iommutop_stack_of(task_context);

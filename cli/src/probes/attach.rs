@@ -262,7 +262,7 @@ impl KernelSupport {
 /// How many instructions the verifier walked for a program (5.16+; -vv): verification time
 /// follows it, and unlike the time it does not vary with the machine's load. Asks the kernel
 /// only when the line would be logged.
-fn log_verified_size<E>(
+pub(super) fn log_verified_size<E>(
     program: &str,
     info: impl FnOnce() -> Result<aya::programs::ProgramInfo, E>,
 ) {

@@ -97,6 +97,8 @@ pub struct Knobs {
     pub task_stacks: TaskStacks,
     /// The kernel's stack size (THREAD_SIZE), in bytes.
     pub kernel_stack_size: u64,
+    /// Where each fexit program finds its return value ([`fexit_return_slots`]).
+    pub return_slots: Vec<(String, u32)>,
 }
 
 /// The kernel's BTF, from where the settings say.
@@ -114,9 +116,8 @@ pub fn load_probes(btf: &Btf, settings: &ProbeSettings, knobs: &Knobs) -> Result
     let per_cpu_offsets: u64 = knobs.preempt.map_or(0, |p| p.per_cpu_offsets);
     let preempt_count_at: u64 = knobs.preempt.map_or(0, |p| p.symbol);
     let in_pcpu_hot = u32::from(knobs.preempt.is_some_and(|p| p.in_pcpu_hot));
-    let return_slots = fexit_return_slots(&settings.kernel_btf);
     let virtual_netdevs = u32::from(settings.virtual_netdevs);
-    new_loader(btf, &return_slots)
+    new_loader(btf, &knobs.return_slots)
         .override_global("iommutop_virtual_netdevs", &virtual_netdevs, true)
         .override_global(
             "iommutop_stack_interval_ns",
@@ -183,7 +184,7 @@ fn new_loader<'a>(btf: &'a Btf, return_slots: &'a [(String, u32)]) -> EbpfLoader
 /// Where each fexit program finds its function's return value in this kernel: the knob
 /// `<program>__ret_at` (ebpf/lib/common.bpf.h) and the function's parameter count in the kernel's
 /// BTF. Empty when the BTF cannot be read as such: the programs then call bpf_get_func_ret (5.17+).
-fn fexit_return_slots(path: &str) -> Vec<(String, u32)> {
+pub(super) fn fexit_return_slots(path: &str) -> Vec<(String, u32)> {
     let hooks: Vec<(&str, &str)> = POINTS
         .iter()
         .flat_map(|point| point.functions)

@@ -5,7 +5,7 @@
 use super::attach::{attach_point, attach_waiting, KernelSupport};
 use super::detach::EarlierDetaches;
 use super::kallsyms::{kernel_stack_size, PreemptCount};
-use super::load::{load_btf, load_probes, Knobs, LoadError, TaskStacks};
+use super::load::{fexit_return_slots, load_btf, load_probes, Knobs, LoadError, TaskStacks};
 use super::maps::{ProbeMaps, SampleError};
 use super::selection::PointSelection;
 use super::settings::ProbeSettings;
@@ -62,8 +62,18 @@ impl Probes {
                 waited.as_secs_f64()
             ),
         }
-        log::debug!("reading the kernel's BTF");
-        let btf = load_btf(settings)?;
+        // What /proc/kallsyms and the BTF's function prototypes tell, read beside the BTF's
+        // parse: each costs a CPU most of a second under emulation.
+        let (btf, symbols, return_slots) = std::thread::scope(|scope| {
+            let symbols = scope.spawn(KernelSymbols::read);
+            let return_slots = scope.spawn(|| fexit_return_slots(&settings.kernel_btf));
+            log::debug!("reading the kernel's BTF");
+            let btf = load_btf(settings);
+            let symbols = symbols.join().unwrap_or_else(|_| KernelSymbols::unread());
+            let return_slots = return_slots.join().unwrap_or_default();
+            (btf, symbols, return_slots)
+        });
+        let btf = btf?;
         // Statistics first: they add to the dispatch being calibrated, as to every probe's.
         let stats_enabled = if enable_stats {
             aya::sys::enable_stats(aya::sys::Stats::RunTime).ok()
@@ -78,12 +88,6 @@ impl Probes {
             .map_or(0, |d| *d.nested_ns.as_ref().unwrap_or(&(2 * d.gap_ns)));
         let filter_tgid: u32 = tasks.and_then(|t| t.pid).unwrap_or(0);
         let filter_cgroup: u64 = tasks.and_then(|t| t.cgroup_id).unwrap_or(0);
-        // Read once: under emulation each read and parse of the kernel's symbols costs seconds.
-        let kallsyms = read_kallsyms();
-        let preempt = kallsyms.as_deref().and_then(PreemptCount::parse);
-        log::debug!("preempt count: {preempt:?}");
-        let kernel_stack_size = kernel_stack_size(kallsyms.as_deref(), page_size());
-        log::debug!("kernel stack size: {kernel_stack_size} bytes");
         let task_stacks = TaskStacks::for_this_kernel();
         log::info!("calls in flight per task: in {}", task_stacks.describe());
         log::debug!("relocating the BPF object and creating its maps");
@@ -92,14 +96,14 @@ impl Probes {
             nested_dispatch_ns,
             filter_tgid,
             filter_cgroup,
-            preempt,
+            preempt: symbols.preempt,
             task_stacks,
-            kernel_stack_size,
+            kernel_stack_size: symbols.kernel_stack_size,
+            return_slots,
         };
         let mut ebpf = load_probes(&btf, settings, &knobs)?;
         let maps = ProbeMaps::take(&mut ebpf)?;
-        let mut kernel = KernelSupport::probe(kallsyms.as_deref());
-        drop(kallsyms);
+        let mut kernel = symbols.support;
         kernel.verify_ahead(
             &mut ebpf,
             &btf,
@@ -147,7 +151,7 @@ impl Probes {
             statuses,
             stats_fd: stats_enabled,
             dispatch,
-            tells_interrupts: preempt.is_some(),
+            tells_interrupts: knobs.preempt.is_some(),
             waiting,
         })
     }
@@ -315,6 +319,40 @@ fn calibrated_dispatch(btf: &Btf, bpf_stats: bool) -> Result<dispatch::Dispatch,
 /// kernel.bpf_stats_enabled=1`): they add to the dispatch as ours do.
 fn bpf_stats_sysctl_on() -> bool {
     std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|v| v.trim() == "1")
+}
+
+/// What the probes learn from /proc/kallsyms: which functions this kernel has, where its preempt
+/// count is and how large its stacks are.
+struct KernelSymbols {
+    support: KernelSupport,
+    preempt: Option<PreemptCount>,
+    kernel_stack_size: u64,
+}
+
+impl KernelSymbols {
+    /// Read and parsed once: under emulation each read and parse of the kernel's symbols costs
+    /// seconds.
+    fn read() -> KernelSymbols {
+        let kallsyms = read_kallsyms();
+        let preempt = kallsyms.as_deref().and_then(PreemptCount::parse);
+        log::debug!("preempt count: {preempt:?}");
+        let kernel_stack_size = kernel_stack_size(kallsyms.as_deref(), page_size());
+        log::debug!("kernel stack size: {kernel_stack_size} bytes");
+        KernelSymbols {
+            support: KernelSupport::probe(kallsyms.as_deref()),
+            preempt,
+            kernel_stack_size,
+        }
+    }
+
+    /// As without /proc/kallsyms (the thread that read it panicked).
+    fn unread() -> KernelSymbols {
+        KernelSymbols {
+            support: KernelSupport::probe(None),
+            preempt: None,
+            kernel_stack_size: kernel_stack_size(None, page_size()),
+        }
+    }
 }
 
 /// The text of /proc/kallsyms, if it can be read: the functions this kernel has and where its

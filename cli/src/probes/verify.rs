@@ -1,7 +1,7 @@
 //! `iommutop probes --verify`: every program of the object loaded (not attached) against every
 //! target it serves, so that the verifier judges all of them, not only the winners of a tier.
 
-use super::attach::{load_once, WAITING_EVENT, WAITING_PROGRAM};
+use super::attach::{load_once, log_verified_size, WAITING_EVENT, WAITING_PROGRAM};
 use super::hook_error::HookError;
 use super::load::{load_btf, load_for_verification, program, LoadError};
 use super::settings::ProbeSettings;
@@ -97,15 +97,19 @@ pub fn verify_all_programs(settings: &ProbeSettings) -> Result<Vec<ProgramVerdic
     Ok(verdicts)
 }
 
-/// Loads the program `name` of the object as `load` says.
-fn loaded<'a, T: 'a>(
-    ebpf: &'a mut Ebpf,
+/// Loads the program `name` of the object as `load` says; -vv says how many instructions the
+/// verifier walked for it.
+fn loaded<T>(
+    ebpf: &mut Ebpf,
     name: &str,
-    load: impl FnOnce(&'a mut T) -> Result<(), ProgramError>,
+    load: impl FnOnce(&mut T) -> Result<(), ProgramError>,
 ) -> Result<(), HookError>
 where
-    &'a mut T: TryFrom<&'a mut Program>,
+    for<'p> &'p mut T: TryFrom<&'p mut Program>,
 {
-    let program: &'a mut T = program(ebpf, name).map_err(HookError::Object)?;
-    Ok(load(program)?)
+    load(program(ebpf, name).map_err(HookError::Object)?)?;
+    if let Some(loaded) = ebpf.program(name) {
+        log_verified_size(name, || loaded.info());
+    }
+    Ok(())
 }

@@ -35,6 +35,31 @@ fn preempt_rt_kernel_with_three_devices_busy_counts_exactly() {
     three_devices_busy_count_exactly("6.12-rt", &[], "concurrent-one-slot");
 }
 
+/// A NIC's maps and unmaps agree within 0.5%, or the fewer fall short by no more than the report
+/// names as possibly missed (`missed_calls.<op>`): under PREEMPT_RT the kernel skips a program
+/// that a task preempted inside it left running on that CPU (`recursion_misses`), and now and
+/// then both programs of one call; on 2 busy vCPUs that was 26 to 66 maps a run, all of one NIC's
+/// at times (1,803 maps against 1,869 unmaps, 66 named).
+fn assert_maps_match_unmaps(report: &Value, nic: &str, row: &Value) {
+    let (maps, unmaps) = (count(row, "dma_map"), count(row, "dma_unmap"));
+    let named = |op: &str| {
+        report["health"][format!("missed_calls.{op}")]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let (short, named) = if maps < unmaps {
+        (unmaps - maps, named("dma_map"))
+    } else {
+        (maps - unmaps, named("dma_unmap"))
+    };
+    let allowed = (maps.max(unmaps) / 200).max(named);
+    assert!(
+        maps > 0 && short <= allowed,
+        "{nic}: {maps} maps against {unmaps} unmaps, {short} apart: more than 0.5% and more than \
+         the {named} the report names as possibly missed"
+    );
+}
+
 /// `mode`: exact.sh's concurrent mode, with the default slots or one slot.
 fn three_devices_busy_count_exactly(kernel: &str, append: &[&str], mode: &str) {
     let mut lab_args = vec!["--kernel", kernel, "--iommu", "intel", "--smp", "2"];
@@ -90,12 +115,7 @@ fn three_devices_busy_count_exactly(kernel: &str, append: &[&str], mode: &str) {
     );
     for nic in NICS {
         let row = device(&report, nic);
-        assert_close(
-            &format!("{nic} maps vs unmaps"),
-            count(row, "dma_map"),
-            count(row, "dma_unmap"),
-            0.5,
-        );
+        assert_maps_match_unmaps(&report, nic, row);
         assert!(
             count(row, "tx_packets") > 0 && count(row, "completion") > 0,
             "{nic} sent and received: {row}"

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Where a call sits against the frames of its context's stack (docs/tracker.md): the frame its
+ * exit closes, the frames that returned before it entered, the wrapper whose twin it is.
+ */
+#ifndef IOMMUTOP_POSITION_BPF_H
+#define IOMMUTOP_POSITION_BPF_H
+
+#include "frame.bpf.h"
+
+/* Whether frame is the one the exit of op at position call_at closes (0: a session's exit,
+ * which closes the session's frame). */
+static __always_inline int iommutop_frame_is(const struct iommutop_frame *frame, __u32 op,
+					     __u64 call_at)
+{
+	if (frame->op != op || frame->start_ns == 0)
+		return 0;
+	return call_at == 0 ? !!(frame->flags & IOMMUTOP_FRAME_SESSION) : frame->call == call_at;
+}
+
+/* Which of a stack's frames, live or not, were entered at position call_at: bit i for frames[i].
+ * Branches the verifier joins at once (the mask is never an index), where a search loop would
+ * carry each frame found into what follows it. */
+static __always_inline __u32 iommutop_frames_at(const struct iommutop_inflight *inflight,
+						__u64 call_at)
+{
+	__u32 mask = 0, i;
+
+#pragma unroll
+	for (i = 0; i < IOMMUTOP_MAX_NESTING; i++)
+		if (inflight->frames[i].call == call_at)
+			mask |= 1U << i;
+	return mask;
+}
+
+/* The position (1-based) of the frame the exit of op closes among those below the top of the
+ * stack of the context task_context says, 0 when none is: the exit of a call whose exits above it
+ * were lost. at_mask is iommutop_frames_at of the exit's position (a fentry's is its context
+ * pointer, which a global function cannot take); session, whether the exit is a session's.
+ * A global function: the verifier checks this rare search once per program, not once per frame
+ * it may find and all that follows. */
+__u32 iommutop_find_frame(int task_context, __u32 op, __u32 at_mask, int session);
+
+/* Whether a frame's call has returned, seen from a call entering at position call on the same
+ * stack: the frame lies at or below it (see the top of this file). The comparisons are kept apart
+ * (a fentry's position is its context pointer, which the verifier lets a program compare with
+ * numbers, not compute with). */
+static __always_inline int iommutop_call_returned(const struct iommutop_frame *frame,
+						  struct iommutop_call call)
+{
+	__u64 at = frame->call, span_end = at + iommutop_kernel_stack_size;
+
+	if (frame->start_ns == 0 || (frame->flags & IOMMUTOP_FRAME_SESSION))
+		return 0;
+	barrier_var(at);
+	barrier_var(span_end);
+	if (call.at < at)
+		return 0;
+	return call.at < span_end;
+}
+
+/* How far below its wrapper's position a twin sits at most: the wrapper's own stack frame and a
+ * trampoline's. */
+#define IOMMUTOP_TWIN_SPAN 1024ULL
+
+/* Whether a call entering at position call is made right by the call of frame, its wrapper: the
+ * frame lies just above it. A frame further up may be a call whose exit the kernel skipped, seen
+ * from a deeper path: its operation's next call is a call of its own, not a twin. */
+static __always_inline int iommutop_called_by(const struct iommutop_frame *frame,
+					      struct iommutop_call call)
+{
+	__u64 at = frame->call, reach = at - IOMMUTOP_TWIN_SPAN;
+
+	if (frame->start_ns == 0 || (frame->flags & IOMMUTOP_FRAME_SESSION))
+		return 0;
+	barrier_var(at);
+	barrier_var(reach);
+	if (call.at >= at)
+		return 0;
+	return call.at >= reach;
+}
+
+#endif
