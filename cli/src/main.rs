@@ -25,6 +25,7 @@ fn main() -> ExitCode {
     }
     let cli = cli::Cli::parse();
     init_logging(cli.verbose);
+    log::debug!("command line read");
     let result = match cli.command {
         None => commands::top::without_subcommand(),
         Some(command) => run(command),

@@ -83,12 +83,27 @@ impl Session {
         task_filter: Option<TaskFilter>,
         netdevs: NetdevScope,
     ) -> Outcome<Session> {
+        log::debug!("starting the session");
         require_bpf_privileges()?;
-        let facts = host_facts()?;
         let mut settings = ProbeSettings::from_env().map_err(load_failure)?;
         settings.virtual_netdevs = netdevs == NetdevScope::All;
-        let probes =
-            Probes::attach(&settings, true, points, task_filter.as_ref()).map_err(load_failure)?;
+        // The system's facts (sysfs, the kernel's config) are read beside the attach, which
+        // waits on the kernel most of the time.
+        let (facts, probes) = std::thread::scope(|scope| {
+            let facts = scope.spawn(|| {
+                let started = Instant::now();
+                let facts = host_facts();
+                log::debug!(
+                    "the system's facts read in {} ms",
+                    started.elapsed().as_millis()
+                );
+                facts
+            });
+            let probes = Probes::attach(&settings, true, points, task_filter.as_ref());
+            (facts.join(), probes)
+        });
+        let facts = facts.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        let probes = probes.map_err(load_failure)?;
         let (first, block) = first_sample(&probes)?;
         if let Some(seconds) = seconds_since_process_start() {
             log::info!("first data ready {seconds:.2} s after iommutop started");
