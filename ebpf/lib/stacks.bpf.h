@@ -296,6 +296,9 @@ static __always_inline struct iommutop_inflight *iommutop_stack_at(__u64 place,
 	ref->task_context = place & 1;
 	ref->home = (place >> 1) & 3;
 	ref->thread = place >> 32;
+#ifndef IOMMUTOP_TASK_STACKS_HASHED
+	ref->slot = NULL;
+#endif
 	if (ref->home == IOMMUTOP_STACK_OF_CPU)
 		return bpf_map_lookup_elem(&iommutop_irq_inflight, &zero_index);
 #ifndef IOMMUTOP_TASK_STACKS_HASHED
