@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The in-flight tracker's rare paths (ebpf/lib/track.bpf.h): counting a call seen at one end only,
- * and dropping frames whose exits were lost. Global functions, so that the verifier checks each
- * once per program instead of once per place and loop turn an inlined copy would sit in.
+ * The in-flight tracker's global functions (ebpf/lib/track.bpf.h): its rare paths (counting a call
+ * seen at one end only, dropping frames whose exits were lost, searching below the top frame,
+ * naming a new row) and the end of every exit (iommutop_exit_done, which finds the stack again
+ * from numbers). The verifier checks each once per program instead of once per place, loop turn
+ * and stack map an inlined copy would sit in.
  */
 #include "common.bpf.h"
 
