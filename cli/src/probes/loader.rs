@@ -69,8 +69,12 @@ impl Probes {
             let return_slots = scope.spawn(|| fexit_return_slots(&settings.kernel_btf));
             log::debug!("reading the kernel's BTF");
             let btf = load_btf(settings);
-            let symbols = symbols.join().unwrap_or_else(|_| KernelSymbols::unread());
-            let return_slots = return_slots.join().unwrap_or_default();
+            let symbols = symbols
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            let return_slots = return_slots
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
             (btf, symbols, return_slots)
         });
         let btf = btf?;
@@ -342,15 +346,6 @@ impl KernelSymbols {
             support: KernelSupport::probe(kallsyms.as_deref()),
             preempt,
             kernel_stack_size,
-        }
-    }
-
-    /// As without /proc/kallsyms (the thread that read it panicked).
-    fn unread() -> KernelSymbols {
-        KernelSymbols {
-            support: KernelSupport::probe(None),
-            preempt: None,
-            kernel_stack_size: kernel_stack_size(None, page_size()),
         }
     }
 }
