@@ -127,6 +127,23 @@ impl WorkloadResults {
         }
     }
 
+    /// The probes' counts per unit of work over the workload's own window (from its first unit
+    /// to its last: no set-up, such as a NIC's receive ring filled when its link comes up), by
+    /// PCI address; empty when the workload measured none.
+    pub fn window_counts(&self) -> BTreeMap<String, PerUnit> {
+        match self {
+            WorkloadResults::Netperf(results) => results
+                .per_transaction
+                .iter()
+                .flatten()
+                .map(|(pci, nic)| (pci.clone(), nic.counts))
+                .collect(),
+            WorkloadResults::Fio(results) => results.run.per_io.clone().unwrap_or_default(),
+            WorkloadResults::Marked { results, .. } => results.window_counts(),
+            _ => BTreeMap::new(),
+        }
+    }
+
     /// Whether the run was interrupted (the numbers cover it up to then).
     pub fn interrupted(&self) -> bool {
         match self {

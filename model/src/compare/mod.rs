@@ -572,8 +572,8 @@ fn device_changes(
             let (da, db) = (same_device(&a.devices, row), same_device(&b.devices, row));
             let in_a = da.map_or(0.0, |d| translation_per_unit(d, a, &units.0, per_unit));
             let in_b = db.map_or(0.0, |d| translation_per_unit(d, b, &units.1, per_unit));
-            let wa = da.map(|d| DeviceWork::of(d, units.0.count));
-            let wb = db.map(|d| DeviceWork::of(d, units.1.count));
+            let wa = da.map(|d| DeviceWork::of(d, &units.0));
+            let wb = db.map(|d| DeviceWork::of(d, &units.1));
             let translated = |w: &Option<DeviceWork>| w.as_ref().is_some_and(|w| w.translated);
             let transition = match (translated(&wa), translated(&wb)) {
                 (true, true) => Transition::Both,

@@ -684,7 +684,7 @@ fn read_device(report: &Report, d: &Device, field: &DeviceField) -> Option<Obser
             }
         }
         DeviceField::PerUnit(name) => {
-            let work = DeviceWork::of(d, work_units(report).count);
+            let work = DeviceWork::of(d, &work_units(report));
             match *name {
                 "dma_maps" => work.dma_maps,
                 "iommu_maps" => work.iommu_maps,

@@ -8,6 +8,7 @@
 
 use crate::derive::enclosing;
 use crate::report::{Report, WorkloadReport};
+use crate::results::PerUnit;
 use crate::sample::Op;
 use crate::snapshot::Device;
 use crate::waiting::DmaWaiting;
@@ -29,6 +30,10 @@ pub struct WorkUnits {
     pub rate_metric: Option<String>,
     /// That rate's value, units per second.
     pub rate: Option<f64>,
+    /// The probes' counts per unit over the workload's own window, by PCI address
+    /// ([`crate::results::WorkloadResults::window_counts`]): what a device did per unit without the run's set-up.
+    #[serde(skip)]
+    pub window: BTreeMap<String, PerUnit>,
 }
 
 impl WorkUnits {
@@ -39,6 +44,7 @@ impl WorkUnits {
             count: None,
             rate_metric: None,
             rate: None,
+            window: BTreeMap::new(),
         }
     }
 }
@@ -48,9 +54,16 @@ pub fn work_units(report: &Report) -> WorkUnits {
     let Some(workload) = &report.run.workload else {
         return WorkUnits::completions();
     };
-    match workload.headline() {
+    let units = match workload.headline() {
         Some(headline) => stated_units(&headline),
         None => legacy_units(workload),
+    };
+    WorkUnits {
+        window: units
+            .count
+            .map(|_| workload.results.window_counts())
+            .unwrap_or_default(),
+        ..units
     }
 }
 
@@ -64,6 +77,7 @@ fn stated_units(headline: &Headline) -> WorkUnits {
         count: headline.count,
         rate_metric: headline.rate_metric.clone(),
         rate: headline.rate_per_s,
+        window: BTreeMap::new(),
     }
 }
 
@@ -119,6 +133,7 @@ fn legacy_units(workload: &WorkloadReport) -> WorkUnits {
             count: number(results, key),
             rate_metric,
             rate: rate_value,
+            window: BTreeMap::new(),
         };
     }
     match rate {
@@ -129,6 +144,7 @@ fn legacy_units(workload: &WorkloadReport) -> WorkUnits {
                 .map(|(rate, seconds)| rate * seconds),
             rate_metric,
             rate: rate_value,
+            window: BTreeMap::new(),
         },
         None => WorkUnits::completions(),
     }
@@ -165,13 +181,21 @@ pub struct DeviceWork {
 }
 
 impl DeviceWork {
-    /// A device's work per unit; `count` is the run's number of units (else completions).
-    pub fn of(device: &Device, count: Option<f64>) -> DeviceWork {
-        let units = count
+    /// A device's work per unit of `units` (else per completion). Its counts are the workload's
+    /// own window's where the workload measured them ([`WorkUnits::window`]): a run's set-up
+    /// (a NIC's receive ring filled as its link comes up) spread over fewer units would
+    /// otherwise read as more work per unit. Its times are the whole run's.
+    pub fn of(device: &Device, units: &WorkUnits) -> DeviceWork {
+        let divisor = units
+            .count
             .filter(|c| *c > 0.0)
             .or_else(|| (device.completions > 0).then_some(device.completions as f64));
-        let per = |value: f64| units.map(|u| value / u);
-        let counted = |op: Op| per(device.op(op).count as f64);
+        let per = |value: f64| divisor.map(|u| value / u);
+        let window = units.window.get(&device.key.to_string());
+        let counted = |op: Op| match window.and_then(|w| w.of(op)) {
+            Some(in_window) => Some(in_window),
+            None => per(device.op(op).count as f64),
+        };
         let domain_type = device.domain_type.clone();
         let translated = device.op(Op::IommuMap).count > 0
             || matches!(domain_type.as_deref(), Some("DMA" | "DMA-FQ"));
@@ -254,6 +278,13 @@ mod tests {
     use crate::results::WorkloadResults;
     use serde_json::{json, Value};
 
+    fn counted(count: f64) -> WorkUnits {
+        WorkUnits {
+            count: Some(count),
+            ..WorkUnits::completions()
+        }
+    }
+
     fn with_results(results: Value, params: Value) -> Report {
         let mut report = full_report();
         report.run.workload = Some(WorkloadReport {
@@ -301,6 +332,7 @@ mod tests {
                 count: Some(300.0),
                 rate_metric: Some("iops".into()),
                 rate: Some(100.0),
+                window: BTreeMap::new(),
             }
         );
         let uncounted = json!({"work": Headline::uncounted(crate::workload::WorkUnit::Access)});
@@ -320,7 +352,7 @@ mod tests {
             .find(|d| d.key == "0000:00:02.0")
             .expect("nvme");
         // 4000 reads: 1 map, 1 IOMMU map, 1 sync each; maps 2 us, unmaps 1 us, IOVA 300 ns.
-        let work = DeviceWork::of(nvme, Some(4000.0));
+        let work = DeviceWork::of(nvme, &counted(4000.0));
         assert!(work.translated);
         assert_eq!(work.dma_maps, Some(1.0));
         assert_eq!(work.iommu_maps, Some(1.0));
@@ -329,7 +361,8 @@ mod tests {
         // Only the IOVA allocation was timed of the translation-only work.
         assert_eq!(work.iommu_ns, Some(300.0));
         // Without a unit count, completions are the unit.
-        assert_eq!(DeviceWork::of(nvme, None).dma_maps, Some(1.0));
+        let completions = WorkUnits::completions();
+        assert_eq!(DeviceWork::of(nvme, &completions).dma_maps, Some(1.0));
     }
 
     #[test]
@@ -340,10 +373,49 @@ mod tests {
         for op in [Op::IommuMap, Op::IotlbSync, Op::IovaAlloc] {
             nvme.ops.insert(op, Default::default());
         }
-        let work = DeviceWork::of(nvme, Some(4000.0));
+        let work = DeviceWork::of(nvme, &counted(4000.0));
         assert!(!work.translated);
         assert_eq!(work.iommu_maps, Some(0.0));
         assert_eq!(work.iommu_ns, Some(0.0));
         assert_eq!(label(nvme), "0000:00:02.0 (nvme0n1, nvme)");
+    }
+
+    /// A NIC's set-up (its receive ring filled as the link came up) is in the run's counts but
+    /// not in netperf's window. A lab report (TCP_RR, 6.12, VT-d): per transaction, the
+    /// window's counts are each NIC's, and the whole run's are more.
+    #[test]
+    fn counts_per_unit_are_the_workload_windows_where_it_measured_them() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../cli/tests/fixtures/tcp-rr-intel-6.12.json");
+        let report =
+            Report::from_json(&std::fs::read_to_string(path).expect("readable")).expect("a report");
+        let units = work_units(&report);
+        let transactions = units.count.expect("netperf counted its transactions");
+        assert_eq!(units.window.len(), 2, "both NICs' windows");
+        for (pci, window) in &units.window {
+            let nic = report
+                .devices
+                .iter()
+                .find(|d| d.key == pci.as_str())
+                .expect("the NIC's row");
+            let work = DeviceWork::of(nic, &units);
+            assert_eq!(work.dma_maps, Some(window.dma_map));
+            assert_eq!(work.iommu_maps, Some(window.iommu_map));
+            assert_eq!(work.iotlb_syncs, Some(window.iotlb_sync));
+            let whole_run = nic.op(Op::DmaMap).count as f64 / transactions;
+            assert!(
+                whole_run > window.dma_map + 0.05,
+                "{pci}: {whole_run} maps per transaction over the run, {} in netperf's window",
+                window.dma_map
+            );
+            let without_window = WorkUnits {
+                window: BTreeMap::new(),
+                ..units.clone()
+            };
+            assert_eq!(
+                DeviceWork::of(nic, &without_window).dma_maps,
+                Some(whole_run)
+            );
+        }
     }
 }

@@ -44,13 +44,13 @@ pub fn ab_outcome(translated: &Report, identity: &Report, device_key: &str) -> A
         .unwrap_or_else(|| COMPLETIONS_PER_S.to_string());
     let mode = |report: &Report, fallback: &str| {
         let row = report.devices.iter().find(|d| d.key == device_key);
-        let count = work_units(report).count;
+        let units = work_units(report);
         AbMode {
             domain_type: row
                 .and_then(|d| d.domain_type.clone())
                 .unwrap_or_else(|| fallback.to_string()),
             rate: rate(report, &metric),
-            work: row.map(|d| DeviceWork::of(d, count)),
+            work: row.map(|d| DeviceWork::of(d, &units)),
         }
     };
     let t = mode(translated, "translated");

@@ -88,7 +88,7 @@ impl Diagnosis {
             .map(|d| DiagnosedDevice {
                 key: d.key.to_string(),
                 label: label(d),
-                work: DeviceWork::of(d, units.count),
+                work: DeviceWork::of(d, &units),
             })
             .collect();
         Diagnosis {

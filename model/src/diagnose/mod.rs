@@ -156,7 +156,7 @@ fn headline(devices: &[&Device], units: &WorkUnits) -> Option<String> {
     let unit = per(units);
     let translated: Vec<(&Device, DeviceWork)> = devices
         .iter()
-        .map(|d| (*d, DeviceWork::of(d, units.count)))
+        .map(|d| (*d, DeviceWork::of(d, units)))
         .filter(|(_, w)| w.translated)
         .collect();
     if translated.is_empty() {
@@ -243,7 +243,7 @@ fn device_verdict(
     ab: Option<&AbOutcome>,
 ) -> String {
     let mut out = String::new();
-    let work = DeviceWork::of(d, units.count);
+    let work = DeviceWork::of(d, units);
     let unit = per(units);
     let group = d.iommu_group.map_or_else(
         || "no IOMMU group".to_string(),

@@ -113,7 +113,7 @@ fn the_markdown_holds_the_text_and_a_row_of_figures_per_device() {
         let devices = dma_devices(&report, None);
         assert!(!devices.is_empty(), "{path}");
         for device in devices {
-            let work = DeviceWork::of(device, work_units(&report).count);
+            let work = DeviceWork::of(device, &work_units(&report));
             let row = markdown
                 .lines()
                 .find(|l| l.starts_with(&format!("| {} |", label(device))))
@@ -204,7 +204,7 @@ fn the_json_holds_the_text_lines_and_the_devices_figures() {
         json["devices"].as_array().map(Vec::len),
         Some(devices.len())
     );
-    let first = DeviceWork::of(devices[0], work_units(&report).count);
+    let first = DeviceWork::of(devices[0], &work_units(&report));
     assert_eq!(json["devices"][0]["key"], devices[0].key.to_string());
     assert_eq!(
         json["devices"][0]["work"]["dma_ns"],
