@@ -211,6 +211,7 @@ fn lab_vfio_nvme_integrity_on_6_12() {
 }
 
 #[test]
+#[ignore = "CI runs 6.12's for time; scripts/matrix runs this (cargo test -- --ignored)"]
 fn lab_vfio_nvme_integrity_on_6_1() {
     if !lab_skipped("integrity_on_6_1") {
         integrity("6.1");
@@ -225,6 +226,7 @@ fn lab_vfio_nvme_restore_and_refusals_on_6_12() {
 }
 
 #[test]
+#[ignore = "CI runs 6.12's for time; scripts/matrix runs this (cargo test -- --ignored)"]
 fn lab_vfio_nvme_restore_and_refusals_on_6_1() {
     if !lab_skipped("restore_and_refusals_on_6_1") {
         safety("6.1");
