@@ -84,10 +84,10 @@ fn integrity(kernel: &str) {
     ] {
         let write = json(&out.join(format!("{combo}-write.json")));
         let read = json(&out.join(format!("{combo}-read.json")));
-        let blocks = 10_000 * (4096 / write["device"]["lba_size"].as_u64().expect("lba size"));
-        assert_eq!(write["ios"], 10_000, "{combo}");
+        let blocks = 3_000 * (4096 / write["device"]["lba_size"].as_u64().expect("lba size"));
+        assert_eq!(write["ios"], 3_000, "{combo}");
         assert_eq!(write["verify"]["blocks_written"], blocks, "{combo}");
-        assert_eq!(read["ios"], 10_000, "{combo}");
+        assert_eq!(read["ios"], 3_000, "{combo}");
         assert_eq!(read["verify"]["blocks_checked"], blocks, "{combo}");
         assert_eq!(read["verify"]["blocks_mismatched"], 0, "{combo}");
         assert_eq!(

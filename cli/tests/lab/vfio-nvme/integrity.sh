@@ -1,6 +1,6 @@
 #!/bin/sh
 # Guest side of the data-integrity lab test: usage integrity.sh IOMMUTOP OUTDIR.
-# A pattern is written over 10,000 random 4 KiB blocks and read back and verified, at QD1 and
+# A pattern is written over 3,000 random 4 KiB blocks and read back and verified, at QD1 and
 # QD32 x 2 threads, with 4 KiB and 2 MiB pages; the controller is back on nvme after each run.
 . "$(dirname "$0")/common.sh"
 echo "controller $PCI"
@@ -16,7 +16,7 @@ for combo in "qd1-4k 1 1 4k" "qd1-2m 1 1 2m" "qd32x2-4k 32 2 4k" "qd32x2-2m 32 2
 	set -- $combo
 	c=$1 qd=$2 threads=$3 page=$4
 	seed=$((seed + 1))
-	common="--device $PCI --bind --reserve-hugepages --verify --ios 10000 --qd $qd --threads $threads --page-size $page --seed $seed"
+	common="--device $PCI --bind --reserve-hugepages --verify --ios 3000 --qd $qd --threads $threads --page-size $page --seed $seed"
 	run "$c-write" $common --pattern randwrite --allow-write
 	expect_rc "$c-write" 0
 	restored "$c-write"
