@@ -408,6 +408,20 @@ static __always_inline void iommutop_exit_as(void *ctx, struct iommutop_call cal
 	done = *frame;
 	frame->start_ns = 0;
 	inflight->depth = index;
+	place = iommutop_stack_place(&ref);
+	/* An exit that reads an earlier time than its entry did (bpf_ktime_get_ns is the kernel's
+	 * fast monotonic clock, which may step back slightly between CPUs or across a timekeeping
+	 * update: seen once in 319,000 NVMe unmaps on the lab's 2-vCPU instruction clock) would
+	 * time its call 2^64 - x ns: it is counted untimed, and said. */
+	if (now < done.start_ns) {
+		iommutop_health_inc(IOMMUTOP_HEALTH_CLOCK_BEHIND_ENTRY);
+		if (mode != IOMMUTOP_EXIT_DISCARD)
+			iommutop_count_untimed(done.key.id, iommutop_kind_generation(&done.key), op,
+					       bytes == IOMMUTOP_KEEP_BYTES ? done.bytes : bytes,
+					       done.flags);
+		iommutop_exit_done(place, index, done.probe_ns + iommutop_nested_dispatch_ns, now);
+		return;
+	}
 	raw_ns = now - done.start_ns;
 	offcpu_ns = inflight->offcpu_ns - done.offcpu_at_start;
 	if (offcpu_ns > raw_ns)
@@ -415,7 +429,6 @@ static __always_inline void iommutop_exit_as(void *ctx, struct iommutop_call cal
 	self_ns = raw_ns > done.probe_ns + iommutop_dispatch_ns + offcpu_ns
 		      ? raw_ns - done.probe_ns - iommutop_dispatch_ns - offcpu_ns
 		      : 0;
-	place = iommutop_stack_place(&ref);
 	iommutop_count_exit(op, failed, bytes, &done, raw_ns, self_ns, offcpu_ns,
 			    mode == IOMMUTOP_EXIT_DISCARD);
 	/* Last: this program's run, and what ran nested in the call, are inside the time of the

@@ -26,7 +26,12 @@ import sys
 from load_verdict import NICS, NVME  # the lab's devices, one definition (scripts/lib)
 
 MEAN_OVER_MEDIAN = 4.0
-PROFILE_TOLERANCE = 0.25
+# The profile's own spread on one cell: six runs of the 6.12 2-vCPU cell (in one boot each, one
+# build) gave NVMe dma_map 0.76x-1.18x and e1000e 1.03x-1.28x of ours, while ours stayed within 4%
+# (297-308 ms for ~317,000 maps): its samples come in clumps (2 of 12 comparisons were beyond 25%).
+# The check is for a gross error in the timing (a self time wrong by half, a lost exit), not for
+# the profile's noise.
+PROFILE_TOLERANCE = 0.35
 MIN_TIMED = 100  # fewer timed calls say nothing about a distribution's shape
 DMA_POINTS = ("dma_map", "dma_unmap")
 # Calls a timer-driven profile cannot see. Without a PMU (the lab's TCG has none) perf samples on
@@ -41,6 +46,11 @@ UNSAMPLED = {
 # call, below them), and the trampoline's entering and leaving them. A trampoline's own frame is
 # in the path of every call of a hooked function's body, so it marks probe work only innermost.
 PROBE_SYMBOL_PREFIXES = ("bpf_prog_", "__bpf_prog_enter", "__bpf_prog_exit", "bpf_dispatcher_")
+# What a trampoline (an unsymbolised frame, "[unknown]") calls around the programs on kernels that
+# enter them through these: probe work when called from the trampoline, as in
+# `dma_map_page_attrs;[unknown];__bpf_tramp_exit` (8% of the NVMe's dma_map samples on 6.12).
+TRAMPOLINE_CALLEES = ("__bpf_tramp_enter", "__bpf_tramp_exit", "__rcu_read_lock",
+                      "__rcu_read_unlock", "migrate_disable", "migrate_enable")
 
 
 def load(path):
@@ -104,7 +114,9 @@ def probe_frame(frames):
     trampoline entering and leaving it, or the trampoline's own code (unsymbolised, innermost)."""
     innermost = frames[-1]
     return (innermost == "[unknown]" or innermost.startswith("bpf_trampoline_")
-            or any(f.startswith(PROBE_SYMBOL_PREFIXES) for f in frames))
+            or any(f.startswith(PROBE_SYMBOL_PREFIXES) for f in frames)
+            or any(caller == "[unknown]" and callee in TRAMPOLINE_CALLEES
+                   for caller, callee in zip(frames, frames[1:])))
 
 
 def profile_own_ns(stacks, covered, functions, driver):

@@ -36,7 +36,7 @@ unsafe impl Pod for iommutop_stack_key {}
 unsafe impl Pod for iommutop_stack_value {}
 
 /// Names of `enum iommutop_health`, in order.
-pub(super) const HEALTH_NAMES: [&str; 8] = [
+pub(super) const HEALTH_NAMES: [&str; 9] = [
     "device_map_full",
     "nesting_overflow",
     "exit_without_entry",
@@ -45,6 +45,7 @@ pub(super) const HEALTH_NAMES: [&str; 8] = [
     "task_map_full",
     "process_map_full",
     "row_busy",
+    "clock_behind_entry",
 ];
 const _: () =
     assert!(HEALTH_NAMES.len() == super::abi::iommutop_health::IOMMUTOP_HEALTH_COUNT as usize);

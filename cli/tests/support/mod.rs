@@ -124,15 +124,13 @@ pub fn loaded_iommutop_programs() -> Vec<String> {
 }
 
 /// Runs `lab/run ARGS -- COMMAND` and returns its output; fails the test if the lab cannot run.
-/// A guest that died of the emulator's cross-modifying-code hazard while the command ran (an
-/// `Oops: int3` on a vCPU that met a breakpoint the kernel's text patching, such as the probes'
-/// detach, had already taken out: QEMU's multi-threaded TCG, see lab/run's `boot_oopsed`) is
-/// booted once more, saying so; any other failure is the test's.
+/// A command that failed because its guest's kernel crashed outside BPF code is run once more in
+/// a fresh guest, saying so ([`emulator_crash`]); any other failure is the test's.
 pub fn lab_run(lab_args: &[&str], command: &[&str]) -> Output {
     let output = lab_run_once(lab_args, command);
-    match int3_oops_log(&output) {
-        Some(log) => {
-            eprintln!("lab: the guest died of an emulator int3 oops ({log}); booting it once more");
+    match emulator_crash(&output) {
+        Some(crash) => {
+            eprintln!("lab: the guest kernel crashed: {crash}; booting it once more");
             lab_run_once(lab_args, command)
         }
         None => output,
@@ -145,13 +143,33 @@ pub fn kernel_log_path(stderr: &str) -> Option<PathBuf> {
     Some(PathBuf::from(path.lines().next()?.trim()))
 }
 
-/// The kernel log lab/run names when its guest stopped on an `Oops: int3`.
-fn int3_oops_log(output: &Output) -> Option<String> {
+/// Why a failed command's guest died of the emulator rather than of what the test runs, from the
+/// kernel log lab/run names: an `Oops: int3` (QEMU's multi-threaded TCG meeting a breakpoint the
+/// kernel's text patching, such as the probes' detach, had already taken out; lab/run's
+/// `boot_oopsed`), or an oops, double fault or panic whose call trace runs through no BPF code
+/// (seen under a heavily loaded host: a double fault in `ip`'s execve, with an EFLAGS no CPU can
+/// hold). A crash with BPF in its trace may be ours: never retried.
+fn emulator_crash(output: &Output) -> Option<String> {
+    if output.status.success() {
+        return None;
+    }
     let log = kernel_log_path(&String::from_utf8_lossy(&output.stderr))?;
-    let text = std::fs::read(&log).ok()?;
-    String::from_utf8_lossy(&text)
-        .contains("Oops: int3")
-        .then(|| log.display().to_string())
+    let text = String::from_utf8_lossy(&std::fs::read(&log).ok()?).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    let crash = lines.iter().position(|l| {
+        ["Oops: ", "traps: PANIC", "Kernel panic"]
+            .iter()
+            .any(|mark| l.contains(mark))
+    })?;
+    let what = lines[crash].trim();
+    if what.contains("Oops: int3") {
+        return Some(format!("{what} ({})", log.display()));
+    }
+    let trace = &lines[crash..lines.len().min(crash + 60)];
+    if trace.iter().any(|l| l.to_ascii_lowercase().contains("bpf")) {
+        return None;
+    }
+    Some(format!("{what}, no BPF in its trace ({})", log.display()))
 }
 
 fn lab_run_once(lab_args: &[&str], command: &[&str]) -> Output {
@@ -297,8 +315,48 @@ pub fn assert_one_line_error(output: &Output, code: i32, needles: &[&str]) {
 }
 
 /// The iommutop binary under test, by a path the guest sees too (the host root is shared).
+/// The iommutop binary the lab guests run: a copy of the one cargo built, made once per test
+/// process and named by the build's size and time, so that a rebuild while guests run (cargo
+/// rewrites its output in place) cannot swap pages under them: a guest reads the binary over
+/// 9p, page by page as it runs, and a process whose pages came from two builds crashes.
 pub fn iommutop_bin() -> String {
-    env!("CARGO_BIN_EXE_iommutop").to_string()
+    static COPY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    COPY.get_or_init(|| {
+        let built = Path::new(env!("CARGO_BIN_EXE_iommutop"));
+        stable_copy(built).unwrap_or_else(|e| {
+            eprintln!(
+                "cannot copy {} for the guests ({e}): they run it in place",
+                built.display()
+            );
+            built.display().to_string()
+        })
+    })
+    .clone()
+}
+
+/// `target/tmp/lab-bin/SIZE-MTIME/iommutop` (named as built: tests and people read process names),
+/// made once; older builds' copies are removed (a guest still running one keeps reading it).
+fn stable_copy(built: &Path) -> std::io::Result<String> {
+    let meta = built.metadata()?;
+    let stamp = meta
+        .modified()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let copies = Path::new(env!("CARGO_TARGET_TMPDIR")).join("lab-bin");
+    let dir = copies.join(format!("{}-{stamp}", meta.len()));
+    let copy = dir.join("iommutop");
+    if !copy.exists() {
+        for older in std::fs::read_dir(&copies).into_iter().flatten().flatten() {
+            if older.path() != dir {
+                let _ = std::fs::remove_dir_all(older.path());
+            }
+        }
+        std::fs::create_dir_all(&dir)?;
+        let partial = dir.join(format!(".partial-{}", std::process::id()));
+        std::fs::copy(built, &partial)?;
+        std::fs::rename(&partial, &copy)?;
+    }
+    Ok(copy.display().to_string())
 }
 
 /// Boots the lab with `lab_args` and runs `cli/tests/lab/SCRIPT IOMMUTOP OUT ARGS...` in it, OUT
@@ -307,7 +365,8 @@ pub fn run_guest_script(name: &str, lab_args: &[&str], script: &str, args: &[&st
     let out = lab_out_dir(name);
     let script = project_root().join("cli/tests/lab").join(script);
     let (script, out_arg) = (script.to_string_lossy(), out.to_string_lossy());
-    let mut command = vec!["sh", &script, env!("CARGO_BIN_EXE_iommutop"), &out_arg];
+    let bin = iommutop_bin();
+    let mut command = vec!["sh", &script, &bin, &out_arg];
     command.extend_from_slice(args);
     let started = std::time::Instant::now();
     let output = lab_run(lab_args, &command);

@@ -160,7 +160,10 @@ enum iommutop_health {
 	IOMMUTOP_HEALTH_ROW_BUSY = 7, /* a new key's row could not be written at its first event
 					 (the map busy on this CPU: an interrupt landed in an
 					 update); the next event takes it */
-	IOMMUTOP_HEALTH_COUNT = 8,
+	IOMMUTOP_HEALTH_CLOCK_BEHIND_ENTRY = 8, /* a call's exit read an earlier time than its
+						   entry (the fast clock stepped back): counted
+						   untimed */
+	IOMMUTOP_HEALTH_COUNT = 9,
 };
 
 /* Kernel call paths of sampled DMA API calls: one stack in IOMMUTOP_STACK_PERIOD calls per CPU

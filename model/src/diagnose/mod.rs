@@ -115,10 +115,15 @@ pub fn verdict(report: &Report, device: Option<&str>, ab: Option<&AbOutcome>) ->
 /// Whether the probes lost sight of calls (see docs/probes.md, health counters): said before the
 /// verdict, so that no figure below is read as complete when it is not.
 fn health_line(report: &Report) -> Option<String> {
-    let seen_at_one_end = ["recursion_misses", "exit_without_entry", "abandoned_frames"]
-        .iter()
-        .filter_map(|name| report.health.get(*name))
-        .fold(0u64, |sum, &n| sum.saturating_add(n));
+    let seen_at_one_end = [
+        "recursion_misses",
+        "exit_without_entry",
+        "abandoned_frames",
+        "clock_behind_entry",
+    ]
+    .iter()
+    .filter_map(|name| report.health.get(*name))
+    .fold(0u64, |sum, &n| sum.saturating_add(n));
     let untracked = ["nesting_overflow", "task_map_full", "device_map_full"]
         .iter()
         .filter_map(|name| report.health.get(*name))

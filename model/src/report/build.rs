@@ -239,6 +239,9 @@ fn health_warnings(health: &BTreeMap<String, u64>) -> Vec<String> {
             "row_busy" => format!(
                 "{count} events of a device seen for the first time were dropped: its statistics row could not be written then (the map busy on that CPU: an interrupt landed in an update); later events were counted"
             ),
+            "clock_behind_entry" => format!(
+                "{count} calls' exits read an earlier time than their entries (the kernel's fast clock stepped back between CPUs or across a timekeeping update): counted, untimed"
+            ),
             "stack_lost" => format!(
                 "{count} sampled call paths could not be recorded (stack map full or unwinding failed)"
             ),
