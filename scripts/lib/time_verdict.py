@@ -27,8 +27,9 @@ from load_verdict import NICS, NVME  # the lab's devices, one definition (script
 
 MEAN_OVER_MEDIAN = 4.0
 # The profile's own spread on one cell: six runs of the 6.12 2-vCPU cell (in one boot each, one
-# build) gave NVMe dma_map 0.76x-1.18x and e1000e 1.03x-1.28x of ours, while ours stayed within 4%
-# (297-308 ms for ~317,000 maps): its samples come in clumps (2 of 12 comparisons were beyond 25%).
+# build) put ours at 0.76x-1.18x of it for the NVMe's dma_map and 0.94x-1.28x for e1000e's, while
+# ours agreed within 4% across the four runs of equal work (297-308 ms for ~317,000 maps): its
+# samples come in clumps (2 of 12 comparisons were beyond 25%; docs/measurements.md).
 # The check is for a gross error in the timing (a self time wrong by half, a lost exit), not for
 # the profile's noise.
 PROFILE_TOLERANCE = 0.35

@@ -314,11 +314,11 @@ pub fn assert_one_line_error(output: &Output, code: i32, needles: &[&str]) {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
-/// The iommutop binary under test, by a path the guest sees too (the host root is shared).
-/// The iommutop binary the lab guests run: a copy of the one cargo built, made once per test
-/// process and named by the build's size and time, so that a rebuild while guests run (cargo
-/// rewrites its output in place) cannot swap pages under them: a guest reads the binary over
-/// 9p, page by page as it runs, and a process whose pages came from two builds crashes.
+/// The iommutop binary under test, by a path the guest sees too (the host root is shared): a
+/// copy of the one cargo built, made once per test process and named by the build's size and
+/// time, so that a rebuild while guests run (cargo rewrites its output in place) cannot swap
+/// pages under them: a guest reads the binary over 9p, page by page as it runs, and a process
+/// whose pages came from two builds crashes.
 pub fn iommutop_bin() -> String {
     static COPY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     COPY.get_or_init(|| {
