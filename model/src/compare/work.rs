@@ -31,7 +31,8 @@ pub struct WorkUnits {
     /// That rate's value, units per second.
     pub rate: Option<f64>,
     /// The probes' counts per unit over the workload's own window, by PCI address
-    /// ([`crate::results::WorkloadResults::window_counts`]): what a device did per unit without the run's set-up.
+    /// ([`crate::results::WorkloadResults::window_counts`]): what a device did per unit without
+    /// the run's set-up.
     #[serde(skip)]
     pub window: BTreeMap<String, PerUnit>,
 }
