@@ -354,7 +354,7 @@ fn arm64_iommutop_counts_smmuv3_work_and_compare_names_strict_mode() {
     }
 
     let json = out.join("strict-vs-lazy.json");
-    let compared = Command::new(support::iommutop_bin())
+    let compared = Command::new(support::lab_iommutop_bin())
         .arg("compare")
         .arg(out.join("rr-strict.json"))
         .arg(out.join("rr-lazy.json"))
@@ -389,7 +389,7 @@ fn arm64_package_holds_the_aarch64_binary() {
     let output = Command::new(support::project_root().join("scripts/deb"))
         .args(["--arch", "arm64", "--profile", "debug", "--binary"])
         .arg(&iommutop)
-        .args(["--host-binary", &support::iommutop_bin(), "--out"])
+        .args(["--host-binary", &support::lab_iommutop_bin(), "--out"])
         .arg(out.path())
         .output()
         .expect("scripts/deb runs");
@@ -407,7 +407,7 @@ fn arm64_package_holds_the_aarch64_binary() {
         .expect("dpkg-deb runs");
     let info = String::from_utf8_lossy(&info.stdout).into_owned();
     assert!(info.contains("Architecture: arm64\n"), "{info}");
-    let version = Command::new(support::iommutop_bin())
+    let version = Command::new(support::lab_iommutop_bin())
         .arg("--version")
         .output()
         .expect("runs");

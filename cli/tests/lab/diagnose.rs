@@ -21,7 +21,7 @@ fn diagnose_boot(out: &Path, name: &str, kernel: &str, append: &str, extra: &[&s
         lab.extend(["--append", append]);
     }
     let out_dir = out.to_string_lossy();
-    let bin = iommutop_bin();
+    let bin = lab_iommutop_bin();
     let mut command = vec![
         "sh",
         script.to_str().expect("utf-8 path"),
@@ -58,7 +58,7 @@ fn diagnose_boot(out: &Path, name: &str, kernel: &str, append: &str, extra: &[&s
 }
 
 fn compare(a: &Path, b: &Path, json: &Path) -> String {
-    let output = Command::new(iommutop_bin())
+    let output = Command::new(lab_iommutop_bin())
         .arg("compare")
         .arg(a)
         .arg(b)
@@ -231,7 +231,7 @@ fn lab_diagnose_ab_measures_both_modes_and_restores_the_group_even_when_interrup
         &[
             "sh",
             script.to_str().expect("utf-8 path"),
-            &iommutop_bin(),
+            &lab_iommutop_bin(),
             out.to_str().expect("utf-8 path"),
         ],
     );

@@ -51,7 +51,7 @@ fn oldest_and_newest_kernels_compute_histogram_slots_as_user_space_reads_them() 
     for kernel in ["5.10", "7.3"] {
         let output = lab_run(
             &["--kernel", kernel, "--iommu", "intel"],
-            &[&iommutop_bin(), "probes", "--selftest"],
+            &[&lab_iommutop_bin(), "probes", "--selftest"],
         );
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(
@@ -111,7 +111,7 @@ fn kernels_6_18_and_7_3_count_every_map_once() {
 /// `iommutop compare A B --json`: the findings, the workload's first.
 fn findings(out: &Path, a: &str, b: &str) -> Vec<Value> {
     let json = out.join(format!("compare-{a}-{b}.json"));
-    let output = Command::new(iommutop_bin())
+    let output = Command::new(lab_iommutop_bin())
         .arg("compare")
         .arg(out.join(format!("{a}.json")))
         .arg(out.join(format!("{b}.json")))
@@ -158,7 +158,7 @@ fn kernel_upgrade_story_is_answered_with_its_cause() {
     let out = lab_out_dir("eras-story");
     let script = project_root().join("cli/tests/lab/eras.sh");
     let (script, out_arg) = (script.to_string_lossy(), out.to_string_lossy());
-    let bin = iommutop_bin();
+    let bin = lab_iommutop_bin();
     let old = lab_run(
         &[
             "--kernel",

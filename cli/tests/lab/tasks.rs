@@ -32,8 +32,8 @@ fn binary_named_vfio_nvme(kernel: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).expect("a directory for the driver's name");
     let driver = dir.join("vfio-nvme");
     let _ = std::fs::remove_file(&driver);
-    if std::fs::hard_link(iommutop_bin(), &driver).is_err() {
-        std::fs::copy(iommutop_bin(), &driver).expect("copy iommutop as vfio-nvme");
+    if std::fs::hard_link(lab_iommutop_bin(), &driver).is_err() {
+        std::fs::copy(lab_iommutop_bin(), &driver).expect("copy iommutop as vfio-nvme");
     }
     driver
 }

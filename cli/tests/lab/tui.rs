@@ -49,7 +49,7 @@ fn lab_top_shows_the_nvme_under_dd_and_quits_cleanly() {
     }
     let out = lab_out_dir("top");
     let script = project_root().join("cli/tests/lab/top-tmux.sh");
-    let bin = iommutop_bin();
+    let bin = lab_iommutop_bin();
     let output = lab_run(
         &["--kernel", "6.12", "--iommu", "intel"],
         &[

@@ -9,7 +9,7 @@
 
 use crate::support;
 
-use crate::support::{iommutop_bin, lab_out_dir, lab_run, lab_skipped, op_count, project_root};
+use crate::support::{lab_iommutop_bin, lab_out_dir, lab_run, lab_skipped, op_count, project_root};
 use serde_json::Value;
 use std::path::Path;
 
@@ -18,7 +18,7 @@ use std::path::Path;
 fn boot(kernel: &str, script: &str, out: &Path) -> Vec<String> {
     let script = project_root().join("cli/tests/lab/vfio-nvme").join(script);
     let started = std::time::Instant::now();
-    let bin = iommutop_bin();
+    let bin = lab_iommutop_bin();
     let script = script.to_string_lossy();
     let out_arg = out.to_string_lossy();
     let output = lab_run(

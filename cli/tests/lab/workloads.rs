@@ -42,7 +42,7 @@ fn boot(name: &str, script: &str) -> std::path::PathBuf {
         &[
             "sh",
             &script.to_string_lossy(),
-            &iommutop_bin(),
+            &lab_iommutop_bin(),
             &out.to_string_lossy(),
         ],
     );

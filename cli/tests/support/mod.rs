@@ -314,12 +314,17 @@ pub fn assert_one_line_error(output: &Output, code: i32, needles: &[&str]) {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
-/// The iommutop binary under test, by a path the guest sees too (the host root is shared): a
-/// copy of the one cargo built, made once per test process and named by the build's size and
-/// time, so that a rebuild while guests run (cargo rewrites its output in place) cannot swap
-/// pages under them: a guest reads the binary over 9p, page by page as it runs, and a process
-/// whose pages came from two builds crashes.
+/// The iommutop binary under test, as cargo built it: what host tests run.
 pub fn iommutop_bin() -> String {
+    env!("CARGO_BIN_EXE_iommutop").to_string()
+}
+
+/// The iommutop binary the lab tests run, by a path the guest sees too (the host root is
+/// shared): a copy of the one cargo built, made once per test process and named by the build's
+/// size and time, so that a rebuild while guests run (cargo rewrites its output in place) cannot
+/// swap pages under them: a guest reads the binary over 9p, page by page as it runs, and a
+/// process whose pages came from two builds crashes.
+pub fn lab_iommutop_bin() -> String {
     static COPY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     COPY.get_or_init(|| {
         let built = Path::new(env!("CARGO_BIN_EXE_iommutop"));
@@ -365,7 +370,7 @@ pub fn run_guest_script(name: &str, lab_args: &[&str], script: &str, args: &[&st
     let out = lab_out_dir(name);
     let script = project_root().join("cli/tests/lab").join(script);
     let (script, out_arg) = (script.to_string_lossy(), out.to_string_lossy());
-    let bin = iommutop_bin();
+    let bin = lab_iommutop_bin();
     let mut command = vec!["sh", &script, &bin, &out_arg];
     command.extend_from_slice(args);
     let started = std::time::Instant::now();
