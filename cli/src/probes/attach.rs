@@ -1,16 +1,16 @@
 //! Attaching a probe point: each of its hooks on the cheapest tier that takes it (fentry, kprobe,
 //! tracepoint), with what the running kernel offers learnt on the way, and the scheduler's switch.
 
+use super::fentry_jobs::{self, FunctionJob};
 use super::hook_error::HookError;
-use super::kallsyms::KernelFunctions;
+use super::kallsyms::KallsymsFacts;
 use super::load::program;
 use super::status::{HookOutcome, PointStatus, Refusal};
-use super::table::{symbols_asked_about, FunctionHook, Point, Programs, Tier, TracepointHook};
-use super::timing::timed;
+use super::table::{FunctionHook, Point, Programs, Tier, TracepointHook};
+use super::vendors::MachineVendors;
 use super::verifier_log::describe;
-use super::verify_ahead::{verify_ahead, Bound};
 use super::LOADER_LOG;
-use aya::programs::{BtfTracePoint, FEntry, FExit, KProbe, ProgramError};
+use aya::programs::{BtfTracePoint, KProbe, ProgramError};
 use aya::{Btf, Ebpf};
 use std::collections::HashMap;
 use std::time::Instant;
@@ -29,6 +29,15 @@ pub(super) fn attach_point(
     let mut fentry_refused = Vec::new();
     let mut kprobe_refused = Vec::new();
     for function in point.functions {
+        if let Some(vendors) = kernel.vendor_elsewhere(function) {
+            log::debug!(
+                target: LOADER_LOG,
+                "{}: {} left out here: {vendors}",
+                point.name,
+                function.symbol
+            );
+            continue;
+        }
         if !kernel.is_era_of(function) {
             log::debug!(
                 target: LOADER_LOG,
@@ -43,7 +52,7 @@ pub(super) fn attach_point(
             kprobe_refused.push(absent);
             continue;
         }
-        let fentry = kernel.attach_fentry(ebpf, btf, function);
+        let fentry = kernel.fentry_outcome(function);
         if fentry.is_attached() {
             log::debug!(target: LOADER_LOG, "{}: {} attached on fentry", point.name, function.symbol);
             hooks.push(fentry.at(Tier::Fentry));
@@ -134,76 +143,83 @@ pub(super) fn attach_point(
     }
 }
 
-/// What the running kernel offers, learnt while attaching: which functions exist, and whether an
-/// fexit program can read a return value (bpf_get_func_ret, 5.17+), found out by the first fexit
-/// the verifier refuses for it, so that no later one is tried.
+/// What the running kernel offers: which functions exist, which IOMMU drivers run, and how each
+/// function's fentry and fexit programs fared ([`super::fentry_jobs`]).
 pub(super) struct KernelSupport {
-    functions: Option<KernelFunctions>,
-    fexit_reads_no_return: bool,
-    /// Programs verified ahead ([`super::verify_ahead`]) that the kernel refused, by name.
-    refused_ahead: HashMap<&'static str, HookError>,
+    functions: Option<KallsymsFacts>,
+    iommu_vendors: MachineVendors,
+    /// Each function's fentry/fexit outcome, attached ahead of the points' walk, by symbol.
+    fentry_outcomes: HashMap<&'static str, Result<(), HookError>>,
 }
 
 impl KernelSupport {
-    /// From the text of /proc/kallsyms, if it could be read.
-    pub(super) fn probe(kallsyms: Option<&str>) -> KernelSupport {
+    /// From what /proc/kallsyms told, if it could be read, and the machine's IOMMU units.
+    pub(super) fn probe(
+        kallsyms: Option<KallsymsFacts>,
+        iommu_vendors: MachineVendors,
+    ) -> KernelSupport {
         KernelSupport {
-            functions: kallsyms.map(|text| KernelFunctions::parse(text, &symbols_asked_about())),
-            fexit_reads_no_return: false,
-            refused_ahead: HashMap::new(),
+            functions: kallsyms,
+            iommu_vendors,
+            fentry_outcomes: HashMap::new(),
         }
     }
 
-    /// The fentry and fexit programs `points` will try on this kernel: each hook of its era
-    /// that the kernel has.
-    pub(super) fn fentry_programs<'p>(
+    /// The functions `points` will try on fentry here, with their programs: each hook of its
+    /// era and of this machine's IOMMU vendors that the kernel has.
+    pub(super) fn fentry_jobs<'p>(
         &self,
         points: impl IntoIterator<Item = &'p Point>,
-    ) -> Vec<Bound> {
+    ) -> Vec<FunctionJob> {
         points
             .into_iter()
             .flat_map(|point| point.functions)
-            .filter(|hook| self.is_era_of(hook) && self.absence(hook.symbol).is_none())
-            .flat_map(|hook| {
-                let programs = hook.fentry.iter();
-                programs
-                    .flat_map(|p| p.entry.into_iter().chain([p.exit]))
-                    .map(|program| Bound {
-                        program,
-                        function: hook.symbol,
-                    })
+            .filter(|hook| {
+                self.vendor_elsewhere(hook).is_none()
+                    && self.is_era_of(hook)
+                    && self.absence(hook.symbol).is_none()
+            })
+            .filter_map(|hook| {
+                hook.fentry.map(|programs| FunctionJob {
+                    function: hook.symbol,
+                    exit: programs.exit,
+                    entry: programs.entry,
+                })
             })
             .collect()
     }
 
-    /// Verifies `points`' fentry and fexit programs on `threads` threads before attaching
-    /// ([`super::verify_ahead`]); with one thread, each is verified as its hook is attached.
-    pub(super) fn verify_ahead<'p>(
+    /// Verifies and attaches `points`' fentry and fexit programs on `threads` threads
+    /// ([`super::fentry_jobs`]), before the points are walked in order.
+    pub(super) fn attach_fentry_ahead<'p>(
         &mut self,
         ebpf: &mut Ebpf,
         btf: &Btf,
         points: impl IntoIterator<Item = &'p Point>,
         threads: usize,
     ) {
-        if threads <= 1 {
-            return;
-        }
-        let wanted = self.fentry_programs(points);
+        let jobs = self.fentry_jobs(points);
         let started = Instant::now();
-        self.refused_ahead = verify_ahead(ebpf, btf, &wanted, threads);
+        self.fentry_outcomes = fentry_jobs::attach_all(ebpf, btf, &jobs, threads);
         log::debug!(
             target: LOADER_LOG,
-            "{} fentry and fexit programs verified on {threads} threads in {} ms ({} refused)",
-            wanted.len(),
+            "{} functions' fentry and fexit programs verified and attached on {threads} threads in {} ms ({} refused)",
+            jobs.len(),
             started.elapsed().as_millis(),
-            self.refused_ahead.len()
+            self.fentry_outcomes.values().filter(|o| o.is_err()).count()
         );
+    }
+
+    /// Why `hook` is left out on this machine, when it is another IOMMU vendor's driver's.
+    fn vendor_elsewhere(&self, hook: &FunctionHook) -> Option<String> {
+        let vendor = hook.vendor?;
+        self.iommu_vendors.lacks(vendor)
     }
 
     /// Whether the hook belongs on this kernel (see [`FunctionHook::only_with`] and
     /// [`FunctionHook::unless`]). Without kallsyms, era hooks are left out and wrappers kept.
     fn is_era_of(&self, hook: &FunctionHook) -> bool {
-        let has = |name: &str| self.functions.as_ref().map(|f| f.contains(name));
+        let has = |name: &str| self.functions.as_ref().map(|f| f.has_function(name));
         let era = hook
             .only_with
             .is_none_or(|marker| has(marker) == Some(true));
@@ -219,7 +235,7 @@ impl KernelSupport {
         point
             .caveats
             .iter()
-            .filter(|c| functions.contains(c.era_marker))
+            .filter(|c| functions.has_function(c.era_marker))
             .filter(|c| c.on_tier.is_none_or(|only| only == tier))
             .map(|c| c.says)
             .collect()
@@ -228,7 +244,7 @@ impl KernelSupport {
     /// The outcome of a function this kernel does not have, said plainly, without trying it.
     fn absence(&self, symbol: &str) -> Option<HookOutcome> {
         let functions = self.functions.as_ref()?;
-        (!functions.contains(symbol)).then(|| {
+        (!functions.has_function(symbol)).then(|| {
             HookOutcome::new(
                 symbol,
                 Err(HookError::Absent(
@@ -239,75 +255,19 @@ impl KernelSupport {
         })
     }
 
-    fn attach_fentry(&mut self, ebpf: &mut Ebpf, btf: &Btf, hook: &FunctionHook) -> HookOutcome {
-        let Some(programs) = hook.fentry else {
-            return HookOutcome::new(hook.symbol, Err(HookError::NoFentryProgram(hook.symbol)));
+    /// How `hook` fared on fentry ([`KernelSupport::attach_fentry_ahead`]).
+    fn fentry_outcome(&mut self, hook: &FunctionHook) -> HookOutcome {
+        let result = match hook.fentry {
+            None => Err(HookError::NoFentryProgram(hook.symbol)),
+            Some(_) => self.fentry_outcomes.remove(hook.symbol).unwrap_or_else(|| {
+                Err(HookError::Object(format!(
+                    "{}: not among the functions attached ahead (a loader bug)",
+                    hook.symbol
+                )))
+            }),
         };
-        if self.fexit_reads_no_return {
-            return HookOutcome::new(hook.symbol, Err(HookError::NoFuncRet));
-        }
-        let refused_ahead = [Some(programs.exit), programs.entry]
-            .into_iter()
-            .flatten()
-            .find_map(|program| self.refused_ahead.get(program).cloned());
-        let result = match refused_ahead {
-            Some(error) => Err(error),
-            None => attach_fentry(ebpf, btf, hook.symbol, programs),
-        };
-        self.fexit_reads_no_return = result == Err(HookError::NoFuncRet);
         HookOutcome::new(hook.symbol, result)
     }
-}
-
-/// How many instructions the verifier walked for a program (5.16+; -vv): verification time
-/// follows it, and unlike the time it does not vary with the machine's load. Asks the kernel
-/// only when the line would be logged.
-pub(super) fn log_verified_size<E>(
-    program: &str,
-    info: impl FnOnce() -> Result<aya::programs::ProgramInfo, E>,
-) {
-    if !log::log_enabled!(target: LOADER_LOG, log::Level::Debug) {
-        return;
-    }
-    if let Some(count) = info().ok().and_then(|i| i.verified_instruction_count()) {
-        log::debug!(target: LOADER_LOG, "{program}: the verifier walked {count} instructions");
-    }
-}
-
-fn attach_fentry(
-    ebpf: &mut Ebpf,
-    btf: &Btf,
-    symbol: &str,
-    programs: Programs,
-) -> Result<(), HookError> {
-    // The exit is attached first: an exit without its entry is harmless, the reverse leaves
-    // frames that are never popped.
-    let exit = programs.exit;
-    let fexit: &mut FExit = program(ebpf, exit).map_err(HookError::Object)?;
-    if fexit.fd().is_err() {
-        timed(exit, "verified", || fexit.load(symbol, btf))?;
-    }
-    log_verified_size(exit, || fexit.info());
-    let exit_link = timed(exit, "attached", || fexit.attach())?;
-    let Some(entry) = programs.entry else {
-        return Ok(());
-    };
-    let fentry: &mut FEntry = program(ebpf, entry).map_err(HookError::Object)?;
-    let loaded = if fentry.fd().is_ok() {
-        Ok(())
-    } else {
-        timed(entry, "verified", || fentry.load(symbol, btf))
-    };
-    let entry_result = loaded.and_then(|()| {
-        log_verified_size(entry, || fentry.info());
-        timed(entry, "attached", || fentry.attach()).map(|_| ())
-    });
-    if let Err(e) = entry_result {
-        let fexit: &mut FExit = program(ebpf, exit).map_err(HookError::Object)?;
-        let _ = fexit.detach(exit_link);
-        return Err(e.into());
-    }
-    Ok(())
 }
 
 fn attach_kprobe(ebpf: &mut Ebpf, hook: &FunctionHook) -> HookOutcome {

@@ -26,9 +26,7 @@ const RUNS: usize = 200;
 /// A fingerprint of the calibration programs (FNV-1a over their object): a kept calibration
 /// ([`super::dispatch_cache`]) is one these programs made.
 pub fn object_fingerprint() -> u64 {
-    OBJECT.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
-    })
+    super::boot_cache::fingerprint(OBJECT)
 }
 
 /// The kernel's dispatch around probe programs, in ns.

@@ -6,6 +6,7 @@
 //! calibration programs (a fingerprint of their object) and the same state of the kernel's BPF
 //! statistics, which add to the dispatch. Delete the directory to calibrate again.
 
+use super::boot_cache;
 use super::dispatch::Dispatch;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -30,9 +31,8 @@ struct Entry {
 impl Conditions {
     /// This boot's, for the calibration object this binary carries; `None` without a boot id.
     pub fn now(bpf_stats: bool) -> Option<Conditions> {
-        let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
         Some(Conditions {
-            boot_id: boot_id.trim().to_string(),
+            boot_id: boot_cache::boot_id()?,
             object: format!("{:016x}", super::dispatch::object_fingerprint()),
             bpf_stats,
         })
@@ -64,7 +64,7 @@ pub fn kept_or_calibrated(
             gap_ns: dispatch.gap_ns,
             nested_ns,
         };
-        if let Err(e) = write_entry(dir, &path, &entry) {
+        if let Err(e) = boot_cache::write(dir, &path, &entry) {
             log::debug!(
                 "the dispatch calibration not kept in {}: {e}",
                 path.display()
@@ -80,23 +80,10 @@ fn entry_path(dir: &Path, bpf_stats: bool) -> PathBuf {
 }
 
 fn read_entry(path: &Path, conditions: &Conditions) -> Option<Dispatch> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let entry: Entry = serde_json::from_str(&text)
-        .inspect_err(|e| log::debug!("{}: {e}: calibrating again", path.display()))
-        .ok()?;
+    let entry: Entry = boot_cache::read(path)?;
     (entry.conditions == *conditions).then_some(Dispatch {
         gap_ns: entry.gap_ns,
         nested_ns: Ok(entry.nested_ns),
-    })
-}
-
-/// Written whole or not at all: to a file of this process's, renamed over the entry.
-fn write_entry(dir: &Path, path: &Path, entry: &Entry) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let partial = dir.join(format!(".dispatch.{}", std::process::id()));
-    std::fs::write(&partial, serde_json::to_vec(entry)?)?;
-    std::fs::rename(&partial, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&partial);
     })
 }
 

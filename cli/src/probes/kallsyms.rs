@@ -1,6 +1,7 @@
 //! Kernel addresses to function names, from /proc/kallsyms (root sees real addresses).
 
-use std::collections::HashSet;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
 
 /// One line of /proc/kallsyms: `ADDRESS KIND NAME` and, for a module's symbol, `\t[MODULE]`.
@@ -37,25 +38,67 @@ fn symbols(text: &str) -> impl Iterator<Item = Symbol<'_>> {
     })
 }
 
-/// The names of the functions this kernel has (built-in and loaded modules), whatever
-/// kptr_restrict hides of their addresses: what can be hooked by name.
-pub struct KernelFunctions {
-    names: HashSet<String>,
+/// What the probes learn from one walk of /proc/kallsyms (some 170,000 lines: under emulation
+/// each walk costs a CPU most of a second, and reading the file as much again).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KallsymsFacts {
+    /// Which of the functions asked about this kernel has (built-in and loaded modules),
+    /// whatever kptr_restrict hides of their addresses: what can be hooked by name.
+    pub functions: BTreeSet<String>,
+    pub preempt: Option<PreemptCount>,
+    /// KASAN is built into the kernel (its `kasan_report`), which doubles a kernel stack.
+    pub kasan: bool,
 }
 
-impl KernelFunctions {
-    /// Which of `wanted` this kernel has. Only those are kept: a kernel has some 200,000
+impl KallsymsFacts {
+    /// One walk of `text`, keeping of the functions only `wanted`: a kernel has some 200,000
     /// symbols, and the probe table asks about a few dozen.
-    pub fn parse(text: &str, wanted: &HashSet<&str>) -> KernelFunctions {
-        let names = symbols(text)
-            .filter(|symbol| symbol.is_code() && wanted.contains(symbol.name))
-            .map(|symbol| symbol.name.to_string())
-            .collect();
-        KernelFunctions { names }
+    pub fn scan(text: &str, wanted: &HashSet<&str>) -> KallsymsFacts {
+        let mut functions = BTreeSet::new();
+        let (mut offsets, mut direct, mut hot, mut kasan) = (None, None, None, false);
+        for symbol in symbols(text) {
+            if symbol.is_code() && wanted.contains(symbol.name) {
+                functions.insert(symbol.name.to_string());
+            }
+            if symbol.in_module {
+                continue;
+            }
+            let slot = match symbol.name {
+                "__per_cpu_offset" => &mut offsets,
+                "__preempt_count" => &mut direct,
+                "pcpu_hot" => &mut hot,
+                "kasan_report" => {
+                    kasan = true;
+                    continue;
+                }
+                _ => continue,
+            };
+            *slot = u64::from_str_radix(symbol.address, 16).ok();
+        }
+        KallsymsFacts {
+            functions,
+            preempt: PreemptCount::from_addresses(offsets, direct, hot),
+            kasan,
+        }
     }
 
-    pub fn contains(&self, name: &str) -> bool {
-        self.names.contains(name)
+    pub fn has_function(&self, name: &str) -> bool {
+        self.functions.contains(name)
+    }
+
+    /// A kernel stack's size (THREAD_SIZE; x86-64's interrupt stacks are as large): 16 KiB,
+    /// twice that with KASAN, and on arm64 at least a page (64 KiB-page kernels). The tracker
+    /// takes two calls further apart than this to lie on different stacks. 16 KiB where
+    /// /proc/kallsyms could not be read (`facts` None).
+    pub fn kernel_stack_size(facts: Option<&KallsymsFacts>, page_size: u64) -> u64 {
+        const WITHOUT_KASAN: u64 = 16 * 1024;
+        let kasan = facts.is_some_and(|f| f.kasan);
+        let size = WITHOUT_KASAN << u32::from(kasan);
+        if cfg!(target_arch = "aarch64") {
+            size.max(page_size)
+        } else {
+            size
+        }
     }
 }
 
@@ -94,28 +137,12 @@ impl Kallsyms {
     }
 }
 
-/// A kernel stack's size (THREAD_SIZE; x86-64's interrupt stacks are as large): 16 KiB, twice
-/// that with KASAN (its symbols are in the kernel's), and on arm64 at least a page (64 KiB-page
-/// kernels). The tracker takes two calls further apart than this to lie on different stacks.
-pub fn kernel_stack_size(kallsyms: Option<&str>, page_size: u64) -> u64 {
-    const WITHOUT_KASAN: u64 = 16 * 1024;
-    let kasan = kallsyms.is_some_and(|text| {
-        symbols(text).any(|symbol| !symbol.in_module && symbol.name == "kasan_report")
-    });
-    let size = WITHOUT_KASAN << u32::from(kasan);
-    if cfg!(target_arch = "aarch64") {
-        size.max(page_size)
-    } else {
-        size
-    }
-}
-
 /// Where each CPU's preempt count lives, which says whether a CPU runs an interrupt: an
 /// interrupt that arrives in user mode runs on the interrupted task's kernel stack, where only
 /// the count tells it from the task's own work. Per-CPU symbols: `__preempt_count` (up to 6.1 and
 /// from 6.15) or `pcpu_hot` (6.2 to 6.14, which holds it as a field), at an address that
 /// `__per_cpu_offset[cpu]` is added to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PreemptCount {
     /// The address of `__per_cpu_offset[]`.
     pub per_cpu_offsets: u64,
@@ -126,19 +153,13 @@ pub struct PreemptCount {
 }
 
 impl PreemptCount {
-    /// From the text of /proc/kallsyms; None when kptr_restrict hides the addresses or a symbol
-    /// is missing.
-    pub fn parse(text: &str) -> Option<PreemptCount> {
-        let (mut offsets, mut direct, mut hot) = (None, None, None);
-        for symbol in symbols(text).filter(|symbol| !symbol.in_module) {
-            let slot = match symbol.name {
-                "__per_cpu_offset" => &mut offsets,
-                "__preempt_count" => &mut direct,
-                "pcpu_hot" => &mut hot,
-                _ => continue,
-            };
-            *slot = u64::from_str_radix(symbol.address, 16).ok();
-        }
+    /// From the addresses of `__per_cpu_offset`, `__preempt_count` and `pcpu_hot` in
+    /// /proc/kallsyms; None when kptr_restrict hides them or a symbol is missing.
+    fn from_addresses(
+        offsets: Option<u64>,
+        direct: Option<u64>,
+        hot: Option<u64>,
+    ) -> Option<PreemptCount> {
         let per_cpu_offsets = offsets.filter(|&a| a != 0)?;
         let (symbol, in_pcpu_hot) = match (direct, hot) {
             (Some(symbol), _) => (symbol, false),
@@ -158,12 +179,16 @@ impl PreemptCount {
 mod tests {
     use super::*;
 
+    fn preempt_count_of(text: &str) -> Option<PreemptCount> {
+        KallsymsFacts::scan(text, &HashSet::new()).preempt
+    }
+
     #[test]
     fn the_preempt_count_is_found_in_each_era() {
         let v5_10 = "0000000000019580 A this_cpu_off\n000000000001fb80 A __preempt_count\n\
                      ffffffff82185940 D __per_cpu_offset\n";
         assert_eq!(
-            PreemptCount::parse(v5_10),
+            preempt_count_of(v5_10),
             Some(PreemptCount {
                 per_cpu_offsets: 0xffffffff82185940,
                 symbol: 0x1fb80,
@@ -172,17 +197,17 @@ mod tests {
         );
         let v6_12 = "00000000000351c0 A pcpu_hot\nffffffff825e4e20 D __per_cpu_offset\n";
         assert_eq!(
-            PreemptCount::parse(v6_12).map(|p| (p.symbol, p.in_pcpu_hot)),
+            preempt_count_of(v6_12).map(|p| (p.symbol, p.in_pcpu_hot)),
             Some((0x351c0, true))
         );
         let v7_3 = "ffffffff829db0e0 D __per_cpu_offset\nffffffff83f4d028 D __preempt_count\n";
         assert_eq!(
-            PreemptCount::parse(v7_3).map(|p| p.symbol),
+            preempt_count_of(v7_3).map(|p| p.symbol),
             Some(0xffffffff83f4d028)
         );
         let hidden = "0000000000000000 D __per_cpu_offset\n0000000000000000 D __preempt_count\n";
-        assert_eq!(PreemptCount::parse(hidden), None);
-        assert_eq!(PreemptCount::parse("ffffffff81000000 T _stext\n"), None);
+        assert_eq!(preempt_count_of(hidden), None);
+        assert_eq!(preempt_count_of("ffffffff81000000 T _stext\n"), None);
     }
 
     const SAMPLE: &str = "\
@@ -202,11 +227,11 @@ ffffffffc0001000 t e1000_xmit_frame\t[e1000e]
             "some_data",
             "dma_map_phys",
         ]);
-        let functions = KernelFunctions::parse(&hidden, &wanted);
-        assert!(functions.contains("dma_map_page_attrs"));
-        assert!(functions.contains("e1000_xmit_frame"));
-        assert!(!functions.contains("some_data"));
-        assert!(!functions.contains("dma_map_phys"));
+        let facts = KallsymsFacts::scan(&hidden, &wanted);
+        assert!(facts.has_function("dma_map_page_attrs"));
+        assert!(facts.has_function("e1000_xmit_frame"));
+        assert!(!facts.has_function("some_data"));
+        assert!(!facts.has_function("dma_map_phys"));
     }
 
     #[test]
@@ -231,9 +256,13 @@ ffffffffc0001000 t e1000_xmit_frame\t[e1000e]
         let plain = "ffffffff81000000 T _stext\nffffffff81000100 T do_one_initcall\n";
         let kasan = "ffffffff81000000 T _stext\nffffffff81200000 T kasan_report\n";
         let in_a_module = "ffffffffc0000000 t kasan_report\t[test_kasan]\n";
-        assert_eq!(kernel_stack_size(Some(plain), 4096), 16 * 1024);
-        assert_eq!(kernel_stack_size(Some(kasan), 4096), 32 * 1024);
-        assert_eq!(kernel_stack_size(Some(in_a_module), 4096), 16 * 1024);
-        assert_eq!(kernel_stack_size(None, 4096), 16 * 1024);
+        let stack = |text: &str| {
+            let facts = KallsymsFacts::scan(text, &HashSet::new());
+            KallsymsFacts::kernel_stack_size(Some(&facts), 4096)
+        };
+        assert_eq!(stack(plain), 16 * 1024);
+        assert_eq!(stack(kasan), 32 * 1024);
+        assert_eq!(stack(in_a_module), 16 * 1024);
+        assert_eq!(KallsymsFacts::kernel_stack_size(None, 4096), 16 * 1024);
     }
 }

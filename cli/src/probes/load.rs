@@ -111,13 +111,18 @@ pub fn load_btf(settings: &ProbeSettings) -> Result<Btf, LoadError> {
 }
 
 /// Relocates the object against the kernel's BTF with every knob set and creates its maps, sized
-/// as the settings say.
-pub fn load_probes(btf: &Btf, settings: &ProbeSettings, knobs: &Knobs) -> Result<Ebpf, LoadError> {
+/// as the settings say, with `loader` (a fresh one, made ahead: making it parses a BTF).
+pub fn load_probes<'a>(
+    loader: EbpfLoader<'a>,
+    btf: &'a Btf,
+    settings: &'a ProbeSettings,
+    knobs: &'a Knobs,
+) -> Result<Ebpf, LoadError> {
     let per_cpu_offsets: u64 = knobs.preempt.map_or(0, |p| p.per_cpu_offsets);
     let preempt_count_at: u64 = knobs.preempt.map_or(0, |p| p.symbol);
     let in_pcpu_hot = u32::from(knobs.preempt.is_some_and(|p| p.in_pcpu_hot));
     let virtual_netdevs = u32::from(settings.virtual_netdevs);
-    new_loader(btf, &knobs.return_slots)
+    with_target(loader, btf, &knobs.return_slots)
         .override_global("iommutop_virtual_netdevs", &virtual_netdevs, true)
         .override_global(
             "iommutop_stack_interval_ns",
@@ -159,7 +164,7 @@ pub fn load_for_verification(btf: &Btf, settings: &ProbeSettings) -> Result<Ebpf
         1u32,
     );
     let return_slots = fexit_return_slots(&settings.kernel_btf);
-    new_loader(btf, &return_slots)
+    with_target(EbpfLoader::new(), btf, &return_slots)
         .override_global("iommutop_virtual_netdevs", &every_netdev, true)
         .override_global("iommutop_stack_interval_ns", &stack_interval, true)
         .override_global("iommutop_filter_tgid", &any_pid, true)
@@ -171,9 +176,12 @@ pub fn load_for_verification(btf: &Btf, settings: &ProbeSettings) -> Result<Ebpf
         .map_err(|e| LoadError::Object(describe(&e)))
 }
 
-/// A loader against `btf` with each fexit program told where its return value is.
-fn new_loader<'a>(btf: &'a Btf, return_slots: &'a [(String, u32)]) -> EbpfLoader<'a> {
-    let mut loader = EbpfLoader::new();
+/// `loader` against `btf`, with each fexit program told where its return value is.
+fn with_target<'a>(
+    mut loader: EbpfLoader<'a>,
+    btf: &'a Btf,
+    return_slots: &'a [(String, u32)],
+) -> EbpfLoader<'a> {
     for (knob, slot) in return_slots {
         loader.override_global(knob, slot, true);
     }

@@ -4,20 +4,22 @@
 
 use super::attach::{attach_point, attach_waiting, KernelSupport};
 use super::detach::EarlierDetaches;
-use super::kallsyms::{kernel_stack_size, PreemptCount};
+use super::kallsyms::{KallsymsFacts, PreemptCount};
 use super::load::{fexit_return_slots, load_btf, load_probes, Knobs, LoadError, TaskStacks};
 use super::maps::{ProbeMaps, SampleError};
 use super::selection::PointSelection;
 use super::settings::ProbeSettings;
 use super::status::PointStatus;
-use super::table::{Tier, POINTS};
+use super::table::{symbols_asked_about, Tier, POINTS};
 use super::timing::timed;
-use super::{detach, dispatch, dispatch_cache, verify_ahead};
-use aya::{Btf, Ebpf};
+use super::vendors::MachineVendors;
+use super::{detach, dispatch, dispatch_cache, fentry_jobs, kallsyms_cache};
+use aya::{Btf, Ebpf, EbpfLoader};
 use iommutop_model::report::StackSample;
 use iommutop_model::sample::RawSample;
 use iommutop_model::TaskFilter;
 use std::os::fd::OwnedFd;
+use std::path::Path;
 
 /// How long an attach waits for earlier runs' probes to detach (seconds under emulation).
 const EARLIER_DETACHES_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -64,9 +66,12 @@ impl Probes {
         }
         // What /proc/kallsyms and the BTF's function prototypes tell, read beside the BTF's
         // parse: each costs a CPU most of a second under emulation.
-        let (btf, symbols, return_slots) = std::thread::scope(|scope| {
+        // aya's loader parses the kernel's BTF as it is made (its default, replaced by ours
+        // before use): made here, beside the rest, that parse is off the way to the first number.
+        let (btf, symbols, return_slots, loader) = std::thread::scope(|scope| {
             let symbols = scope.spawn(KernelSymbols::read);
             let return_slots = scope.spawn(|| fexit_return_slots(&settings.kernel_btf));
+            let loader = scope.spawn(EbpfLoader::new);
             log::debug!("reading the kernel's BTF");
             let btf = load_btf(settings);
             let symbols = symbols
@@ -75,7 +80,10 @@ impl Probes {
             let return_slots = return_slots
                 .join()
                 .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            (btf, symbols, return_slots)
+            let loader = loader
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            (btf, symbols, return_slots, loader)
         });
         let btf = btf?;
         // Statistics first: they add to the dispatch being calibrated, as to every probe's.
@@ -105,14 +113,14 @@ impl Probes {
             kernel_stack_size: symbols.kernel_stack_size,
             return_slots,
         };
-        let mut ebpf = load_probes(&btf, settings, &knobs)?;
+        let mut ebpf = load_probes(loader, &btf, settings, &knobs)?;
         let maps = ProbeMaps::take(&mut ebpf)?;
         let mut kernel = symbols.support;
-        kernel.verify_ahead(
+        kernel.attach_fentry_ahead(
             &mut ebpf,
             &btf,
             POINTS.iter().filter(|point| selection.includes(point)),
-            verify_ahead::threads(),
+            fentry_jobs::threads(),
         );
         log::debug!("attaching");
         let statuses: Vec<PointStatus> = POINTS
@@ -334,16 +342,22 @@ struct KernelSymbols {
 }
 
 impl KernelSymbols {
-    /// Read and parsed once: under emulation each read and parse of the kernel's symbols costs
-    /// seconds.
+    /// Read once a boot and module set ([`super::kallsyms_cache`]): under emulation each read
+    /// and walk of the kernel's symbols costs seconds.
     fn read() -> KernelSymbols {
-        let kallsyms = read_kallsyms();
-        let preempt = kallsyms.as_deref().and_then(PreemptCount::parse);
+        let asked = symbols_asked_about();
+        let conditions = kallsyms_cache::Conditions::now(&asked.iter().copied().collect());
+        let facts =
+            kallsyms_cache::kept_or_scanned(Path::new(super::RUN_DIR), conditions.as_ref(), || {
+                let text = read_kallsyms()?;
+                Some(KallsymsFacts::scan(&text, &asked))
+            });
+        let preempt = facts.as_ref().and_then(|f| f.preempt);
         log::debug!("preempt count: {preempt:?}");
-        let kernel_stack_size = kernel_stack_size(kallsyms.as_deref(), page_size());
+        let kernel_stack_size = KallsymsFacts::kernel_stack_size(facts.as_ref(), page_size());
         log::debug!("kernel stack size: {kernel_stack_size} bytes");
         KernelSymbols {
-            support: KernelSupport::probe(kallsyms.as_deref()),
+            support: KernelSupport::probe(facts, MachineVendors::of_machine(Path::new("/"))),
             preempt,
             kernel_stack_size,
         }

@@ -3,13 +3,16 @@
 mod abi;
 mod arity;
 mod attach;
+mod boot_cache;
 mod capacity;
 mod convert;
 mod detach;
 mod dispatch;
 mod dispatch_cache;
+mod fentry_jobs;
 mod hook_error;
 mod kallsyms;
+mod kallsyms_cache;
 mod load;
 pub mod loader;
 mod maps;
@@ -22,9 +25,9 @@ pub mod table;
 mod timing;
 #[cfg(test)]
 mod tracker_test;
+mod vendors;
 mod verifier_log;
 mod verify;
-mod verify_ahead;
 
 use crate::exit::Failure;
 pub use load::LoadError;

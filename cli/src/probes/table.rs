@@ -2,6 +2,7 @@
 //! it on the kernels we know, with the BPF programs that hook them. Data, not `if`s: when a
 //! kernel renames a function, add a row here with the range of kernels it holds for.
 
+use iommutop_model::facts::IommuVendor;
 use iommutop_model::sample::Op;
 
 /// How a hook is attached, cheapest first: the report's tier.
@@ -53,6 +54,10 @@ pub struct FunctionHook {
     /// it (6.18's `dma_map_page_attrs` calls `dma_map_phys` for every map), so hooking the inner
     /// one alone counts every call at half the cost.
     pub unless: Option<&'static str>,
+    /// The IOMMU driver the function belongs to; `None` for the DMA API and the IOMMU core,
+    /// which every vendor's devices go through. Left out on machines whose IOMMUs are all of
+    /// other vendors: never called there, each would only cost two programs to verify and attach.
+    pub vendor: Option<IommuVendor>,
 }
 
 impl FunctionHook {
@@ -60,6 +65,14 @@ impl FunctionHook {
     const fn unless(self, inner: &'static str) -> FunctionHook {
         FunctionHook {
             unless: Some(inner),
+            ..self
+        }
+    }
+
+    /// The same hook, a function of `vendor`'s driver (see [`FunctionHook::vendor`]).
+    const fn of(self, vendor: IommuVendor) -> FunctionHook {
+        FunctionHook {
+            vendor: Some(vendor),
             ..self
         }
     }
@@ -117,6 +130,7 @@ const fn function(
         kprobe: Programs::pair(kprobe),
         only_with: None,
         unless: None,
+        vendor: None,
     }
 }
 
@@ -134,6 +148,7 @@ const fn exit_function(
         kprobe: Programs::exit_only(kretprobe),
         only_with: None,
         unless: None,
+        vendor: None,
     }
 }
 
@@ -153,6 +168,7 @@ const fn era_function(
         kprobe: Programs::pair(kprobe),
         only_with: Some(era_marker),
         unless: None,
+        vendor: None,
     }
 }
 
@@ -325,7 +341,8 @@ pub const POINTS: &[Point] = &[
                     "iommu__intel_domain_mapping__kprobe",
                     "iommu__map__kretprobe",
                 ),
-            ),
+            )
+            .of(IommuVendor::Intel),
         ],
         tracepoints: &[tracepoint("iommu", "map", "all", "iommu__map__tp")],
         caveats: &[],
@@ -359,7 +376,8 @@ pub const POINTS: &[Point] = &[
                     "iommu__intel_domain_unmap__kprobe",
                     "iommu__intel_domain_unmap__kretprobe",
                 ),
-            ),
+            )
+            .of(IommuVendor::Intel),
         ],
         tracepoints: &[tracepoint("iommu", "unmap", "all", "iommu__unmap__tp")],
         caveats: &[],
@@ -422,13 +440,15 @@ pub const POINTS: &[Point] = &[
                     "iotlb__intel_sync_map__fexit",
                 ),
                 ("iotlb__sync_map__kprobe", "iotlb__sync_map__kretprobe"),
-            ),
+            )
+            .of(IommuVendor::Intel),
             function(
                 "amd_iommu_iotlb_sync_map",
                 "AMD-Vi",
                 ("iotlb__amd_sync_map__fentry", "iotlb__amd_sync_map__fexit"),
                 ("iotlb__sync_map__kprobe", "iotlb__sync_map__kretprobe"),
-            ),
+            )
+            .of(IommuVendor::Amd),
             function(
                 "viommu_iotlb_sync_map",
                 "virtio-iommu (a module: kprobe only)",
@@ -437,7 +457,8 @@ pub const POINTS: &[Point] = &[
                     "iotlb__virtio_sync_map__fexit",
                 ),
                 ("iotlb__sync_map__kprobe", "iotlb__sync_map__kretprobe"),
-            ),
+            )
+            .of(IommuVendor::Virtio),
         ],
         tracepoints: &[],
         caveats: &[EraCaveat {
@@ -457,7 +478,8 @@ pub const POINTS: &[Point] = &[
                 "all (VT-d)",
                 ("iotlb__qi_submit__fentry", "iotlb__qi_submit__fexit"),
                 ("iotlb__qi_submit__kprobe", "iotlb__qi_submit__kretprobe"),
-            ),
+            )
+            .of(IommuVendor::Intel),
             function(
                 "amd_iommu_domain_flush_pages",
                 "6.7+ (AMD-Vi)",
@@ -466,7 +488,8 @@ pub const POINTS: &[Point] = &[
                     "iotlb__flush_pages__kprobe",
                     "iotlb__flush_pages__kretprobe",
                 ),
-            ),
+            )
+            .of(IommuVendor::Amd),
             function(
                 "amd_iommu_iotlb_sync",
                 "all (AMD-Vi)",
@@ -478,7 +501,8 @@ pub const POINTS: &[Point] = &[
                     "iotlb__gather_sync__kprobe",
                     "iotlb__flush_pages__kretprobe",
                 ),
-            ),
+            )
+            .of(IommuVendor::Amd),
             function(
                 "viommu_iotlb_sync",
                 "virtio-iommu (a module: kprobe)",
@@ -490,7 +514,8 @@ pub const POINTS: &[Point] = &[
                     "iotlb__gather_sync__kprobe",
                     "iotlb__flush_pages__kretprobe",
                 ),
-            ),
+            )
+            .of(IommuVendor::Virtio),
             function(
                 "__arm_smmu_tlb_inv_range",
                 "6.1-6.12 (SMMUv3)",
@@ -499,7 +524,8 @@ pub const POINTS: &[Point] = &[
                     "iotlb__smmu_inv_range__fexit",
                 ),
                 ("iotlb__range_inv__kprobe", "iotlb__flush_pages__kretprobe"),
-            ),
+            )
+            .of(IommuVendor::SmmuV3),
             function(
                 "arm_smmu_domain_inv_range",
                 "7.3 (SMMUv3)",
@@ -508,7 +534,8 @@ pub const POINTS: &[Point] = &[
                     "iotlb__smmu_domain_inv__fexit",
                 ),
                 ("iotlb__range_inv__kprobe", "iotlb__flush_pages__kretprobe"),
-            ),
+            )
+            .of(IommuVendor::SmmuV3),
             function(
                 "__arm_smmu_domain_inv_range",
                 "7.3 (SMMUv3; inside arm_smmu_domain_inv_range, counted once with it)",
@@ -517,7 +544,8 @@ pub const POINTS: &[Point] = &[
                     "iotlb__smmu_domain_inv_invs__fexit",
                 ),
                 ("iotlb__range_inv__kprobe", "iotlb__flush_pages__kretprobe"),
-            ),
+            )
+            .of(IommuVendor::SmmuV3),
             function(
                 "intel_flush_iotlb_all",
                 "all (VT-d; whole domain)",
@@ -526,7 +554,8 @@ pub const POINTS: &[Point] = &[
                     "iotlb__intel_flush_all__fexit",
                 ),
                 ("iotlb__flush_all__kprobe", "iotlb__flush_pages__kretprobe"),
-            ),
+            )
+            .of(IommuVendor::Intel),
             function(
                 "amd_iommu_flush_iotlb_all",
                 "all (AMD-Vi; whole domain)",
@@ -535,7 +564,8 @@ pub const POINTS: &[Point] = &[
                     "iotlb__amd_flush_all__fexit",
                 ),
                 ("iotlb__flush_all__kprobe", "iotlb__flush_pages__kretprobe"),
-            ),
+            )
+            .of(IommuVendor::Amd),
             function(
                 "viommu_flush_iotlb_all",
                 "virtio-iommu (a module: kprobe; whole domain)",
@@ -544,7 +574,8 @@ pub const POINTS: &[Point] = &[
                     "iotlb__virtio_flush_all__fexit",
                 ),
                 ("iotlb__flush_all__kprobe", "iotlb__flush_pages__kretprobe"),
-            ),
+            )
+            .of(IommuVendor::Virtio),
             function(
                 "arm_smmu_tlb_inv_context",
                 "6.1+ (SMMUv3; whole context)",
@@ -553,7 +584,8 @@ pub const POINTS: &[Point] = &[
                     "iotlb__smmu_flush_all__fexit",
                 ),
                 ("iotlb__flush_all__kprobe", "iotlb__flush_pages__kretprobe"),
-            ),
+            )
+            .of(IommuVendor::SmmuV3),
         ],
         tracepoints: &[tracepoint(
             "intel_iommu",
@@ -712,71 +744,5 @@ pub fn symbols_asked_about() -> std::collections::HashSet<&'static str> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::HashSet;
-
-    #[test]
-    fn point_names_are_unique() {
-        let mut seen = HashSet::new();
-        for p in POINTS {
-            assert!(seen.insert(p.name), "duplicate point {}", p.name);
-        }
-    }
-
-    #[test]
-    fn every_point_has_a_hook() {
-        for p in POINTS {
-            assert!(
-                !p.functions.is_empty() || !p.tracepoints.is_empty(),
-                "{} has no hook",
-                p.name
-            );
-        }
-    }
-
-    /// fentry/fexit programs are bound to one function when loaded: sharing one would make the
-    /// second attach fail at run time.
-    #[test]
-    fn fentry_programs_are_not_shared() {
-        let mut seen = HashSet::new();
-        for p in POINTS {
-            for name in p
-                .functions
-                .iter()
-                .filter_map(|f| f.fentry)
-                .flat_map(|f| f.names())
-            {
-                assert!(seen.insert(name), "{name} shared");
-            }
-        }
-    }
-
-    #[test]
-    fn program_names_follow_family_hook_tier() {
-        for p in POINTS {
-            for f in p.functions {
-                let suffixed = |programs: Programs, entry: &'static str, exit: &'static str| {
-                    let entry = programs.entry.map(|name| (name, entry));
-                    entry.into_iter().chain([(programs.exit, exit)])
-                };
-                let fentry = f
-                    .fentry
-                    .into_iter()
-                    .flat_map(|p| suffixed(p, "__fentry", "__fexit"));
-                let kprobe = suffixed(f.kprobe, "__kprobe", "__kretprobe");
-                for (name, suffix) in fentry.chain(kprobe) {
-                    assert!(name.ends_with(suffix), "{name} should end with {suffix}");
-                    assert_eq!(
-                        name.matches("__").count(),
-                        2,
-                        "{name} is not family__hook__tier"
-                    );
-                }
-            }
-            for t in p.tracepoints {
-                assert!(t.program.ends_with("__tp"), "{}", t.program);
-            }
-        }
-    }
-}
+#[path = "table_tests.rs"]
+mod tests;

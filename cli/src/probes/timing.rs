@@ -1,4 +1,4 @@
-//! How long each loader step took (-vv): where attach time goes.
+//! How long each loader step took, and how much the verifier walked (-vv): where attach time goes.
 
 use super::LOADER_LOG;
 use std::time::Instant;
@@ -9,4 +9,19 @@ pub(super) fn timed<T>(program: &str, step: &str, run: impl FnOnce() -> T) -> T 
     let result = run();
     log::debug!(target: LOADER_LOG, "{program}: {step} in {} ms", start.elapsed().as_millis());
     result
+}
+
+/// How many instructions the verifier walked for a program (5.16+; -vv): verification time
+/// follows it, and unlike the time it does not vary with the machine's load. Asks the kernel
+/// only when the line would be logged.
+pub(super) fn log_verified_size<E>(
+    program: &str,
+    info: impl FnOnce() -> Result<aya::programs::ProgramInfo, E>,
+) {
+    if !log::log_enabled!(target: LOADER_LOG, log::Level::Debug) {
+        return;
+    }
+    if let Some(count) = info().ok().and_then(|i| i.verified_instruction_count()) {
+        log::debug!(target: LOADER_LOG, "{program}: the verifier walked {count} instructions");
+    }
 }

@@ -1,12 +1,13 @@
 //! `iommutop probes --verify`: every program of the object loaded (not attached) against every
 //! target it serves, so that the verifier judges all of them, not only the winners of a tier.
 
-use super::attach::{load_once, log_verified_size, WAITING_EVENT, WAITING_PROGRAM};
+use super::attach::{load_once, WAITING_EVENT, WAITING_PROGRAM};
 use super::hook_error::HookError;
 use super::load::{load_btf, load_for_verification, program, LoadError};
 use super::settings::ProbeSettings;
 use super::status::HookOutcome;
 use super::table::{Tier, POINTS};
+use super::timing::log_verified_size;
 use aya::programs::{BtfTracePoint, FEntry, FExit, Program, ProgramError};
 use aya::Ebpf;
 

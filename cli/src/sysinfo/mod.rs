@@ -11,7 +11,8 @@ mod iommu;
 mod kernel;
 mod pci;
 
-use iommu::{iommu_groups, iommu_units};
+use iommu::iommu_groups;
+pub(crate) use iommu::iommu_units;
 use kernel::{cmdline, is_lab, kernel_config, kernel_release};
 use pci::pci_devices;
 
