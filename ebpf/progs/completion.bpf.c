@@ -47,7 +47,7 @@ static __always_inline struct gendisk *request_disk(struct request *rq)
 	return BPF_CORE_READ(rq, q, disk);
 }
 
-SEC("tp_btf")
+IOMMUTOP_SEC("tp_btf", completion__block_rq__tp)
 int BPF_PROG(completion__block_rq__tp, struct request *rq, blk_status_t error,
 	     unsigned int nr_bytes)
 {
@@ -84,7 +84,7 @@ static __always_inline void count_packets(struct net_device *netdev, __u32 op, _
 	iommutop_count(&key, op, packets, bytes, 0);
 }
 
-SEC("tp_btf")
+IOMMUTOP_SEC("tp_btf", completion__napi_poll__tp)
 int BPF_PROG(completion__napi_poll__tp, struct napi_struct *napi, int work, int budget)
 {
 	struct net_device *netdev = BPF_CORE_READ(napi, dev);
@@ -95,7 +95,7 @@ int BPF_PROG(completion__napi_poll__tp, struct napi_struct *napi, int work, int 
 	return 0;
 }
 
-SEC("tp_btf")
+IOMMUTOP_SEC("tp_btf", completion__net_dev_xmit__tp)
 int BPF_PROG(completion__net_dev_xmit__tp, struct sk_buff *skb, int rc, struct net_device *netdev,
 	     unsigned int len)
 {

@@ -131,7 +131,7 @@ static __always_inline void dma_enter_sg(void *ctx, struct iommutop_call call, _
  * its entry was not seen. */
 #define DMA_FEXIT(prog, op, failed, tag_arg)                                                       \
 	IOMMUTOP_DECLARE_RET_AT(prog);                                                             \
-	SEC("fexit")                                                                               \
+	IOMMUTOP_SEC("fexit", prog)                                                                \
 	int BPF_PROG(prog, struct device *dev)                                                     \
 	{                                                                                          \
 		__u64 ret = IOMMUTOP_FEXIT_RET(prog);                                              \
@@ -142,7 +142,7 @@ static __always_inline void dma_enter_sg(void *ctx, struct iommutop_call call, _
 	}
 
 /* fentry/fexit, one pair per function */
-SEC("fentry")
+IOMMUTOP_SEC("fentry", dma__map_page__fentry)
 int BPF_PROG(dma__map_page__fentry, struct device *dev, struct page *page, size_t offset,
 	     size_t size)
 {
@@ -151,7 +151,7 @@ int BPF_PROG(dma__map_page__fentry, struct device *dev, struct page *page, size_
 }
 DMA_FEXIT(dma__map_page__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR, 2)
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", dma__map_phys__fentry)
 int BPF_PROG(dma__map_phys__fentry, struct device *dev, phys_addr_t phys, size_t size)
 {
 	dma_enter_typed(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_MAP, dev, size, 0);
@@ -159,7 +159,7 @@ int BPF_PROG(dma__map_phys__fentry, struct device *dev, phys_addr_t phys, size_t
 }
 DMA_FEXIT(dma__map_phys__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR, 1)
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", dma__unmap_page__fentry)
 int BPF_PROG(dma__unmap_page__fentry, struct device *dev, dma_addr_t addr, size_t size)
 {
 	dma_enter_typed(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_UNMAP, dev, size, 0);
@@ -167,7 +167,7 @@ int BPF_PROG(dma__unmap_page__fentry, struct device *dev, dma_addr_t addr, size_
 }
 DMA_FEXIT(dma__unmap_page__fexit, IOMMUTOP_OP_DMA_UNMAP, 0, 1)
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", dma__unmap_phys__fentry)
 int BPF_PROG(dma__unmap_phys__fentry, struct device *dev, dma_addr_t addr, size_t size)
 {
 	dma_enter_typed(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_UNMAP, dev, size, 0);
@@ -175,7 +175,7 @@ int BPF_PROG(dma__unmap_phys__fentry, struct device *dev, dma_addr_t addr, size_
 }
 DMA_FEXIT(dma__unmap_phys__fexit, IOMMUTOP_OP_DMA_UNMAP, 0, 1)
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", dma__map_sg__fentry)
 int BPF_PROG(dma__map_sg__fentry, struct device *dev, struct scatterlist *sg, int nents)
 {
 	dma_enter_typed(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_MAP, dev, sg_bytes(sg, nents),
@@ -184,7 +184,7 @@ int BPF_PROG(dma__map_sg__fentry, struct device *dev, struct scatterlist *sg, in
 }
 DMA_FEXIT(dma__map_sg__fexit, IOMMUTOP_OP_DMA_MAP, (unsigned int)ret == 0, 2)
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", dma__map_sgtable__fentry)
 int BPF_PROG(dma__map_sgtable__fentry, struct device *dev, struct sg_table *sgt)
 {
 	dma_enter_typed(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_MAP, dev, sgtable_bytes(sgt),
@@ -193,7 +193,7 @@ int BPF_PROG(dma__map_sgtable__fentry, struct device *dev, struct sg_table *sgt)
 }
 DMA_FEXIT(dma__map_sgtable__fexit, IOMMUTOP_OP_DMA_MAP, (int)ret != 0, 2)
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", dma__unmap_sg__fentry)
 int BPF_PROG(dma__unmap_sg__fentry, struct device *dev, struct scatterlist *sg, int nents)
 {
 	dma_enter_typed(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_UNMAP, dev, sg_bytes(sg, nents),
@@ -202,7 +202,7 @@ int BPF_PROG(dma__unmap_sg__fentry, struct device *dev, struct scatterlist *sg, 
 }
 DMA_FEXIT(dma__unmap_sg__fexit, IOMMUTOP_OP_DMA_UNMAP, 0, 2)
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", dma__map_resource__fentry)
 int BPF_PROG(dma__map_resource__fentry, struct device *dev, phys_addr_t phys, size_t size)
 {
 	dma_enter_typed(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_MAP, dev, size, 0);
@@ -210,7 +210,7 @@ int BPF_PROG(dma__map_resource__fentry, struct device *dev, phys_addr_t phys, si
 }
 DMA_FEXIT(dma__map_resource__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR, 1)
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", dma__unmap_resource__fentry)
 int BPF_PROG(dma__unmap_resource__fentry, struct device *dev, dma_addr_t addr, size_t size)
 {
 	dma_enter_typed(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_UNMAP, dev, size, 0);
@@ -218,7 +218,7 @@ int BPF_PROG(dma__unmap_resource__fentry, struct device *dev, dma_addr_t addr, s
 }
 DMA_FEXIT(dma__unmap_resource__fexit, IOMMUTOP_OP_DMA_UNMAP, 0, 1)
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", dma__iova_try_alloc__fentry)
 int BPF_PROG(dma__iova_try_alloc__fentry, struct device *dev, void *state, phys_addr_t phys,
 	     size_t size)
 {
@@ -239,7 +239,7 @@ static __always_inline void dma_iova_try_alloc_exit(void *ctx, struct iommutop_c
 }
 
 IOMMUTOP_DECLARE_RET_AT(dma__iova_try_alloc__fexit);
-SEC("fexit")
+IOMMUTOP_SEC("fexit", dma__iova_try_alloc__fexit)
 int BPF_PROG(dma__iova_try_alloc__fexit, struct device *dev, void *state)
 {
 	dma_iova_try_alloc_exit(ctx, IOMMUTOP_SESSION_CALL(state),
@@ -249,7 +249,7 @@ int BPF_PROG(dma__iova_try_alloc__fexit, struct device *dev, void *state)
 
 /* The map's bytes are what the sync makes visible (all that was linked). */
 IOMMUTOP_DECLARE_RET_AT(dma__iova_sync__fexit);
-SEC("fexit")
+IOMMUTOP_SEC("fexit", dma__iova_sync__fexit)
 int BPF_PROG(dma__iova_sync__fexit, struct device *dev, void *state, size_t offset, size_t size)
 {
 	int err = (int)IOMMUTOP_FEXIT_RET(dma__iova_sync__fexit);
@@ -259,7 +259,7 @@ int BPF_PROG(dma__iova_sync__fexit, struct device *dev, void *state, size_t offs
 	return 0;
 }
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", dma__iova_destroy__fentry)
 int BPF_PROG(dma__iova_destroy__fentry, struct device *dev, void *state, size_t mapped_len)
 {
 	dma_enter_typed(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_UNMAP, dev, mapped_len, 0);
@@ -269,7 +269,7 @@ DMA_FEXIT(dma__iova_destroy__fexit, IOMMUTOP_OP_DMA_UNMAP, 0, 2)
 
 /* Coherent allocations: every allocator and every release starts (struct device *, size_t). */
 #define DMA_ALLOC_PAIR(prefix, op, failed)                                                         \
-	SEC("fentry")                                                                              \
+	IOMMUTOP_SEC("fentry", prefix##__fentry)                                                   \
 	int BPF_PROG(prefix##__fentry, struct device *dev, size_t size)                            \
 	{                                                                                          \
 		dma_enter_typed(ctx, DMA_CALL(ctx, 1), op, dev, size, IOMMUTOP_ENTER_TWIN);        \
@@ -285,7 +285,7 @@ DMA_ALLOC_PAIR(dma__free_pages, IOMMUTOP_OP_DMA_FREE, 0)
 DMA_ALLOC_PAIR(dma__free_noncontig, IOMMUTOP_OP_DMA_FREE, 0)
 
 /* kprobes, one program per shape */
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", dma__map_page__kprobe)
 int BPF_KPROBE(dma__map_page__kprobe, struct device *dev, struct page *page, size_t offset,
 	       size_t size)
 {
@@ -293,14 +293,14 @@ int BPF_KPROBE(dma__map_page__kprobe, struct device *dev, struct page *page, siz
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", dma__map_phys__kprobe)
 int BPF_KPROBE(dma__map_phys__kprobe, struct device *dev, phys_addr_t phys, size_t size)
 {
 	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, dev, size);
 	return 0;
 }
 
-SEC("kretprobe")
+IOMMUTOP_SEC("kretprobe", dma__map__kretprobe)
 int BPF_KRETPROBE(dma__map__kretprobe, dma_addr_t addr)
 {
 	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP,
@@ -308,56 +308,56 @@ int BPF_KRETPROBE(dma__map__kretprobe, dma_addr_t addr)
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", dma__unmap__kprobe)
 int BPF_KPROBE(dma__unmap__kprobe, struct device *dev, dma_addr_t addr, size_t size)
 {
 	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_UNMAP, dev, size);
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", dma__unmap_phys__kprobe)
 int BPF_KPROBE(dma__unmap_phys__kprobe, struct device *dev, dma_addr_t addr, size_t size)
 {
 	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_UNMAP, dev, size);
 	return 0;
 }
 
-SEC("kretprobe")
+IOMMUTOP_SEC("kretprobe", dma__unmap__kretprobe)
 int BPF_KRETPROBE(dma__unmap__kretprobe)
 {
 	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_DMA_UNMAP, 0);
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", dma__map_sg__kprobe)
 int BPF_KPROBE(dma__map_sg__kprobe, struct device *dev, struct scatterlist *sg, int nents)
 {
 	dma_enter_sg(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, dev, sg_bytes(sg, nents));
 	return 0;
 }
 
-SEC("kretprobe")
+IOMMUTOP_SEC("kretprobe", dma__map_sg__kretprobe)
 int BPF_KRETPROBE(dma__map_sg__kretprobe, unsigned int mapped)
 {
 	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, mapped == 0);
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", dma__map_sgtable__kprobe)
 int BPF_KPROBE(dma__map_sgtable__kprobe, struct device *dev, struct sg_table *sgt)
 {
 	dma_enter_sg(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, dev, sgtable_bytes(sgt));
 	return 0;
 }
 
-SEC("kretprobe")
+IOMMUTOP_SEC("kretprobe", dma__map_sgtable__kretprobe)
 int BPF_KRETPROBE(dma__map_sgtable__kretprobe, int err)
 {
 	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, err != 0);
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", dma__unmap_sg__kprobe)
 int BPF_KPROBE(dma__unmap_sg__kprobe, struct device *dev, struct scatterlist *sg, int nents)
 {
 	dma_enter_sg(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_UNMAP, dev,
@@ -365,14 +365,14 @@ int BPF_KPROBE(dma__unmap_sg__kprobe, struct device *dev, struct scatterlist *sg
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", dma__map_resource__kprobe)
 int BPF_KPROBE(dma__map_resource__kprobe, struct device *dev, phys_addr_t phys, size_t size)
 {
 	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, dev, size);
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", dma__iova_try_alloc__kprobe)
 int BPF_KPROBE(dma__iova_try_alloc__kprobe, struct device *dev, void *state, phys_addr_t phys,
 	       size_t size)
 {
@@ -383,14 +383,14 @@ int BPF_KPROBE(dma__iova_try_alloc__kprobe, struct device *dev, void *state, phy
 	return 0;
 }
 
-SEC("kretprobe")
+IOMMUTOP_SEC("kretprobe", dma__iova_try_alloc__kretprobe)
 int BPF_KRETPROBE(dma__iova_try_alloc__kretprobe, unsigned long allocated)
 {
 	dma_iova_try_alloc_exit(ctx, IOMMUTOP_ANY_SESSION, (__u8)allocated);
 	return 0;
 }
 
-SEC("kretprobe")
+IOMMUTOP_SEC("kretprobe", dma__iova_sync__kretprobe)
 int BPF_KRETPROBE(dma__iova_sync__kretprobe, int err)
 {
 	iommutop_exit_as(ctx, IOMMUTOP_ANY_SESSION, IOMMUTOP_OP_DMA_MAP, err != 0,
@@ -398,35 +398,35 @@ int BPF_KRETPROBE(dma__iova_sync__kretprobe, int err)
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", dma__iova_destroy__kprobe)
 int BPF_KPROBE(dma__iova_destroy__kprobe, struct device *dev, void *state, size_t mapped_len)
 {
 	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_UNMAP, dev, mapped_len);
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", dma__alloc__kprobe)
 int BPF_KPROBE(dma__alloc__kprobe, struct device *dev, size_t size)
 {
 	dma_enter_sg(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_ALLOC, dev, size);
 	return 0;
 }
 
-SEC("kretprobe")
+IOMMUTOP_SEC("kretprobe", dma__alloc__kretprobe)
 int BPF_KRETPROBE(dma__alloc__kretprobe, void *allocated)
 {
 	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_DMA_ALLOC, allocated == NULL);
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", dma__free__kprobe)
 int BPF_KPROBE(dma__free__kprobe, struct device *dev, size_t size)
 {
 	dma_enter_sg(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_FREE, dev, size);
 	return 0;
 }
 
-SEC("kretprobe")
+IOMMUTOP_SEC("kretprobe", dma__free__kretprobe)
 int BPF_KRETPROBE(dma__free__kretprobe)
 {
 	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_DMA_FREE, 0);
@@ -435,28 +435,28 @@ int BPF_KRETPROBE(dma__free__kretprobe)
 
 /* Tracepoints, counts only. dma:dma_map_page (6.12-6.17) and dma:dma_map_phys (6.18+) share
  * (dev, phys, dma_addr, size, dir, attrs); their unmap events share (dev, addr, size, ...). */
-SEC("tp_btf")
+IOMMUTOP_SEC("tp_btf", dma__map__tp)
 int BPF_PROG(dma__map__tp, struct device *dev, phys_addr_t phys, dma_addr_t dma_addr, size_t size)
 {
 	dma_count(ctx, IOMMUTOP_OP_DMA_MAP, dev, size, dma_addr == IOMMUTOP_DMA_MAPPING_ERROR);
 	return 0;
 }
 
-SEC("tp_btf")
+IOMMUTOP_SEC("tp_btf", dma__unmap__tp)
 int BPF_PROG(dma__unmap__tp, struct device *dev, dma_addr_t addr, size_t size)
 {
 	dma_count(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, size, 0);
 	return 0;
 }
 
-SEC("tp_btf")
+IOMMUTOP_SEC("tp_btf", dma__map_sg__tp)
 int BPF_PROG(dma__map_sg__tp, struct device *dev, struct scatterlist *sgl, int nents, int ents)
 {
 	dma_count(ctx, IOMMUTOP_OP_DMA_MAP, dev, 0, ents <= 0);
 	return 0;
 }
 
-SEC("tp_btf")
+IOMMUTOP_SEC("tp_btf", dma__unmap_sg__tp)
 int BPF_PROG(dma__unmap_sg__tp, struct device *dev)
 {
 	dma_count(ctx, IOMMUTOP_OP_DMA_UNMAP, dev, 0, 0);

@@ -33,7 +33,7 @@ static __always_inline void iommu_count(void *ctx, __u32 op, __u64 bytes)
 	iommutop_count(&key, op, 1, bytes, 0);
 }
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", iommu__map__fentry)
 int BPF_PROG(iommu__map__fentry, void *domain, unsigned long iova, phys_addr_t paddr, size_t size)
 {
 	iommu_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, size);
@@ -41,7 +41,7 @@ int BPF_PROG(iommu__map__fentry, void *domain, unsigned long iova, phys_addr_t p
 }
 IOMMUTOP_FEXIT_OWNED(iommu__map__fexit, IOMMUTOP_OP_IOMMU_MAP, ret != 0)
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", iommu__map_atomic__fentry)
 int BPF_PROG(iommu__map_atomic__fentry, void *domain, unsigned long iova, phys_addr_t paddr,
 	     size_t size)
 {
@@ -50,7 +50,7 @@ int BPF_PROG(iommu__map_atomic__fentry, void *domain, unsigned long iova, phys_a
 }
 IOMMUTOP_FEXIT_OWNED(iommu__map_atomic__fexit, IOMMUTOP_OP_IOMMU_MAP, ret != 0)
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", iommu__map_nosync__fentry)
 int BPF_PROG(iommu__map_nosync__fentry, void *domain, unsigned long iova, phys_addr_t paddr,
 	     size_t size)
 {
@@ -60,7 +60,7 @@ int BPF_PROG(iommu__map_nosync__fentry, void *domain, unsigned long iova, phys_a
 }
 IOMMUTOP_FEXIT_OWNED(iommu__map_nosync__fexit, IOMMUTOP_OP_IOMMU_MAP, ret != 0)
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", iommu__unmap__fentry)
 int BPF_PROG(iommu__unmap__fentry, void *domain, unsigned long iova, size_t size)
 {
 	iommu_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, size);
@@ -68,7 +68,7 @@ int BPF_PROG(iommu__unmap__fentry, void *domain, unsigned long iova, size_t size
 }
 IOMMUTOP_FEXIT_OWNED(iommu__unmap__fexit, IOMMUTOP_OP_IOMMU_UNMAP, ret == 0)
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", iommu__unmap_fast__fentry)
 int BPF_PROG(iommu__unmap_fast__fentry, void *domain, unsigned long iova, size_t size)
 {
 	iommu_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, size);
@@ -85,7 +85,7 @@ static __always_inline void iommu_map_sg_exit(void *ctx, struct iommutop_call ca
 
 /* iommu_map_sg (6.3+) and iommu_map_sg_atomic (<= 6.2): one fentry pair each. */
 #define IOMMU_MAP_SG_PAIR(prefix)                                                                  \
-	SEC("fentry")                                                                              \
+	IOMMUTOP_SEC("fentry", prefix##__fentry)                                                   \
 	int BPF_PROG(prefix##__fentry)                                                             \
 	{                                                                                          \
 		iommutop_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, NULL, 0,      \
@@ -93,7 +93,7 @@ static __always_inline void iommu_map_sg_exit(void *ctx, struct iommutop_call ca
 		return 0;                                                                          \
 	}                                                                                          \
 	IOMMUTOP_DECLARE_RET_AT(prefix##__fexit);                                                  \
-	SEC("fexit")                                                                               \
+	IOMMUTOP_SEC("fexit", prefix##__fexit)                                                     \
 	int prefix##__fexit(void *ctx)                                                             \
 	{                                                                                          \
 		iommu_map_sg_exit(ctx, IOMMUTOP_OWNED_CALL(ctx),                                   \
@@ -104,7 +104,7 @@ static __always_inline void iommu_map_sg_exit(void *ctx, struct iommutop_call ca
 IOMMU_MAP_SG_PAIR(iommu__map_sg)
 IOMMU_MAP_SG_PAIR(iommu__map_sg_atomic)
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", iommu__map_sg__kprobe)
 int BPF_KPROBE(iommu__map_sg__kprobe)
 {
 	iommutop_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, NULL, 0,
@@ -112,21 +112,21 @@ int BPF_KPROBE(iommu__map_sg__kprobe)
 	return 0;
 }
 
-SEC("kretprobe")
+IOMMUTOP_SEC("kretprobe", iommu__map_sg__kretprobe)
 int BPF_KRETPROBE(iommu__map_sg__kretprobe, long mapped)
 {
 	iommu_map_sg_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), mapped);
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", iommu__map__kprobe)
 int BPF_KPROBE(iommu__map__kprobe, void *domain, unsigned long iova, phys_addr_t paddr, size_t size)
 {
 	iommu_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, size);
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", iommu__map_nosync__kprobe)
 int BPF_KPROBE(iommu__map_nosync__kprobe, void *domain, unsigned long iova, phys_addr_t paddr,
 	       size_t size)
 {
@@ -135,21 +135,21 @@ int BPF_KPROBE(iommu__map_nosync__kprobe, void *domain, unsigned long iova, phys
 	return 0;
 }
 
-SEC("kretprobe")
+IOMMUTOP_SEC("kretprobe", iommu__map__kretprobe)
 int BPF_KRETPROBE(iommu__map__kretprobe, int err)
 {
 	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_MAP, err != 0);
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", iommu__unmap__kprobe)
 int BPF_KPROBE(iommu__unmap__kprobe, void *domain, unsigned long iova, size_t size)
 {
 	iommu_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, size);
 	return 0;
 }
 
-SEC("kretprobe")
+IOMMUTOP_SEC("kretprobe", iommu__unmap__kretprobe)
 int BPF_KRETPROBE(iommu__unmap__kretprobe, size_t unmapped)
 {
 	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, unmapped == 0);
@@ -169,7 +169,7 @@ int BPF_KRETPROBE(iommu__unmap__kretprobe, size_t unmapped)
  */
 #define VTD_PAGE_SHIFT 12
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", iommu__intel_domain_mapping__fentry)
 int BPF_PROG(iommu__intel_domain_mapping__fentry, void *domain, unsigned long iov_pfn, void *sg,
 	     unsigned long phys_pfn, unsigned long nr_pages)
 {
@@ -179,7 +179,7 @@ int BPF_PROG(iommu__intel_domain_mapping__fentry, void *domain, unsigned long io
 }
 IOMMUTOP_FEXIT_OWNED(iommu__intel_domain_mapping__fexit, IOMMUTOP_OP_IOMMU_MAP, (int)ret != 0)
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", iommu__intel_domain_unmap__fentry)
 int BPF_PROG(iommu__intel_domain_unmap__fentry, void *domain, unsigned long start_pfn,
 	     unsigned long last_pfn)
 {
@@ -191,7 +191,7 @@ int BPF_PROG(iommu__intel_domain_unmap__fentry, void *domain, unsigned long star
 }
 IOMMUTOP_FEXIT_OWNED(iommu__intel_domain_unmap__fexit, IOMMUTOP_OP_IOMMU_UNMAP, 0)
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", iommu__intel_domain_mapping__kprobe)
 int BPF_KPROBE(iommu__intel_domain_mapping__kprobe, void *domain, unsigned long iov_pfn, void *sg,
 	       unsigned long phys_pfn, unsigned long nr_pages)
 {
@@ -200,7 +200,7 @@ int BPF_KPROBE(iommu__intel_domain_mapping__kprobe, void *domain, unsigned long 
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", iommu__intel_domain_unmap__kprobe)
 int BPF_KPROBE(iommu__intel_domain_unmap__kprobe, void *domain, unsigned long start_pfn,
 	       unsigned long last_pfn)
 {
@@ -211,21 +211,21 @@ int BPF_KPROBE(iommu__intel_domain_unmap__kprobe, void *domain, unsigned long st
 	return 0;
 }
 
-SEC("kretprobe")
+IOMMUTOP_SEC("kretprobe", iommu__intel_domain_unmap__kretprobe)
 int BPF_KRETPROBE(iommu__intel_domain_unmap__kretprobe)
 {
 	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_IOMMU_UNMAP, 0);
 	return 0;
 }
 
-SEC("tp_btf")
+IOMMUTOP_SEC("tp_btf", iommu__map__tp)
 int BPF_PROG(iommu__map__tp, unsigned long iova, phys_addr_t paddr, size_t size)
 {
 	iommu_count(ctx, IOMMUTOP_OP_IOMMU_MAP, size);
 	return 0;
 }
 
-SEC("tp_btf")
+IOMMUTOP_SEC("tp_btf", iommu__unmap__tp)
 int BPF_PROG(iommu__unmap__tp, unsigned long iova, size_t size, size_t unmapped_size)
 {
 	iommu_count(ctx, IOMMUTOP_OP_IOMMU_UNMAP, unmapped_size);

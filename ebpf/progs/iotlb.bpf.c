@@ -84,7 +84,7 @@ static __always_inline void deferred_enter(void *ctx, struct iommutop_call call)
  * the shape (struct iommu_domain *, unsigned long iova, size_t size). They return void before
  * 6.2 and int after, so failures are not judged. */
 #define IOTLB_SYNC_MAP_PAIR(prefix)                                                                \
-	SEC("fentry")                                                                              \
+	IOMMUTOP_SEC("fentry", prefix##__fentry)                                                   \
 	int BPF_PROG(prefix##__fentry, void *domain, unsigned long iova, size_t size)              \
 	{                                                                                          \
 		iotlb_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), IOMMUTOP_OP_IOTLB_SYNC, size);          \
@@ -96,7 +96,7 @@ IOTLB_SYNC_MAP_PAIR(iotlb__intel_sync_map)
 IOTLB_SYNC_MAP_PAIR(iotlb__amd_sync_map)
 IOTLB_SYNC_MAP_PAIR(iotlb__virtio_sync_map)
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", iotlb__qi_submit__fentry)
 int BPF_PROG(iotlb__qi_submit__fentry)
 {
 	flush_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), 0);
@@ -104,7 +104,7 @@ int BPF_PROG(iotlb__qi_submit__fentry)
 }
 IOMMUTOP_FEXIT(iotlb__qi_submit__fexit, IOMMUTOP_OP_IOTLB_FLUSH, (int)ret != 0)
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", iotlb__flush_pages__fentry)
 int BPF_PROG(iotlb__flush_pages__fentry, void *domain, __u64 address, size_t size)
 {
 	flush_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), size);
@@ -115,7 +115,7 @@ IOMMUTOP_FEXIT_OWNED(iotlb__flush_pages__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
 /* amd_iommu_iotlb_sync / viommu_iotlb_sync (struct iommu_domain *, struct iommu_iotlb_gather *):
  * the unmap-side flush of the gathered range. AMD-Vi's calls amd_iommu_domain_flush_pages on
  * 6.7+, and the nested twin is counted once. */
-SEC("fentry")
+IOMMUTOP_SEC("fentry", iotlb__amd_iotlb_sync__fentry)
 int BPF_PROG(iotlb__amd_iotlb_sync__fentry, void *domain, struct iommu_iotlb_gather *gather)
 {
 	flush_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), gather_bytes_btf(gather));
@@ -123,7 +123,7 @@ int BPF_PROG(iotlb__amd_iotlb_sync__fentry, void *domain, struct iommu_iotlb_gat
 }
 IOMMUTOP_FEXIT_OWNED(iotlb__amd_iotlb_sync__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0)
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", iotlb__virtio_iotlb_sync__fentry)
 int BPF_PROG(iotlb__virtio_iotlb_sync__fentry, void *domain, struct iommu_iotlb_gather *gather)
 {
 	flush_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), gather_bytes_btf(gather));
@@ -134,7 +134,7 @@ IOMMUTOP_FEXIT_OWNED(iotlb__virtio_iotlb_sync__fexit, IOMMUTOP_OP_IOTLB_FLUSH, 0
 /* SMMUv3 range invalidations, (first, unsigned long iova, size_t size, ...): the first argument
  * is a command template or the domain's invalidation array, no object that names a device. */
 #define IOTLB_RANGE_PAIR(prefix)                                                                   \
-	SEC("fentry")                                                                              \
+	IOMMUTOP_SEC("fentry", prefix##__fentry)                                                   \
 	int BPF_PROG(prefix##__fentry, void *first, unsigned long iova, size_t size)               \
 	{                                                                                          \
 		flush_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx), size);                                 \
@@ -146,14 +146,14 @@ IOTLB_RANGE_PAIR(iotlb__smmu_inv_range)
 IOTLB_RANGE_PAIR(iotlb__smmu_domain_inv)
 IOTLB_RANGE_PAIR(iotlb__smmu_domain_inv_invs)
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", iotlb__range_inv__kprobe)
 int BPF_KPROBE(iotlb__range_inv__kprobe, void *first, unsigned long iova, size_t size)
 {
 	flush_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), size);
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", iotlb__gather_sync__kprobe)
 int BPF_KPROBE(iotlb__gather_sync__kprobe, void *domain, struct iommu_iotlb_gather *gather)
 {
 	flush_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx), gather_bytes(gather));
@@ -162,7 +162,7 @@ int BPF_KPROBE(iotlb__gather_sync__kprobe, void *domain, struct iommu_iotlb_gath
 
 /* Whole-domain flushes, one fentry pair per vendor: (struct iommu_domain *). */
 #define IOTLB_FLUSH_ALL_PAIR(prefix)                                                               \
-	SEC("fentry")                                                                              \
+	IOMMUTOP_SEC("fentry", prefix##__fentry)                                                   \
 	int BPF_PROG(prefix##__fentry)                                                             \
 	{                                                                                          \
 		full_flush_enter(ctx, IOMMUTOP_OWNED_CALL(ctx));                                   \
@@ -175,14 +175,14 @@ IOTLB_FLUSH_ALL_PAIR(iotlb__amd_flush_all)
 IOTLB_FLUSH_ALL_PAIR(iotlb__virtio_flush_all)
 IOTLB_FLUSH_ALL_PAIR(iotlb__smmu_flush_all)
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", iotlb__flush_all__kprobe)
 int BPF_KPROBE(iotlb__flush_all__kprobe)
 {
 	full_flush_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx));
 	return 0;
 }
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", iotlb__fq_timeout__fentry)
 int BPF_PROG(iotlb__fq_timeout__fentry)
 {
 	deferred_enter(ctx, IOMMUTOP_FENTRY_CALL(ctx));
@@ -190,63 +190,63 @@ int BPF_PROG(iotlb__fq_timeout__fentry)
 }
 IOMMUTOP_FEXIT(iotlb__fq_timeout__fexit, IOMMUTOP_OP_FQ_FLUSH, 0)
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", iotlb__sync_map__kprobe)
 int BPF_KPROBE(iotlb__sync_map__kprobe, void *domain, unsigned long iova, size_t size)
 {
 	iotlb_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx), IOMMUTOP_OP_IOTLB_SYNC, size);
 	return 0;
 }
 
-SEC("kretprobe")
+IOMMUTOP_SEC("kretprobe", iotlb__sync_map__kretprobe)
 int BPF_KRETPROBE(iotlb__sync_map__kretprobe)
 {
 	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_IOTLB_SYNC, 0);
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", iotlb__qi_submit__kprobe)
 int BPF_KPROBE(iotlb__qi_submit__kprobe)
 {
 	flush_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), 0);
 	return 0;
 }
 
-SEC("kretprobe")
+IOMMUTOP_SEC("kretprobe", iotlb__qi_submit__kretprobe)
 int BPF_KRETPROBE(iotlb__qi_submit__kretprobe, int err)
 {
 	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_IOTLB_FLUSH, err != 0);
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", iotlb__flush_pages__kprobe)
 int BPF_KPROBE(iotlb__flush_pages__kprobe, void *domain, __u64 address, size_t size)
 {
 	flush_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx), size);
 	return 0;
 }
 
-SEC("kretprobe")
+IOMMUTOP_SEC("kretprobe", iotlb__flush_pages__kretprobe)
 int BPF_KRETPROBE(iotlb__flush_pages__kretprobe)
 {
 	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_IOTLB_FLUSH, 0);
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", iotlb__fq_timeout__kprobe)
 int BPF_KPROBE(iotlb__fq_timeout__kprobe)
 {
 	deferred_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx));
 	return 0;
 }
 
-SEC("kretprobe")
+IOMMUTOP_SEC("kretprobe", iotlb__fq_timeout__kretprobe)
 int BPF_KRETPROBE(iotlb__fq_timeout__kretprobe)
 {
 	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_FQ_FLUSH, 0);
 	return 0;
 }
 
-SEC("tp_btf")
+IOMMUTOP_SEC("tp_btf", iotlb__qi_submit__tp)
 int BPF_PROG(iotlb__qi_submit__tp)
 {
 	struct iommutop_dev_key key;

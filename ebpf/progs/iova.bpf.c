@@ -24,7 +24,7 @@ static __always_inline __u64 iova_bytes_btf(const struct iova_domain *iovad, uns
 	return (__u64)granules * iovad->granule;
 }
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", iova__alloc_fast__fentry)
 int BPF_PROG(iova__alloc_fast__fentry, struct iova_domain *iovad, unsigned long size)
 {
 	iommutop_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), IOMMUTOP_OP_IOVA_ALLOC, NULL,
@@ -33,7 +33,7 @@ int BPF_PROG(iova__alloc_fast__fentry, struct iova_domain *iovad, unsigned long 
 }
 IOMMUTOP_FEXIT_OWNED(iova__alloc_fast__fexit, IOMMUTOP_OP_IOVA_ALLOC, ret == 0)
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", iova__free_fast__fentry)
 int BPF_PROG(iova__free_fast__fentry, struct iova_domain *iovad, unsigned long pfn,
 	     unsigned long size)
 {
@@ -43,7 +43,7 @@ int BPF_PROG(iova__free_fast__fentry, struct iova_domain *iovad, unsigned long p
 }
 IOMMUTOP_FEXIT_OWNED(iova__free_fast__fexit, IOMMUTOP_OP_IOVA_FREE, 0)
 
-SEC("fentry")
+IOMMUTOP_SEC("fentry", iova__alloc_slow__fentry)
 int BPF_PROG(iova__alloc_slow__fentry, struct iova_domain *iovad, unsigned long size)
 {
 	iommutop_enter(ctx, IOMMUTOP_OWNED_CALL(ctx), IOMMUTOP_OP_IOVA_ALLOC_SLOW, NULL,
@@ -52,7 +52,7 @@ int BPF_PROG(iova__alloc_slow__fentry, struct iova_domain *iovad, unsigned long 
 }
 IOMMUTOP_FEXIT_OWNED(iova__alloc_slow__fexit, IOMMUTOP_OP_IOVA_ALLOC_SLOW, ret == 0)
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", iova__alloc_fast__kprobe)
 int BPF_KPROBE(iova__alloc_fast__kprobe, struct iova_domain *iovad, unsigned long size)
 {
 	iommutop_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx), IOMMUTOP_OP_IOVA_ALLOC, NULL,
@@ -60,14 +60,14 @@ int BPF_KPROBE(iova__alloc_fast__kprobe, struct iova_domain *iovad, unsigned lon
 	return 0;
 }
 
-SEC("kretprobe")
+IOMMUTOP_SEC("kretprobe", iova__alloc_fast__kretprobe)
 int BPF_KRETPROBE(iova__alloc_fast__kretprobe, unsigned long pfn)
 {
 	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_IOVA_ALLOC, pfn == 0);
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", iova__free_fast__kprobe)
 int BPF_KPROBE(iova__free_fast__kprobe, struct iova_domain *iovad, unsigned long pfn,
 	       unsigned long size)
 {
@@ -76,14 +76,14 @@ int BPF_KPROBE(iova__free_fast__kprobe, struct iova_domain *iovad, unsigned long
 	return 0;
 }
 
-SEC("kretprobe")
+IOMMUTOP_SEC("kretprobe", iova__free_fast__kretprobe)
 int BPF_KRETPROBE(iova__free_fast__kretprobe)
 {
 	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_IOVA_FREE, 0);
 	return 0;
 }
 
-SEC("kprobe")
+IOMMUTOP_SEC("kprobe", iova__alloc_slow__kprobe)
 int BPF_KPROBE(iova__alloc_slow__kprobe, struct iova_domain *iovad, unsigned long size)
 {
 	iommutop_enter(ctx, IOMMUTOP_OWNED_KPROBE_CALL(ctx), IOMMUTOP_OP_IOVA_ALLOC_SLOW, NULL,
@@ -91,7 +91,7 @@ int BPF_KPROBE(iova__alloc_slow__kprobe, struct iova_domain *iovad, unsigned lon
 	return 0;
 }
 
-SEC("kretprobe")
+IOMMUTOP_SEC("kretprobe", iova__alloc_slow__kretprobe)
 int BPF_KRETPROBE(iova__alloc_slow__kretprobe, void *iova)
 {
 	iommutop_exit(ctx, IOMMUTOP_KRETPROBE_CALL(ctx), IOMMUTOP_OP_IOVA_ALLOC_SLOW, iova == NULL);

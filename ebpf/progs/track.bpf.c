@@ -180,7 +180,7 @@ claimed:
 
 /* sched_switch (bool preempt, struct task_struct *prev, struct task_struct *next, ...): see
  * iommutop_switched. */
-SEC("tp_btf")
+IOMMUTOP_SEC("tp_btf", track__sched_switch__tp)
 int BPF_PROG(track__sched_switch__tp, bool preempt, struct task_struct *prev,
 	     struct task_struct *next)
 {

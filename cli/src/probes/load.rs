@@ -111,10 +111,11 @@ pub fn load_btf(settings: &ProbeSettings) -> Result<Btf, LoadError> {
 }
 
 /// Relocates the object against the kernel's BTF with every knob set and creates its maps, sized
-/// as the settings say, with `loader` (a fresh one, made ahead: making it parses a BTF).
+/// as the settings say, with `loader` (a fresh one, made ahead: making it parses the kernel's BTF,
+/// which it relocates against unless given `btf`).
 pub fn load_probes<'a>(
     loader: EbpfLoader<'a>,
-    btf: &'a Btf,
+    btf: Option<&'a Btf>,
     settings: &'a ProbeSettings,
     knobs: &'a Knobs,
 ) -> Result<Ebpf, LoadError> {
@@ -164,7 +165,7 @@ pub fn load_for_verification(btf: &Btf, settings: &ProbeSettings) -> Result<Ebpf
         1u32,
     );
     let return_slots = fexit_return_slots(&settings.kernel_btf);
-    with_target(EbpfLoader::new(), btf, &return_slots)
+    with_target(EbpfLoader::new(), Some(btf), &return_slots)
         .override_global("iommutop_virtual_netdevs", &every_netdev, true)
         .override_global("iommutop_stack_interval_ns", &stack_interval, true)
         .override_global("iommutop_filter_tgid", &any_pid, true)
@@ -176,16 +177,19 @@ pub fn load_for_verification(btf: &Btf, settings: &ProbeSettings) -> Result<Ebpf
         .map_err(|e| LoadError::Object(describe(&e)))
 }
 
-/// `loader` against `btf`, with each fexit program told where its return value is.
+/// `loader` against `btf` (else the BTF it parsed as it was made), with each fexit program told
+/// where its return value is.
 fn with_target<'a>(
     mut loader: EbpfLoader<'a>,
-    btf: &'a Btf,
+    btf: Option<&'a Btf>,
     return_slots: &'a [(String, u32)],
 ) -> EbpfLoader<'a> {
     for (knob, slot) in return_slots {
         loader.override_global(knob, slot, true);
     }
-    loader.btf(Some(btf));
+    if let Some(btf) = btf {
+        loader.btf(Some(btf));
+    }
     loader
 }
 

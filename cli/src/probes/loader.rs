@@ -2,24 +2,22 @@
 //! probe point on the cheapest tier that works (attach.rs), and reads its maps (maps.rs) for as
 //! long as [`Probes`] lives.
 
-use super::attach::{attach_point, attach_waiting, KernelSupport};
+use super::attach::{attach_point, attach_waiting};
 use super::detach::EarlierDetaches;
-use super::kallsyms::{KallsymsFacts, PreemptCount};
-use super::load::{fexit_return_slots, load_btf, load_probes, Knobs, LoadError, TaskStacks};
+use super::load::LoadError;
 use super::maps::{ProbeMaps, SampleError};
+use super::relocate::{relocate, Relocated};
 use super::selection::PointSelection;
 use super::settings::ProbeSettings;
 use super::status::PointStatus;
-use super::table::{symbols_asked_about, Tier, POINTS};
+use super::table::{Tier, POINTS};
 use super::timing::timed;
-use super::vendors::MachineVendors;
-use super::{detach, dispatch, dispatch_cache, fentry_jobs, kallsyms_cache};
-use aya::{Btf, Ebpf, EbpfLoader};
+use super::{detach, dispatch, fentry_jobs};
+use aya::Ebpf;
 use iommutop_model::report::StackSample;
 use iommutop_model::sample::RawSample;
 use iommutop_model::TaskFilter;
 use std::os::fd::OwnedFd;
-use std::path::Path;
 
 /// How long an attach waits for earlier runs' probes to detach (seconds under emulation).
 const EARLIER_DETACHES_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -64,57 +62,15 @@ impl Probes {
                 waited.as_secs_f64()
             ),
         }
-        // What /proc/kallsyms and the BTF's function prototypes tell, read beside the BTF's
-        // parse: each costs a CPU most of a second under emulation.
-        // aya's loader parses the kernel's BTF as it is made (its default, replaced by ours
-        // before use): made here, beside the rest, that parse is off the way to the first number.
-        let (btf, symbols, return_slots, loader) = std::thread::scope(|scope| {
-            let symbols = scope.spawn(KernelSymbols::read);
-            let return_slots = scope.spawn(|| fexit_return_slots(&settings.kernel_btf));
-            let loader = scope.spawn(EbpfLoader::new);
-            log::debug!("reading the kernel's BTF");
-            let btf = load_btf(settings);
-            let symbols = symbols
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            let return_slots = return_slots
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            let loader = loader
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            (btf, symbols, return_slots, loader)
-        });
-        let btf = btf?;
-        // Statistics first: they add to the dispatch being calibrated, as to every probe's.
-        let stats_enabled = if enable_stats {
-            aya::sys::enable_stats(aya::sys::Stats::RunTime).ok()
-        } else {
-            None
-        };
-        let bpf_stats = stats_enabled.is_some() || bpf_stats_sysctl_on();
-        let dispatch = calibrated_dispatch(&btf, bpf_stats);
-        let dispatch_ns = dispatch.as_ref().map_or(0, |d| d.gap_ns);
-        let nested_dispatch_ns = dispatch
-            .as_ref()
-            .map_or(0, |d| *d.nested_ns.as_ref().unwrap_or(&(2 * d.gap_ns)));
-        let filter_tgid: u32 = tasks.and_then(|t| t.pid).unwrap_or(0);
-        let filter_cgroup: u64 = tasks.and_then(|t| t.cgroup_id).unwrap_or(0);
-        let task_stacks = TaskStacks::for_this_kernel();
-        log::info!("calls in flight per task: in {}", task_stacks.describe());
-        log::debug!("relocating the BPF object and creating its maps");
-        let knobs = Knobs {
-            dispatch_ns,
-            nested_dispatch_ns,
-            filter_tgid,
-            filter_cgroup,
-            preempt: symbols.preempt,
-            task_stacks,
-            kernel_stack_size: symbols.kernel_stack_size,
-            return_slots,
-        };
-        let mut ebpf = load_probes(loader, &btf, settings, &knobs)?;
+        let Relocated {
+            btf,
+            mut ebpf,
+            symbols,
+            stats_fd,
+            dispatch,
+        } = relocate(settings, enable_stats, tasks)?;
         let maps = ProbeMaps::take(&mut ebpf)?;
+        let tells_interrupts = symbols.preempt.is_some();
         let mut kernel = symbols.support;
         kernel.attach_fentry_ahead(
             &mut ebpf,
@@ -161,9 +117,9 @@ impl Probes {
             ebpf: Some(ebpf),
             maps,
             statuses,
-            stats_fd: stats_enabled,
+            stats_fd,
             dispatch,
-            tells_interrupts: knobs.preempt.is_some(),
+            tells_interrupts,
             waiting,
         })
     }
@@ -299,87 +255,4 @@ impl Drop for Probes {
             timed("every program", "detached", || drop(ebpf));
         }
     }
-}
-
-/// The kernel's dispatch around probe programs, as this boot's first run measured it, or
-/// measured now (timed, -vv) and kept; logged, or why not.
-fn calibrated_dispatch(btf: &Btf, bpf_stats: bool) -> Result<dispatch::Dispatch, String> {
-    let conditions = dispatch_cache::Conditions::now(bpf_stats);
-    let dispatch = dispatch_cache::kept_or_calibrated(
-        std::path::Path::new(super::RUN_DIR),
-        conditions.as_ref(),
-        || {
-            timed("the dispatch calibration", "ran", || {
-                dispatch::calibrate(btf)
-            })
-        },
-    );
-    match &dispatch {
-        Ok(d) => {
-            log::info!("probe dispatch calibrated: {} ns between an entry program's end and an exit program's start", d.gap_ns);
-            match &d.nested_ns {
-                Ok(ns) => log::info!("nested probe dispatch calibrated: {ns} ns a nested call costs the call around it beyond its programs' runs"),
-                Err(e) => log::info!("nested probe dispatch not calibrated, two gaps a nested call instead: {e}"),
-            }
-        }
-        Err(e) => log::info!("probe dispatch not calibrated: {e}"),
-    }
-    dispatch
-}
-
-/// Whether the kernel's BPF statistics are on by its sysctl (someone else's, or `sysctl
-/// kernel.bpf_stats_enabled=1`): they add to the dispatch as ours do.
-fn bpf_stats_sysctl_on() -> bool {
-    std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|v| v.trim() == "1")
-}
-
-/// What the probes learn from /proc/kallsyms: which functions this kernel has, where its preempt
-/// count is and how large its stacks are.
-struct KernelSymbols {
-    support: KernelSupport,
-    preempt: Option<PreemptCount>,
-    kernel_stack_size: u64,
-}
-
-impl KernelSymbols {
-    /// Read once a boot and module set ([`super::kallsyms_cache`]): under emulation each read
-    /// and walk of the kernel's symbols costs seconds.
-    fn read() -> KernelSymbols {
-        let asked = symbols_asked_about();
-        let conditions = kallsyms_cache::Conditions::now(&asked.iter().copied().collect());
-        let facts =
-            kallsyms_cache::kept_or_scanned(Path::new(super::RUN_DIR), conditions.as_ref(), || {
-                let text = read_kallsyms()?;
-                Some(KallsymsFacts::scan(&text, &asked))
-            });
-        let preempt = facts.as_ref().and_then(|f| f.preempt);
-        log::debug!("preempt count: {preempt:?}");
-        let kernel_stack_size = KallsymsFacts::kernel_stack_size(facts.as_ref(), page_size());
-        log::debug!("kernel stack size: {kernel_stack_size} bytes");
-        KernelSymbols {
-            support: KernelSupport::probe(facts, MachineVendors::of_machine(Path::new("/"))),
-            preempt,
-            kernel_stack_size,
-        }
-    }
-}
-
-/// The text of /proc/kallsyms, if it can be read: the functions this kernel has and where its
-/// preempt count is.
-fn read_kallsyms() -> Option<String> {
-    let kallsyms = std::fs::read_to_string("/proc/kallsyms")
-        .inspect_err(|e| log::info!("/proc/kallsyms: {e}: era hooks left out, no preempt count"))
-        .ok();
-    log::debug!(
-        "read /proc/kallsyms: {} bytes",
-        kallsyms.as_ref().map_or(0, String::len)
-    );
-    kallsyms
-}
-
-/// The kernel's page size, in bytes.
-fn page_size() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    u64::try_from(size).unwrap_or(4096)
 }

@@ -16,6 +16,7 @@ mod kallsyms_cache;
 mod load;
 pub mod loader;
 mod maps;
+mod relocate;
 pub mod rows;
 pub mod selection;
 pub mod selftest;

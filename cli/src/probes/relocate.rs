@@ -1,0 +1,221 @@
+//! The object relocated against this kernel with every knob set: what the knobs need (which
+//! functions the kernel has and where its preempt count is, the fexit programs' return slots, the
+//! dispatch calibration) is read on threads at once, and aya relocates with the BTF it parsed as
+//! it was made while ours (what each program is loaded against) is still being parsed: under
+//! emulation each parse costs a CPU most of a second, and relocating another one and a half
+//! seconds of one CPU (issue 30).
+
+use super::attach::KernelSupport;
+use super::kallsyms::{KallsymsFacts, PreemptCount};
+use super::load::{fexit_return_slots, load_btf, load_probes, Knobs, LoadError, TaskStacks};
+use super::settings::ProbeSettings;
+use super::table::symbols_asked_about;
+use super::timing::timed;
+use super::vendors::MachineVendors;
+use super::{dispatch, dispatch_cache, kallsyms_cache};
+use aya::{Btf, Ebpf, EbpfLoader};
+use iommutop_model::TaskFilter;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::thread::{Scope, ScopedJoinHandle};
+
+/// The relocated object, its maps created, no program loaded yet.
+pub(super) struct Relocated {
+    /// The kernel's BTF, what fentry, fexit and BTF tracepoint programs are loaded against.
+    pub btf: Btf,
+    pub ebpf: Ebpf,
+    pub symbols: KernelSymbols,
+    /// The kernel's BPF run-time statistics, on for as long as this lives (`enable_stats`).
+    pub stats_fd: Option<OwnedFd>,
+    pub dispatch: Result<dispatch::Dispatch, String>,
+}
+
+/// Relocates the object with every knob set and creates its maps. `enable_stats` turns the
+/// kernel's BPF run-time statistics on first: they add to the dispatch, as to every probe's.
+/// With `tasks`, only their task-context work is counted (knobs: without a filter the verifier
+/// drops the checks).
+pub(super) fn relocate(
+    settings: &ProbeSettings,
+    enable_stats: bool,
+    tasks: Option<&TaskFilter>,
+) -> Result<Relocated, LoadError> {
+    std::thread::scope(|scope| {
+        let mut btf = Pending::spawn(scope, || {
+            log::debug!("reading the kernel's BTF");
+            load_btf(settings)
+        });
+        let symbols = scope.spawn(KernelSymbols::read);
+        let return_slots = scope.spawn(|| fexit_return_slots(&settings.kernel_btf));
+        // Made here, beside ours: aya's loader parses the kernel's BTF as it is made.
+        let loader = EbpfLoader::new();
+        let symbols = symbols
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        let return_slots = return_slots
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        let stats_fd = if enable_stats {
+            aya::sys::enable_stats(aya::sys::Stats::RunTime).ok()
+        } else {
+            None
+        };
+        let bpf_stats = stats_fd.is_some() || bpf_stats_sysctl_on();
+        let dispatch = calibrated_dispatch(bpf_stats, || {
+            btf.get().as_ref().map_err(ToString::to_string)
+        });
+        let dispatch_ns = dispatch.as_ref().map_or(0, |d| d.gap_ns);
+        let nested_dispatch_ns = dispatch
+            .as_ref()
+            .map_or(0, |d| *d.nested_ns.as_ref().unwrap_or(&(2 * d.gap_ns)));
+        let task_stacks = TaskStacks::for_this_kernel();
+        log::info!("calls in flight per task: in {}", task_stacks.describe());
+        let knobs = Knobs {
+            dispatch_ns,
+            nested_dispatch_ns,
+            filter_tgid: tasks.and_then(|t| t.pid).unwrap_or(0),
+            filter_cgroup: tasks.and_then(|t| t.cgroup_id).unwrap_or(0),
+            preempt: symbols.preempt,
+            task_stacks,
+            kernel_stack_size: symbols.kernel_stack_size,
+            return_slots,
+        };
+        log::debug!("relocating the BPF object and creating its maps");
+        let (btf, ebpf) = if settings.kernel_btf_is_the_kernels() {
+            // The loader's own parse of the same file: ours goes on meanwhile.
+            let ebpf = load_probes(loader, None, settings, &knobs);
+            let btf = btf.wait()?;
+            (btf, ebpf?)
+        } else {
+            let btf = btf.wait()?;
+            let ebpf = load_probes(loader, Some(&btf), settings, &knobs)?;
+            (btf, ebpf)
+        };
+        Ok(Relocated {
+            btf,
+            ebpf,
+            symbols,
+            stats_fd,
+            dispatch,
+        })
+    })
+}
+
+/// What a scoped thread is making, waited for when first needed.
+struct Pending<'scope, T> {
+    making: Option<ScopedJoinHandle<'scope, T>>,
+    made: Option<T>,
+}
+
+impl<'scope, T: Send + 'scope> Pending<'scope, T> {
+    fn spawn<'env>(
+        scope: &'scope Scope<'scope, 'env>,
+        make: impl FnOnce() -> T + Send + 'scope,
+    ) -> Self {
+        Pending {
+            making: Some(scope.spawn(make)),
+            made: None,
+        }
+    }
+
+    fn get(&mut self) -> &T {
+        if let Some(making) = self.making.take() {
+            let made = making
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            self.made = Some(made);
+        }
+        self.made.as_ref().expect("made once its thread is joined")
+    }
+
+    fn wait(mut self) -> T {
+        self.get();
+        self.made.take().expect("made once its thread is joined")
+    }
+}
+
+/// The kernel's dispatch around probe programs, as this boot's first run measured it, or
+/// measured now (timed, -vv) and kept; logged, or why not.
+fn calibrated_dispatch<'b>(
+    bpf_stats: bool,
+    btf: impl FnOnce() -> Result<&'b Btf, String>,
+) -> Result<dispatch::Dispatch, String> {
+    let conditions = dispatch_cache::Conditions::now(bpf_stats);
+    let dispatch = dispatch_cache::kept_or_calibrated(
+        std::path::Path::new(super::RUN_DIR),
+        conditions.as_ref(),
+        || {
+            let btf = btf()?;
+            timed("the dispatch calibration", "ran", || {
+                dispatch::calibrate(btf)
+            })
+        },
+    );
+    match &dispatch {
+        Ok(d) => {
+            log::info!("probe dispatch calibrated: {} ns between an entry program's end and an exit program's start", d.gap_ns);
+            match &d.nested_ns {
+                Ok(ns) => log::info!("nested probe dispatch calibrated: {ns} ns a nested call costs the call around it beyond its programs' runs"),
+                Err(e) => log::info!("nested probe dispatch not calibrated, two gaps a nested call instead: {e}"),
+            }
+        }
+        Err(e) => log::info!("probe dispatch not calibrated: {e}"),
+    }
+    dispatch
+}
+
+/// Whether the kernel's BPF statistics are on by its sysctl (someone else's, or `sysctl
+/// kernel.bpf_stats_enabled=1`): they add to the dispatch as ours do.
+fn bpf_stats_sysctl_on() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|v| v.trim() == "1")
+}
+
+/// What the probes learn from /proc/kallsyms: which functions this kernel has, where its preempt
+/// count is and how large its stacks are.
+pub(super) struct KernelSymbols {
+    pub support: KernelSupport,
+    pub preempt: Option<PreemptCount>,
+    pub kernel_stack_size: u64,
+}
+
+impl KernelSymbols {
+    /// Read once a boot and module set ([`super::kallsyms_cache`]): under emulation each read
+    /// and walk of the kernel's symbols costs seconds.
+    fn read() -> KernelSymbols {
+        let asked = symbols_asked_about();
+        let conditions = kallsyms_cache::Conditions::now(&asked.iter().copied().collect());
+        let facts =
+            kallsyms_cache::kept_or_scanned(Path::new(super::RUN_DIR), conditions.as_ref(), || {
+                let text = read_kallsyms()?;
+                Some(KallsymsFacts::scan(&text, &asked))
+            });
+        let preempt = facts.as_ref().and_then(|f| f.preempt);
+        log::debug!("preempt count: {preempt:?}");
+        let kernel_stack_size = KallsymsFacts::kernel_stack_size(facts.as_ref(), page_size());
+        log::debug!("kernel stack size: {kernel_stack_size} bytes");
+        KernelSymbols {
+            support: KernelSupport::probe(facts, MachineVendors::of_machine(Path::new("/"))),
+            preempt,
+            kernel_stack_size,
+        }
+    }
+}
+
+/// The text of /proc/kallsyms, if it can be read: the functions this kernel has and where its
+/// preempt count is.
+fn read_kallsyms() -> Option<String> {
+    let kallsyms = std::fs::read_to_string("/proc/kallsyms")
+        .inspect_err(|e| log::info!("/proc/kallsyms: {e}: era hooks left out, no preempt count"))
+        .ok();
+    log::debug!(
+        "read /proc/kallsyms: {} bytes",
+        kallsyms.as_ref().map_or(0, String::len)
+    );
+    kallsyms
+}
+
+/// The kernel's page size, in bytes.
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(size).unwrap_or(4096)
+}
