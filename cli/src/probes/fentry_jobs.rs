@@ -47,10 +47,14 @@ pub(super) fn attach_all(
         match (exit, entry) {
             (Some(exit), None) => ready.push((*job, exit, None)),
             (Some(exit), Some(Some(entry))) => ready.push((*job, exit, Some(entry))),
-            _ => {
-                let missing = format!(
-                    "the BPF object has no program `{}`, or two functions share it (rebuild)",
+            (exit, _) => {
+                let absent = if exit.is_none() {
+                    job.exit
+                } else {
                     job.entry.unwrap_or(job.exit)
+                };
+                let missing = format!(
+                    "the BPF object has no program `{absent}`, or two functions share it (rebuild)"
                 );
                 outcomes.insert(job.function, Err(HookError::Object(missing)));
             }
