@@ -51,6 +51,15 @@ impl IommuVendor {
         }
     }
 
+    /// The vendor of a unit named after its device, from that device's driver.
+    pub fn from_driver_name(driver: &str) -> Option<IommuVendor> {
+        match driver {
+            "virtio_iommu" => Some(IommuVendor::Virtio),
+            "arm-smmu-v3" => Some(IommuVendor::SmmuV3),
+            _ => None,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         self.into()
     }

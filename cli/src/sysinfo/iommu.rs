@@ -1,15 +1,21 @@
 //! IOMMU hardware units and groups.
 
-use super::fs::{entry_names, read_trimmed};
+use super::fs::{entry_names, link_name, read_trimmed};
 use iommutop_model::facts::{IommuGroup, IommuUnit, IommuVendor};
 use std::path::Path;
 
-/// `/sys/class/iommu/*`: `dmar0` (Intel), `ivhd0` (AMD), virtio-iommu units.
+/// `/sys/class/iommu/*`: `dmar0` (Intel), `ivhd0` (AMD), `smmu3.0x…` (SMMUv3), and units named
+/// after their device (virtio-iommu's, after its PCI function), told by the driver of the device
+/// the unit's `device` link names.
 pub fn iommu_units(root: &Path) -> Vec<IommuUnit> {
-    entry_names(&root.join("sys/class/iommu"))
+    let class = root.join("sys/class/iommu");
+    entry_names(&class)
         .into_iter()
         .map(|name| IommuUnit {
-            vendor: IommuVendor::from_unit_name(&name),
+            vendor: IommuVendor::from_unit_name(&name).or_else(|| {
+                let driver = link_name(&class.join(&name).join("device/driver"))?;
+                IommuVendor::from_driver_name(&driver)
+            }),
             name,
         })
         .collect()

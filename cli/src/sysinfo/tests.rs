@@ -298,3 +298,30 @@ fn the_units_name_their_vendor() {
     assert_eq!(units.len(), 2);
     assert!(units.iter().all(|u| u.vendor == Some(IommuVendor::Amd)));
 }
+
+/// virtio-iommu's unit is named after its PCI function; its `device` is the virtio device,
+/// bound to `virtio_iommu` (6.12 and 7.3 in the lab).
+#[test]
+fn a_unit_named_after_its_device_is_told_by_the_devices_driver() {
+    let root = FakeRoot::new();
+    root.dir("sys/bus/virtio/drivers/virtio_iommu")
+        .dir("sys/devices/pci0000:00/0000:00:03.0/virtio0")
+        .link(
+            "sys/devices/pci0000:00/0000:00:03.0/virtio0/driver",
+            "../../../../bus/virtio/drivers/virtio_iommu",
+        )
+        .dir("sys/class/iommu/0000:00:03.0")
+        .link(
+            "sys/class/iommu/0000:00:03.0/device",
+            "../../../devices/pci0000:00/0000:00:03.0/virtio0",
+        )
+        .dir("sys/class/iommu/0000:00:04.0");
+    let units = iommu_units(root.path());
+    let vendor_of = |name: &str| units.iter().find(|u| u.name == name).map(|u| u.vendor);
+    assert_eq!(vendor_of("0000:00:03.0"), Some(Some(IommuVendor::Virtio)));
+    assert_eq!(
+        vendor_of("0000:00:04.0"),
+        Some(None),
+        "no device: not known"
+    );
+}

@@ -48,6 +48,25 @@ fn amd_and_virtio_iommus_count_maps_and_invalidations_exactly() {
         );
         let report = read_report(&out, "dd");
         let nvme = every_read_counted(&report, iommu);
+        // The unit names its vendor (virtio-iommu's by its device's driver), and no other
+        // vendor's driver functions are hooked: they are never called here.
+        assert_eq!(
+            report["host"]["iommu"]["vendor"], iommu,
+            "{}",
+            report["host"]
+        );
+        let others = if iommu == "amd" {
+            ["intel_", "qi_submit"]
+        } else {
+            ["intel_", "amd_"]
+        };
+        for probe in report["probes"].as_array().expect("probes") {
+            let hooks = probe["symbol"].as_str().unwrap_or_default();
+            assert!(
+                !others.iter().any(|other| hooks.contains(other)),
+                "{iommu}: another vendor's function hooked: {probe}"
+            );
+        }
         // Self time: with every point attached, the IOVA, page-table and IOTLB probes run inside
         // each map and their run time is taken out; with only dma_map and dma_unmap attached,
         // nothing runs inside a map, and only the calibrated dispatch of the map's own probes
