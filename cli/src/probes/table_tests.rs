@@ -96,3 +96,13 @@ fn vendor_driver_functions_are_tagged_with_their_vendor() {
     }
     assert_eq!(tagged, 16, "vendor functions in the table");
 }
+
+/// Each function is hooked by one row: the loader keeps each function's fentry outcome by its
+/// name (fentry_jobs.rs), so a second row would find the first one's taken.
+#[test]
+fn every_function_is_hooked_by_one_row() {
+    let mut seen = HashSet::new();
+    for hook in POINTS.iter().flat_map(|p| p.functions) {
+        assert!(seen.insert(hook.symbol), "{} hooked twice", hook.symbol);
+    }
+}
