@@ -1,9 +1,16 @@
 //! Files in `/run/iommutop/probes/` (a tmpfs: gone at the next boot) that keep what one run
-//! learnt about this boot for the next runs: each is JSON, written whole or not at all.
+//! learnt about this boot for the next runs: each is JSON, a value and the conditions it holds
+//! under (this boot, and what else it depends on), written whole or not at all.
 
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
+
+#[derive(Serialize, Deserialize)]
+struct Entry<C, V> {
+    conditions: C,
+    value: V,
+}
 
 /// This boot's id (`/proc/sys/kernel/random/boot_id`), which every kept entry names.
 pub fn boot_id() -> Option<String> {
@@ -11,19 +18,31 @@ pub fn boot_id() -> Option<String> {
     Some(id.trim().to_string())
 }
 
-/// The entry at `path`, if there is one and it reads as a `T`.
-pub fn read<T: DeserializeOwned>(path: &Path) -> Option<T> {
+/// The value kept at `path` under `conditions`, if there is one: an entry kept under other
+/// conditions, or that does not read as such, is not used.
+pub fn kept<C, V>(path: &Path, conditions: &C) -> Option<V>
+where
+    C: DeserializeOwned + PartialEq,
+    V: DeserializeOwned,
+{
     let text = std::fs::read_to_string(path).ok()?;
-    serde_json::from_str(&text)
+    let entry: Entry<C, V> = serde_json::from_str(&text)
         .inspect_err(|e| log::debug!("{}: {e}: not used", path.display()))
-        .ok()
+        .ok()?;
+    (entry.conditions == *conditions).then_some(entry.value)
 }
 
-/// Writes `entry` to a file of this process's in `dir`, renamed over `path`.
-pub fn write<T: Serialize>(dir: &Path, path: &Path, entry: &T) -> std::io::Result<()> {
+/// Keeps `value` at `path` (in `dir`) under `conditions`: written to a file of this process's,
+/// renamed over the entry.
+pub fn keep<C: Serialize, V: Serialize>(
+    dir: &Path,
+    path: &Path,
+    conditions: &C,
+    value: &V,
+) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let partial = dir.join(format!(".partial.{}", std::process::id()));
-    std::fs::write(&partial, serde_json::to_vec(entry)?)?;
+    std::fs::write(&partial, serde_json::to_vec(&Entry { conditions, value })?)?;
     std::fs::rename(&partial, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&partial);
     })

@@ -21,9 +21,9 @@ pub struct Conditions {
     pub bpf_stats: bool,
 }
 
+/// A calibration as kept: only one whose both figures were measured is.
 #[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
-struct Entry {
-    conditions: Conditions,
+struct Kept {
     gap_ns: u64,
     nested_ns: u64,
 }
@@ -50,21 +50,23 @@ pub fn kept_or_calibrated(
         return calibrate();
     };
     let path = entry_path(dir, conditions.bpf_stats);
-    if let Some(kept) = read_entry(&path, conditions) {
+    if let Some(kept) = boot_cache::kept::<_, Kept>(&path, conditions) {
         log::info!(
             "probe dispatch: this boot's calibration, kept in {}",
             path.display()
         );
-        return Ok(kept);
+        return Ok(Dispatch {
+            gap_ns: kept.gap_ns,
+            nested_ns: Ok(kept.nested_ns),
+        });
     }
     let dispatch = calibrate()?;
     if let Ok(nested_ns) = dispatch.nested_ns {
-        let entry = Entry {
-            conditions: conditions.clone(),
+        let kept = Kept {
             gap_ns: dispatch.gap_ns,
             nested_ns,
         };
-        if let Err(e) = boot_cache::write(dir, &path, &entry) {
+        if let Err(e) = boot_cache::keep(dir, &path, conditions, &kept) {
             log::debug!(
                 "the dispatch calibration not kept in {}: {e}",
                 path.display()
@@ -77,14 +79,6 @@ pub fn kept_or_calibrated(
 fn entry_path(dir: &Path, bpf_stats: bool) -> PathBuf {
     let stats = if bpf_stats { "with" } else { "without" };
     dir.join(format!("dispatch-{stats}-bpf-stats.json"))
-}
-
-fn read_entry(path: &Path, conditions: &Conditions) -> Option<Dispatch> {
-    let entry: Entry = boot_cache::read(path)?;
-    (entry.conditions == *conditions).then_some(Dispatch {
-        gap_ns: entry.gap_ns,
-        nested_ns: Ok(entry.nested_ns),
-    })
 }
 
 #[cfg(test)]

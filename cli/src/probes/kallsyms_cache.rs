@@ -22,12 +22,6 @@ pub struct Conditions {
     pub asked: String,
 }
 
-#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
-struct Entry {
-    conditions: Conditions,
-    facts: KallsymsFacts,
-}
-
 const ENTRY: &str = "kallsyms.json";
 
 impl Conditions {
@@ -52,24 +46,18 @@ pub fn kept_or_scanned(
         return scan();
     };
     let path = dir.join(ENTRY);
-    if let Some(entry) = boot_cache::read::<Entry>(&path) {
-        if entry.conditions == *conditions {
-            log::info!(
-                "kernel symbols: what this boot's /proc/kallsyms told, kept in {}",
-                path.display()
-            );
-            return Some(entry.facts);
-        }
+    if let Some(facts) = boot_cache::kept(&path, conditions) {
+        log::info!(
+            "kernel symbols: what this boot's /proc/kallsyms told, kept in {}",
+            path.display()
+        );
+        return Some(facts);
     }
     let facts = scan()?;
-    let entry = Entry {
-        conditions: conditions.clone(),
-        facts,
-    };
-    if let Err(e) = boot_cache::write(dir, &path, &entry) {
+    if let Err(e) = boot_cache::keep(dir, &path, conditions, &facts) {
         log::debug!("kernel symbols not kept in {}: {e}", path.display());
     }
-    Some(entry.facts)
+    Some(facts)
 }
 
 /// The modules' names and load addresses (the first and sixth fields of each line): their
