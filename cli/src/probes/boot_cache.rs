@@ -32,8 +32,8 @@ where
     (entry.conditions == *conditions).then_some(entry.value)
 }
 
-/// Keeps `value` at `path` (in `dir`) under `conditions`: written to a file of this process's,
-/// renamed over the entry.
+/// Keeps `value` at `path` (in `dir`) under `conditions`: written to a file of this process's
+/// for this entry (two entries may be kept at once), renamed over it.
 pub fn keep<C: Serialize, V: Serialize>(
     dir: &Path,
     path: &Path,
@@ -41,7 +41,8 @@ pub fn keep<C: Serialize, V: Serialize>(
     value: &V,
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let partial = dir.join(format!(".partial.{}", std::process::id()));
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let partial = dir.join(format!(".{name}.{}", std::process::id()));
     std::fs::write(&partial, serde_json::to_vec(&Entry { conditions, value })?)?;
     std::fs::rename(&partial, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&partial);
