@@ -303,8 +303,11 @@ fn load_cell_counts_exactly(kernel: &str) {
     let nvme = device(&report, NVME);
     // A call is lost only when the kernel skipped both its programs; the report names at most how
     // many per op (`missed_calls.<op>`): a shortfall beyond 0.5% must be named there, with its
-    // size.
-    for op in ["dma_map", "dma_unmap", "completion"] {
+    // size. A page-table map whose DMA call's programs the kernel skipped is charged through its
+    // IOMMU domain to the device the domain serves, so the NVMe's row has one per read still,
+    // whatever its dma_map lost (7.3 in CI at 4f17092: 24 of 4,468 maps lost, 80 named; the
+    // page-table maps all 4,468).
+    for op in ["dma_map", "dma_unmap", "completion", "iommu_map"] {
         let (counted, named) = (
             count(nvme, op),
             report["health"][format!("missed_calls.{op}")]
@@ -321,14 +324,6 @@ fn load_cell_counts_exactly(kernel: &str) {
             "{kernel} under load: NVMe {op} {counted} vs the block layer's {reads} reads: short by more than 0.5% and by more than the {named} the report names"
         );
     }
-    // A page-table map whose DMA call's entry program the kernel skipped is charged through its
-    // IOMMU domain to the device the domain serves: the NVMe's row has one per map still.
-    assert_close(
-        &format!("{kernel} under load: NVMe iommu_map vs its dma_map"),
-        count(nvme, "iommu_map"),
-        count(nvme, "dma_map"),
-        0.5,
-    );
     for nic in NICS {
         let row = device(&report, nic);
         assert_close(
