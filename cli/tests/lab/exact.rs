@@ -121,8 +121,8 @@ fn three_devices_busy_count_exactly(kernel: &str, append: &[&str], mode: &str) {
             "{nic} sent and received: {row}"
         );
         assert_eq!(row["derived"]["io_basis"], "packets", "{row}");
-        // Per transaction and per packet (the kernel's own interface counters), without the
-        // NIC's RX ring fill: bringing the link up maps a whole ring of buffers before the
+        // Per packet (the kernel's own interface counters; per transaction printed beside),
+        // without the NIC's RX ring fill: bringing the link up maps a whole ring of buffers before the
         // first packet, a fixed cost that a run with fewer transactions (the busy one, where
         // fio competes for the CPUs) would spread over fewer of them.
         let per = |report: &Value, work: u64| {
@@ -138,10 +138,10 @@ fn three_devices_busy_count_exactly(kernel: &str, append: &[&str], mode: &str) {
             "{kernel} {nic}: {two_cpus:.4} maps per transaction on 2 CPUs, {one_cpu:.4} on 1; \
              {two_cpus_packet:.4} per packet on 2 CPUs, {one_cpu_packet:.4} on 1"
         );
-        assert!(
-            (two_cpus - one_cpu).abs() <= one_cpu * 0.02,
-            "{nic}: {two_cpus:.4} maps per transaction on 2 CPUs, {one_cpu:.4} on 1"
-        );
+        // Per packet, not per transaction: how many packets a transaction takes is TCP's, and
+        // moves with the scheduling (6.12-rt at 33a6f44: 2.19 packets a transaction with fio
+        // busy on 2 CPUs, 2.08 alone on 1, whatever the probes count; the maps per packet 1.458
+        // and 1.482).
         assert!(
             (two_cpus_packet - one_cpu_packet).abs() <= one_cpu_packet * 0.02,
             "{nic}: {two_cpus_packet:.4} maps per packet on 2 CPUs, {one_cpu_packet:.4} on 1"
