@@ -99,7 +99,8 @@ fn kernel_5_10_counts_every_map_through_vtd_own_dma_ops() {
     counts_on("5.10");
 }
 
-/// dd's 2000 reads on 6.18 and 7.3: every DMA map, unmap, page-table map and completion counted once.
+/// dd's 2000 reads on 6.18 and 7.3: every DMA map, unmap, page-table map and completion counted
+/// once.
 #[test]
 #[ignore = "CI counts 6.18's maps in its multi-segment cells and 7.3's under load, stricter; scripts/matrix runs this (cargo test -- --ignored)"]
 fn kernels_6_18_and_7_3_count_every_map_once() {

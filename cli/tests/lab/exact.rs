@@ -122,9 +122,9 @@ fn three_devices_busy_count_exactly(kernel: &str, append: &[&str], mode: &str) {
         );
         assert_eq!(row["derived"]["io_basis"], "packets", "{row}");
         // Per packet (the kernel's own interface counters; per transaction printed beside),
-        // without the NIC's RX ring fill: bringing the link up maps a whole ring of buffers before the
-        // first packet, a fixed cost that a run with fewer transactions (the busy one, where
-        // fio competes for the CPUs) would spread over fewer of them.
+        // without the NIC's RX ring fill: bringing the link up maps a whole ring of buffers
+        // before the first packet, a fixed cost that a run with fewer transactions (the busy
+        // one, where fio competes for the CPUs) would spread over fewer of them.
         let per = |report: &Value, work: u64| {
             count(device(report, nic), "dma_map").saturating_sub(E1000E_RX_RING_FILL) as f64
                 / work as f64
