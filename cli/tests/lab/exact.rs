@@ -326,12 +326,10 @@ fn load_cell_counts_exactly(kernel: &str) {
     }
     for nic in NICS {
         let row = device(&report, nic);
-        assert_close(
-            &format!("{kernel} under load: {nic} maps vs unmaps"),
-            count(row, "dma_map"),
-            count(row, "dma_unmap"),
-            0.5,
-        );
+        // 7.3 in CI at a125e75: one NIC's maps 54 short of its unmaps (2,872 vs 2,926), 127 maps
+        // named as possibly missed (the kernel skipped a dma_map program because another was
+        // running on that CPU, as an interrupt's map does when it lands inside one).
+        assert_maps_match_unmaps(&report, &format!("{kernel} under load: {nic}"), row);
         assert_close(
             &format!(
                 "{kernel} under load: {nic} packets sent and received vs its interface counters"
