@@ -1,7 +1,7 @@
 //! Turns the embedded BPF object into a loaded one: which object (where calls in flight are
 //! kept), the knobs set before load, the maps' sizes, and typed handles by name.
 
-use super::arity::function_arities;
+use super::btf_index::{Arity, BtfIndex};
 use super::kallsyms::PreemptCount;
 use super::settings::{BadSetting, ProbeSettings, DEFAULT_STACK_INTERVAL_MS};
 use super::table::POINTS;
@@ -9,7 +9,7 @@ use super::verifier_log::describe;
 use super::LOADER_LOG;
 use aya::programs::Program;
 use aya::{Btf, Ebpf, EbpfLoader};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// The BPF object built from `ebpf/progs/*.bpf.c` by build.rs: each task's calls in flight in the
@@ -197,24 +197,35 @@ fn with_target<'a>(
 /// `<program>__ret_at` (ebpf/lib/common.bpf.h) and the function's parameter count in the kernel's
 /// BTF. Empty when the BTF cannot be read as such: the programs then call bpf_get_func_ret (5.17+).
 pub(super) fn fexit_return_slots(path: &str) -> Vec<(String, u32)> {
-    let hooks: Vec<(&str, &str)> = POINTS
+    let wanted = fentry_functions();
+    match std::fs::read(path)
+        .map_err(|e| e.to_string())
+        .and_then(|btf| BtfIndex::walk(&btf, &wanted, &BTreeSet::new()).map_err(|e| e.to_string()))
+    {
+        Ok(index) => return_slots(&index.arities()),
+        Err(e) => {
+            log::info!(target: LOADER_LOG, "{path}: {e}: fexit programs read return values with bpf_get_func_ret");
+            Vec::new()
+        }
+    }
+}
+
+/// The kernel functions that fentry and fexit programs hook.
+pub(super) fn fentry_functions() -> BTreeSet<&'static str> {
+    fentry_hooks().map(|(symbol, _)| symbol).collect()
+}
+
+/// Each fentry-hooked function and its fexit program.
+fn fentry_hooks() -> impl Iterator<Item = (&'static str, &'static str)> {
+    POINTS
         .iter()
         .flat_map(|point| point.functions)
         .filter_map(|hook| hook.fentry.map(|programs| (hook.symbol, programs.exit)))
-        .collect();
-    let wanted = hooks.iter().map(|(symbol, _)| *symbol).collect();
-    let arities = match std::fs::read(path)
-        .map_err(|e| e.to_string())
-        .and_then(|btf| function_arities(&btf, &wanted).map_err(|e| e.to_string()))
-    {
-        Ok(arities) => arities,
-        Err(e) => {
-            log::info!(target: LOADER_LOG, "{path}: {e}: fexit programs read return values with bpf_get_func_ret");
-            return Vec::new();
-        }
-    };
-    let slots: BTreeMap<String, u32> = hooks
-        .into_iter()
+}
+
+/// The return-slot knob of each fexit program whose function's prototype `arities` has.
+pub(super) fn return_slots(arities: &BTreeMap<String, Arity>) -> Vec<(String, u32)> {
+    let slots: BTreeMap<String, u32> = fentry_hooks()
         .filter_map(|(symbol, exit)| {
             let arity = arities.get(symbol)?;
             let slot = if arity.returns_value {

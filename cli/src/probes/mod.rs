@@ -1,9 +1,11 @@
 //! Probe points, their attach tiers, and the BPF loader.
 
 mod abi;
-mod arity;
 mod attach;
 mod boot_cache;
+mod btf_index;
+mod btf_index_cache;
+mod btf_walk;
 mod capacity;
 mod convert;
 mod detach;

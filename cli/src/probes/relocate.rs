@@ -1,27 +1,36 @@
 //! The object relocated against this kernel with every knob set: what the knobs need (which
 //! functions the kernel has and where its preempt count is, the fexit programs' return slots, the
-//! dispatch calibration) is read on threads at once, and aya relocates with the BTF it parsed as
-//! it was made while ours (what each program is loaded against) is still being parsed: under
-//! emulation each parse costs a CPU most of a second, and relocating another one and a half
-//! seconds of one CPU (issue 30).
+//! dispatch calibration) is read on threads at once, while aya's loader parses the kernel's BTF
+//! it relocates against. What the programs are loaded against is not a second parse of that BTF
+//! but an index of the few names they hook, from the walk that reads the return slots
+//! ([`super::attach_btf`]): under emulation a parse costs a CPU 0.3 s, and each program's search
+//! of it another 15 ms (issue 30).
 
 use super::attach::KernelSupport;
+use super::attach::WAITING_EVENT;
+use super::btf_index::BtfIndex;
+use super::btf_index_cache;
 use super::kallsyms::{KallsymsFacts, PreemptCount};
-use super::load::{fexit_return_slots, load_btf, load_probes, Knobs, LoadError, TaskStacks};
+use super::load::{
+    fentry_functions, load_btf, load_probes, return_slots, Knobs, LoadError, TaskStacks,
+};
 use super::settings::ProbeSettings;
 use super::table::symbols_asked_about;
+use super::table::POINTS;
 use super::timing::timed;
 use super::vendors::MachineVendors;
+use super::LOADER_LOG;
 use super::{dispatch, dispatch_cache, kallsyms_cache};
 use aya::{Btf, Ebpf, EbpfLoader};
 use iommutop_model::TaskFilter;
 use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::thread::{Scope, ScopedJoinHandle};
 
 /// The relocated object, its maps created, no program loaded yet.
 pub(super) struct Relocated {
-    /// The kernel's BTF, what fentry, fexit and BTF tracepoint programs are loaded against.
+    /// What fentry, fexit and BTF tracepoint programs are loaded against: the hooked functions'
+    /// and tracepoints' ids in the kernel's BTF ([`super::attach_btf`]), or, where that BTF could
+    /// not be walked, the whole of it as aya parses it.
     pub btf: Btf,
     pub ebpf: Ebpf,
     pub symbols: KernelSymbols,
@@ -40,29 +49,43 @@ pub(super) fn relocate(
     tasks: Option<&TaskFilter>,
 ) -> Result<Relocated, LoadError> {
     std::thread::scope(|scope| {
-        let mut btf = Pending::spawn(scope, || {
+        let index = scope.spawn(|| {
             log::debug!("reading the kernel's BTF");
-            load_btf(settings)
+            kernel_btf_index(settings)
         });
         let symbols = scope.spawn(KernelSymbols::read);
-        let return_slots = scope.spawn(|| fexit_return_slots(&settings.kernel_btf));
-        // Made here, beside ours: aya's loader parses the kernel's BTF as it is made.
+        // Made here, beside the index: aya's loader parses the kernel's BTF as it is made, and
+        // relocates against it.
         let loader = EbpfLoader::new();
         let symbols = symbols
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        let return_slots = return_slots
+        let index = index
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        let (return_slots, attach_targets) = match index {
+            Ok(index) => {
+                let slots = return_slots(&index.arities());
+                let targets = scope.spawn(move || {
+                    timed("the programs' attach targets", "made", || {
+                        index.attach_targets()
+                    })
+                });
+                (slots, Some(targets))
+            }
+            Err(e) => {
+                log::info!(target: LOADER_LOG, "{}: {e}: fexit programs read return values with bpf_get_func_ret, and programs are loaded against the whole BTF", settings.kernel_btf);
+                (Vec::new(), None)
+            }
+        };
         let stats_fd = if enable_stats {
             aya::sys::enable_stats(aya::sys::Stats::RunTime).ok()
         } else {
             None
         };
         let bpf_stats = stats_fd.is_some() || bpf_stats_sysctl_on();
-        let dispatch = calibrated_dispatch(bpf_stats, || {
-            btf.get().as_ref().map_err(ToString::to_string)
-        });
+        let dispatch =
+            calibrated_dispatch(bpf_stats, || load_btf(settings).map_err(|e| e.to_string()));
         let dispatch_ns = dispatch.as_ref().map_or(0, |d| d.gap_ns);
         let nested_dispatch_ns = dispatch
             .as_ref()
@@ -80,15 +103,24 @@ pub(super) fn relocate(
             return_slots,
         };
         log::debug!("relocating the BPF object and creating its maps");
-        let (btf, ebpf) = if settings.kernel_btf_is_the_kernels() {
-            // The loader's own parse of the same file: ours goes on meanwhile.
-            let ebpf = load_probes(loader, None, settings, &knobs);
-            let btf = btf.wait()?;
-            (btf, ebpf?)
+        let ebpf = if settings.kernel_btf_is_the_kernels() {
+            load_probes(loader, None, settings, &knobs)?
         } else {
-            let btf = btf.wait()?;
-            let ebpf = load_probes(loader, Some(&btf), settings, &knobs)?;
-            (btf, ebpf)
+            let btf = load_btf(settings)?;
+            load_probes(loader, Some(&btf), settings, &knobs)?
+        };
+        let targets = attach_targets.map(|making| {
+            making
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        });
+        let btf = match targets {
+            Some(Ok(targets)) => targets,
+            Some(Err(e)) => {
+                log::info!(target: LOADER_LOG, "the programs' attach targets: {e}: loaded against the whole BTF");
+                load_btf(settings)?
+            }
+            None => load_btf(settings)?,
         };
         Ok(Relocated {
             btf,
@@ -100,44 +132,11 @@ pub(super) fn relocate(
     })
 }
 
-/// What a scoped thread is making, waited for when first needed.
-struct Pending<'scope, T> {
-    making: Option<ScopedJoinHandle<'scope, T>>,
-    made: Option<T>,
-}
-
-impl<'scope, T: Send + 'scope> Pending<'scope, T> {
-    fn spawn<'env>(
-        scope: &'scope Scope<'scope, 'env>,
-        make: impl FnOnce() -> T + Send + 'scope,
-    ) -> Self {
-        Pending {
-            making: Some(scope.spawn(make)),
-            made: None,
-        }
-    }
-
-    fn get(&mut self) -> &T {
-        if let Some(making) = self.making.take() {
-            let made = making
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            self.made = Some(made);
-        }
-        self.made.as_ref().expect("made once its thread is joined")
-    }
-
-    fn wait(mut self) -> T {
-        self.get();
-        self.made.take().expect("made once its thread is joined")
-    }
-}
-
 /// The kernel's dispatch around probe programs, as this boot's first run measured it, or
 /// measured now (timed, -vv) and kept; logged, or why not.
-fn calibrated_dispatch<'b>(
+fn calibrated_dispatch(
     bpf_stats: bool,
-    btf: impl FnOnce() -> Result<&'b Btf, String>,
+    btf: impl FnOnce() -> Result<Btf, String>,
 ) -> Result<dispatch::Dispatch, String> {
     let conditions = dispatch_cache::Conditions::now(bpf_stats);
     let dispatch = dispatch_cache::kept_or_calibrated(
@@ -146,7 +145,7 @@ fn calibrated_dispatch<'b>(
         || {
             let btf = btf()?;
             timed("the dispatch calibration", "ran", || {
-                dispatch::calibrate(btf)
+                dispatch::calibrate(&btf)
             })
         },
     );
@@ -218,4 +217,24 @@ fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     u64::try_from(size).unwrap_or(4096)
+}
+
+/// What the loader needs of the kernel's BTF ([`super::btf_index`]): this boot's first walk of
+/// it, kept ([`btf_index_cache`]).
+fn kernel_btf_index(settings: &ProbeSettings) -> Result<BtfIndex, String> {
+    let functions = fentry_functions();
+    let tracepoints = POINTS
+        .iter()
+        .flat_map(|point| point.tracepoints)
+        .map(|hook| hook.name)
+        .chain([WAITING_EVENT])
+        .collect();
+    let path = &settings.kernel_btf;
+    let conditions = btf_index_cache::Conditions::now(path, &functions, &tracepoints);
+    btf_index_cache::kept_or_walked(Path::new(super::RUN_DIR), conditions.as_ref(), || {
+        let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+        timed("the kernel's BTF", "walked", || {
+            BtfIndex::walk(&bytes, &functions, &tracepoints).map_err(|e| e.to_string())
+        })
+    })
 }
