@@ -106,6 +106,7 @@ fn main() {
                 .args(&objects),
             "linking the BPF objects with bpftool gen object",
         );
+        export_fingerprint(&out.join(linked));
     }
     // Test programs, never attached (`iommutop selftest`): an object of their own, so that the
     // probe object holds only what the probe table attaches.
@@ -271,4 +272,29 @@ fn export_git_commit(manifest: &Path) {
     for watched in own.into_iter().chain(refs).filter(|p| p.exists()) {
         println!("cargo:rerun-if-changed={}", watched.display());
     }
+}
+
+/// `IOMMUTOP_FINGERPRINT_<OBJECT>` (`iommutop.bpf.o`: `IOMMUTOP_FINGERPRINT_IOMMUTOP_BPF_O`), the
+/// FNV-1a of the object's bytes in hex: what the loader keeps per boot of what it derived from an
+/// object (cli/src/probes/core_target.rs) names the object it came from, at no cost per run.
+fn export_fingerprint(object: &Path) {
+    let bytes =
+        fs::read(object).unwrap_or_else(|e| fail(&format!("reading {}: {e}", object.display())));
+    let fingerprint = bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let name: String = object
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("object")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    println!("cargo:rustc-env=IOMMUTOP_FINGERPRINT_{name}={fingerprint:016x}");
 }

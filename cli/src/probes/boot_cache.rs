@@ -40,13 +40,49 @@ pub fn keep<C: Serialize, V: Serialize>(
     conditions: &C,
     value: &V,
 ) -> std::io::Result<()> {
+    write_whole(
+        dir,
+        path,
+        &serde_json::to_vec(&Entry { conditions, value })?,
+    )
+}
+
+/// Writes `bytes` to a file of this process's for `path`, renamed over it: whole or not at all.
+fn write_whole(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let partial = dir.join(format!(".{name}.{}", std::process::id()));
-    std::fs::write(&partial, serde_json::to_vec(&Entry { conditions, value })?)?;
+    std::fs::write(&partial, bytes)?;
     std::fs::rename(&partial, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&partial);
     })
+}
+
+/// The bytes kept at `path` under `conditions` ([`keep_bytes`]), if there are some.
+pub fn kept_bytes<C>(path: &Path, conditions: &C) -> Option<Vec<u8>>
+where
+    C: DeserializeOwned + PartialEq,
+{
+    let file = std::fs::read(path).ok()?;
+    let newline = file.iter().position(|&b| b == b'\n')?;
+    let kept: C = serde_json::from_slice(&file[..newline])
+        .inspect_err(|e| log::debug!("{}: {e}: not used", path.display()))
+        .ok()?;
+    (kept == *conditions).then(|| file[newline + 1..].to_vec())
+}
+
+/// Keeps `bytes` at `path` (in `dir`) under `conditions`: the conditions as one line of JSON,
+/// then the bytes, written as [`keep`] writes.
+pub fn keep_bytes<C: Serialize>(
+    dir: &Path,
+    path: &Path,
+    conditions: &C,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    let mut file = serde_json::to_vec(conditions)?;
+    file.push(b'\n');
+    file.extend_from_slice(bytes);
+    write_whole(dir, path, &file)
 }
 
 /// FNV-1a of `bytes`: a fingerprint that stays the same from run to run.

@@ -44,19 +44,27 @@ fn u32_at(data: &[u8], at: usize) -> Result<u32, BtfWalkError> {
 }
 
 /// One type record: its id (ids start at 1) and fixed fields, its name read on request.
+#[derive(Clone, Copy)]
 pub struct TypeRecord<'b> {
     pub id: usize,
     pub kind: u32,
     pub vlen: usize,
     pub size_or_type: u32,
-    name_off: u32,
+    pub name_off: u32,
+    /// The record as it is in the BTF, its trailing bytes (members, parameters, values) included.
+    pub raw: &'b [u8],
     strings: &'b [u8],
 }
 
 impl<'b> TypeRecord<'b> {
     /// The record's name, or None where it has none or it is not UTF-8.
     pub fn name(&self) -> Option<&'b str> {
-        let tail = self.strings.get(self.name_off as usize..)?;
+        self.string_at(self.name_off)
+    }
+
+    /// The string at `offset` of the BTF's string section (a member's or a value's name).
+    pub fn string_at(&self, offset: u32) -> Option<&'b str> {
+        let tail = self.strings.get(offset as usize..)?;
         let end = tail.iter().position(|&b| b == 0)?;
         std::str::from_utf8(&tail[..end])
             .ok()
@@ -88,21 +96,20 @@ pub fn walk_types<'b>(
     let (mut at, mut id) = (0, 1);
     while at < types.len() {
         let info = u32_at(types, at + 4)?;
+        let (kind, vlen) = ((info >> 24) & 0x1f, (info & 0xffff) as usize);
+        let trailing = trailing_bytes(kind, vlen).ok_or(BtfWalkError::UnknownKind { id, kind })?;
+        let end = at + TYPE_RECORD + trailing;
         let record = TypeRecord {
             id,
-            kind: (info >> 24) & 0x1f,
-            vlen: (info & 0xffff) as usize,
+            kind,
+            vlen,
             size_or_type: u32_at(types, at + 8)?,
             name_off: u32_at(types, at)?,
+            raw: types.get(at..end).ok_or(BtfWalkError::Truncated(end))?,
             strings,
         };
-        let trailing =
-            trailing_bytes(record.kind, record.vlen).ok_or(BtfWalkError::UnknownKind {
-                id,
-                kind: record.kind,
-            })?;
         visit(&record);
-        at += TYPE_RECORD + trailing;
+        at = end;
         id += 1;
     }
     Ok(())

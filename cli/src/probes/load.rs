@@ -48,10 +48,18 @@ impl TaskStacks {
         }
     }
 
-    fn object(self) -> &'static [u8] {
+    pub(super) fn object(self) -> &'static [u8] {
         match self {
             TaskStacks::SlotsByThread => OBJECT,
             TaskStacks::HashedByThread => HASHED_OBJECT,
+        }
+    }
+
+    /// The object's fingerprint, made when it was built (build.rs).
+    pub(super) fn object_fingerprint(self) -> &'static str {
+        match self {
+            TaskStacks::SlotsByThread => env!("IOMMUTOP_FINGERPRINT_IOMMUTOP_BPF_O"),
+            TaskStacks::HashedByThread => env!("IOMMUTOP_FINGERPRINT_IOMMUTOP_HASHED_BPF_O"),
         }
     }
 

@@ -9,8 +9,9 @@
 use super::attach::KernelSupport;
 use super::attach::WAITING_EVENT;
 use super::btf_index::BtfIndex;
-use super::btf_index_cache;
+use super::core_target;
 use super::kallsyms::{KallsymsFacts, PreemptCount};
+use super::kernel_btf_cache;
 use super::load::{
     fentry_functions, load_btf, load_probes, return_slots, Knobs, LoadError, TaskStacks,
 };
@@ -54,6 +55,8 @@ pub(super) fn relocate(
             kernel_btf_index(settings)
         });
         let symbols = scope.spawn(KernelSymbols::read);
+        let task_stacks = TaskStacks::for_this_kernel();
+        let core_target = scope.spawn(move || relocation_target(settings, task_stacks));
         // Made here, beside the index: aya's loader parses the kernel's BTF as it is made, and
         // relocates against it.
         let loader = EbpfLoader::new();
@@ -90,7 +93,6 @@ pub(super) fn relocate(
         let nested_dispatch_ns = dispatch
             .as_ref()
             .map_or(0, |d| *d.nested_ns.as_ref().unwrap_or(&(2 * d.gap_ns)));
-        let task_stacks = TaskStacks::for_this_kernel();
         log::info!("calls in flight per task: in {}", task_stacks.describe());
         let knobs = Knobs {
             dispatch_ns,
@@ -103,11 +105,21 @@ pub(super) fn relocate(
             return_slots,
         };
         log::debug!("relocating the BPF object and creating its maps");
-        let ebpf = if settings.kernel_btf_is_the_kernels() {
-            load_probes(loader, None, settings, &knobs)?
-        } else {
-            let btf = load_btf(settings)?;
-            load_probes(loader, Some(&btf), settings, &knobs)?
+        let core_target = core_target
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+            .inspect_err(
+                |e| log::info!(target: LOADER_LOG, "relocated against the whole BTF: its cut: {e}"),
+            );
+        let ebpf = match core_target {
+            Ok(target) => load_probes(loader, Some(&target), settings, &knobs)?,
+            Err(_) if settings.kernel_btf_is_the_kernels() => {
+                load_probes(loader, None, settings, &knobs)?
+            }
+            Err(_) => {
+                let btf = load_btf(settings)?;
+                load_probes(loader, Some(&btf), settings, &knobs)?
+            }
         };
         let targets = attach_targets.map(|making| {
             making
@@ -220,7 +232,7 @@ fn page_size() -> u64 {
 }
 
 /// What the loader needs of the kernel's BTF ([`super::btf_index`]): this boot's first walk of
-/// it, kept ([`btf_index_cache`]).
+/// it, kept ([`kernel_btf_cache`]).
 fn kernel_btf_index(settings: &ProbeSettings) -> Result<BtfIndex, String> {
     let functions = fentry_functions();
     let tracepoints = POINTS
@@ -230,11 +242,32 @@ fn kernel_btf_index(settings: &ProbeSettings) -> Result<BtfIndex, String> {
         .chain([WAITING_EVENT])
         .collect();
     let path = &settings.kernel_btf;
-    let conditions = btf_index_cache::Conditions::now(path, &functions, &tracepoints);
-    btf_index_cache::kept_or_walked(Path::new(super::RUN_DIR), conditions.as_ref(), || {
+    let asked = kernel_btf_cache::names_asked(&functions, &tracepoints);
+    let conditions = kernel_btf_cache::Conditions::now(path, asked);
+    kernel_btf_cache::kept_or_walked(Path::new(super::RUN_DIR), conditions.as_ref(), || {
         let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
         timed("the kernel's BTF", "walked", || {
             BtfIndex::walk(&bytes, &functions, &tracepoints).map_err(|e| e.to_string())
         })
     })
+}
+
+/// What the object is relocated against ([`core_target`]): the part of the kernel's BTF its
+/// relocations can read, this boot's first cut of it kept ([`kernel_btf_cache`]).
+fn relocation_target(settings: &ProbeSettings, stacks: TaskStacks) -> Result<Btf, String> {
+    let path = &settings.kernel_btf;
+    let conditions = kernel_btf_cache::Conditions::now(path, stacks.object_fingerprint().into());
+    let cut = kernel_btf_cache::kept_or_made_core_target(
+        Path::new(super::RUN_DIR),
+        conditions.as_ref(),
+        || {
+            let kernel = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+            timed("the relocation target", "cut", || {
+                let names = core_target::object_type_names(stacks.object())?;
+                core_target::cut(&kernel, &names)
+            })
+            .map_err(|e| e.to_string())
+        },
+    )?;
+    Btf::parse(&cut, aya::Endianness::Little).map_err(|e| e.to_string())
 }

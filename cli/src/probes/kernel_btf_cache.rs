@@ -1,9 +1,10 @@
-//! What a walk of the kernel's BTF found ([`BtfIndex`]) kept for the rest of the boot (issue 30):
-//! the walk costs a CPU 0.3–0.6 s under emulation before anything can be relocated (the fexit
-//! programs' return slots are set before load), and the kernel's own BTF does not change while
-//! it runs. An entry is used only by the same boot, the same BTF file (path, size and time of
-//! change) and the same functions and tracepoints asked about. Delete `/run/iommutop/probes/` to
-//! walk it again.
+//! What the loader derived from the kernel's BTF kept for the rest of the boot (issue 30): the
+//! index of the names the programs hook ([`BtfIndex`]: a walk that costs a CPU 0.3–0.6 s under
+//! emulation before anything can be relocated, the fexit programs' return slots being set before
+//! load) and the BTF the object is relocated against ([`super::core_target`]). The kernel's own
+//! BTF does not change while it runs. An entry is used only by the same boot, the same BTF file
+//! (path, size and time of change) and the same question (the names asked about, the object
+//! relocated). Delete `/run/iommutop/probes/` to walk it again.
 
 use super::boot_cache;
 use super::btf_index::BtfIndex;
@@ -20,20 +21,18 @@ pub struct Conditions {
     pub size: u64,
     /// When the file last changed, in nanoseconds since the epoch.
     pub changed_ns: u128,
-    /// The functions and tracepoints asked about, in hex ([`boot_cache::fingerprint`]).
+    /// What was asked of it, in hex: the names looked up ([`names_asked`]), the object
+    /// relocated (its fingerprint).
     pub asked: String,
 }
 
-const ENTRY: &str = "btf-index.json";
+const INDEX_ENTRY: &str = "btf-index.json";
+const CORE_TARGET_ENTRY: &str = "core-target.btf";
 
 impl Conditions {
-    /// Now, for the BTF at `path` and the names asked about; `None` without a boot id or the
+    /// Now, for the BTF at `path` and what is `asked` of it; `None` without a boot id or the
     /// file.
-    pub fn now(
-        path: &str,
-        functions: &BTreeSet<&str>,
-        tracepoints: &BTreeSet<&str>,
-    ) -> Option<Conditions> {
+    pub fn now(path: &str, asked: String) -> Option<Conditions> {
         let metadata = std::fs::metadata(path).ok()?;
         let changed = metadata.modified().ok()?.duration_since(UNIX_EPOCH).ok()?;
         Some(Conditions {
@@ -41,9 +40,35 @@ impl Conditions {
             path: path.to_string(),
             size: metadata.len(),
             changed_ns: changed.as_nanos(),
-            asked: format!("{:016x}", asked_fingerprint(functions, tracepoints)),
+            asked,
         })
     }
+}
+
+/// The kept BTF to relocate against under `conditions` if there is one, else `make()`'s, kept.
+/// Says which at -v.
+pub fn kept_or_made_core_target<E>(
+    dir: &Path,
+    conditions: Option<&Conditions>,
+    make: impl FnOnce() -> Result<Vec<u8>, E>,
+) -> Result<Vec<u8>, E> {
+    let Some(conditions) = conditions else {
+        return make();
+    };
+    let path = dir.join(CORE_TARGET_ENTRY);
+    if let Some(btf) = boot_cache::kept_bytes(&path, conditions) {
+        log::info!(
+            "relocation target: the part of {} this boot's first run cut out, kept in {}",
+            conditions.path,
+            path.display()
+        );
+        return Ok(btf);
+    }
+    let btf = make()?;
+    if let Err(e) = boot_cache::keep_bytes(dir, &path, conditions, &btf) {
+        log::debug!("relocation target not kept in {}: {e}", path.display());
+    }
+    Ok(btf)
 }
 
 /// The kept index under `conditions` if there is one, else `walk()`'s, kept. Says which at -v.
@@ -55,7 +80,7 @@ pub fn kept_or_walked<E>(
     let Some(conditions) = conditions else {
         return walk();
     };
-    let path = dir.join(ENTRY);
+    let path = dir.join(INDEX_ENTRY);
     if let Some(index) = boot_cache::kept(&path, conditions) {
         log::info!(
             "kernel BTF: the ids and prototypes this boot's first walk of {} found, kept in {}",
@@ -71,10 +96,14 @@ pub fn kept_or_walked<E>(
     Ok(index)
 }
 
-fn asked_fingerprint(functions: &BTreeSet<&str>, tracepoints: &BTreeSet<&str>) -> u64 {
+/// The functions and tracepoints an index is asked for, as [`Conditions::asked`].
+pub fn names_asked(functions: &BTreeSet<&str>, tracepoints: &BTreeSet<&str>) -> String {
     let names: Vec<&str> = functions.iter().copied().collect();
     let events: Vec<&str> = tracepoints.iter().copied().collect();
-    boot_cache::fingerprint(format!("{}\n\n{}", names.join("\n"), events.join("\n")).as_bytes())
+    let fingerprint = boot_cache::fingerprint(
+        format!("{}\n\n{}", names.join("\n"), events.join("\n")).as_bytes(),
+    );
+    format!("{fingerprint:016x}")
 }
 
 #[cfg(test)]
@@ -90,10 +119,7 @@ mod tests {
             path: "/sys/kernel/btf/vmlinux".into(),
             size,
             changed_ns: 1,
-            asked: format!(
-                "{:016x}",
-                asked_fingerprint(&BTreeSet::from(["iommu_map"]), &BTreeSet::new())
-            ),
+            asked: names_asked(&BTreeSet::from(["iommu_map"]), &BTreeSet::new()),
         }
     }
 
@@ -130,10 +156,7 @@ mod tests {
         let kept = conditions("boot-a", 100);
         let _ = kept_or_walked(dir.path(), Some(&kept), walk);
         let mut other_names = kept.clone();
-        other_names.asked = format!(
-            "{:016x}",
-            asked_fingerprint(&BTreeSet::from(["iommu_map"]), &BTreeSet::from(["x"]))
-        );
+        other_names.asked = names_asked(&BTreeSet::from(["iommu_map"]), &BTreeSet::from(["x"]));
         for other in [
             conditions("boot-b", 100),
             conditions("boot-a", 200),
@@ -153,6 +176,25 @@ mod tests {
             kept_or_walked(dir.path(), Some(&here), || Err("not BTF")),
             Err("not BTF")
         );
-        assert!(!dir.path().join(ENTRY).exists());
+        assert!(!dir.path().join(INDEX_ENTRY).exists());
+    }
+
+    #[test]
+    fn a_relocation_target_is_kept_byte_for_byte_and_read_back_by_the_same_conditions_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let blob = b"\x9f\xeb\x01\0\nnot text\n\0".to_vec();
+        let here = conditions("boot-a", 100);
+        let made = kept_or_made_core_target(dir.path(), Some(&here), || {
+            Ok::<_, Infallible>(blob.clone())
+        });
+        assert_eq!(made, Ok(blob.clone()));
+        let kept =
+            kept_or_made_core_target(dir.path(), Some(&here), || Err("made again, not read"));
+        assert_eq!(kept, Ok(blob));
+        let elsewhere = conditions("boot-b", 100);
+        let other = kept_or_made_core_target(dir.path(), Some(&elsewhere), || {
+            Ok::<_, Infallible>(b"other".to_vec())
+        });
+        assert_eq!(other, Ok(b"other".to_vec()));
     }
 }
