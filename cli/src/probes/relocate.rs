@@ -1,10 +1,11 @@
-//! The object relocated against this kernel with every knob set: what the knobs need (which
+//! The object relocated against this kernel with every knob set. What the knobs need (which
 //! functions the kernel has and where its preempt count is, the fexit programs' return slots, the
-//! dispatch calibration) is read on threads at once, while aya's loader parses the kernel's BTF
-//! it relocates against. What the programs are loaded against is not a second parse of that BTF
-//! but an index of the few names they hook, from the walk that reads the return slots
-//! ([`super::attach_btf`]): under emulation a parse costs a CPU 0.3 s, and each program's search
-//! of it another 15 ms (issue 30).
+//! dispatch calibration) is read on threads at once, as are the two things made of the kernel's
+//! BTF once a boot and kept: the index of the names the programs hook, which they are loaded
+//! against ([`super::btf_index`]), and the part of the BTF the object's relocations read, which
+//! it is relocated against ([`super::core_target`]). Under emulation aya's parse of the whole BTF
+//! costs a CPU 0.3 s, each program's search of it 15 ms, and its CO-RE search of it 0.4 s of the
+//! relocation, which nothing can start before (issue 30).
 
 use super::attach::KernelSupport;
 use super::attach::WAITING_EVENT;
@@ -30,7 +31,7 @@ use std::path::Path;
 /// The relocated object, its maps created, no program loaded yet.
 pub(super) struct Relocated {
     /// What fentry, fexit and BTF tracepoint programs are loaded against: the hooked functions'
-    /// and tracepoints' ids in the kernel's BTF ([`super::attach_btf`]), or, where that BTF could
+    /// and tracepoints' ids in the kernel's BTF ([`super::btf_index`]), or, where that BTF could
     /// not be walked, the whole of it as aya parses it.
     pub btf: Btf,
     pub ebpf: Ebpf,
@@ -57,8 +58,8 @@ pub(super) fn relocate(
         let symbols = scope.spawn(KernelSymbols::read);
         let task_stacks = TaskStacks::for_this_kernel();
         let core_target = scope.spawn(move || relocation_target(settings, task_stacks));
-        // Made here, beside the index: aya's loader parses the kernel's BTF as it is made, and
-        // relocates against it.
+        // Made here, beside the index and the cut: aya's loader parses the kernel's BTF as it is
+        // made (what it relocates against where the cut cannot be made).
         let loader = EbpfLoader::new();
         let symbols = symbols
             .join()
