@@ -42,15 +42,10 @@ fn preempt_rt_kernel_with_three_devices_busy_counts_exactly() {
 /// at times (1,803 maps against 1,869 unmaps, 66 named).
 fn assert_maps_match_unmaps(report: &Value, nic: &str, row: &Value) {
     let (maps, unmaps) = (count(row, "dma_map"), count(row, "dma_unmap"));
-    let named = |op: &str| {
-        report["health"][format!("missed_calls.{op}")]
-            .as_u64()
-            .unwrap_or(0)
-    };
     let (short, named) = if maps < unmaps {
-        (unmaps - maps, named("dma_map"))
+        (unmaps - maps, named_misses(report, "dma_map"))
     } else {
-        (maps - unmaps, named("dma_unmap"))
+        (maps - unmaps, named_misses(report, "dma_unmap"))
     };
     let allowed = (maps.max(unmaps) / 200).max(named);
     assert!(
@@ -71,18 +66,19 @@ fn three_devices_busy_count_exactly(kernel: &str, append: &[&str], mode: &str) {
     let nvme = device(&report, NVME);
     let fio_ios = fio_reads(&busy, "concurrent", "total_ios");
     for op in ["dma_map", "dma_unmap", "completion"] {
-        assert_close(
+        // 6.12-rt with one task slot at 6bd3283: 1,066 maps of fio's 1,073 reads, 19 named.
+        assert_counted(
             &format!("NVMe {op} vs fio's I/Os"),
             count(nvme, op),
             fio_ios,
-            0.5,
+            named_misses(&report, op),
         );
     }
-    assert_close(
+    assert_counted(
         "NVMe completions vs the block layer's",
         count(nvme, "completion"),
         block_reads(&busy, "concurrent"),
-        0.5,
+        named_misses(&report, "completion"),
     );
     // A page-table map whose DMA call's entry program the kernel skipped is counted, but on
     // `unattributed` (shared with the NICs): none is lost, and the NVMe's own row is within 1%.
@@ -92,9 +88,15 @@ fn three_devices_busy_count_exactly(kernel: &str, append: &[&str], mode: &str) {
         .map_or(0, |row| count(row, "iommu_map"));
     let nvme_iommu_maps = count(nvme, "iommu_map");
     assert!(
-        nvme_iommu_maps as f64 <= fio_ios as f64 * 1.005
-            && (nvme_iommu_maps + unattributed) as f64 >= fio_ios as f64 * 0.995,
-        "NVMe page-table maps {nvme_iommu_maps} (+{unattributed} unattributed) vs fio's {fio_ios}"
+        nvme_iommu_maps as f64 <= fio_ios as f64 * 1.005,
+        "NVMe page-table maps {nvme_iommu_maps} vs fio's {fio_ios}"
+    );
+    // At least: `unattributed` holds the NICs' too.
+    let named = named_misses(&report, "iommu_map");
+    assert!(
+        fio_ios.saturating_sub(nvme_iommu_maps + unattributed) <= (fio_ios / 200).max(named),
+        "NVMe page-table maps {nvme_iommu_maps} (+{unattributed} unattributed) vs fio's {fio_ios}: \
+         short by more than 0.5% and by more than the {named} the report names"
     );
     assert_close(
         "NVMe page-table maps vs fio's I/Os",
@@ -308,20 +310,11 @@ fn load_cell_counts_exactly(kernel: &str) {
     // whatever its dma_map lost (7.3 in CI at 4f17092: 24 of 4,468 maps lost, 80 named; the
     // page-table maps all 4,468).
     for op in ["dma_map", "dma_unmap", "completion", "iommu_map"] {
-        let (counted, named) = (
+        assert_counted(
+            &format!("{kernel} under load: NVMe {op} vs the block layer's reads"),
             count(nvme, op),
-            report["health"][format!("missed_calls.{op}")]
-                .as_u64()
-                .unwrap_or(0),
-        );
-        eprintln!("{kernel} under load: NVMe {op} {counted} of {reads} reads, {named} named as possibly missed");
-        assert!(
-            counted <= reads + reads / 200,
-            "{kernel} under load: NVMe {op} {counted} counts more than the block layer's {reads} reads"
-        );
-        assert!(
-            reads - counted.min(reads) <= (reads / 200).max(named),
-            "{kernel} under load: NVMe {op} {counted} vs the block layer's {reads} reads: short by more than 0.5% and by more than the {named} the report names"
+            reads,
+            named_misses(&report, op),
         );
     }
     for nic in NICS {

@@ -1,7 +1,8 @@
 #!/bin/sh
-# Runs inside a lab guest (issue 14): `iommutop serve` scraped every second by Debian's Prometheus
+# Runs inside a lab guest (issue 14): `iommutop serve` scraped every 2 s by Debian's Prometheus
 # on loopback while dd does 2000 direct 4 KiB reads of the NVMe. Leaves in OUT:
 #   maps.json        the Prometheus HTTP API's answer for iommutop_dma_maps_total of the NVMe
+#   up.json          the last scrape's outcome; scrape-duration.json the slowest of the minute
 #   scrape.txt       one scrape of /metrics; promtool.out and promtool.rc: `promtool check metrics`
 #   serve.rc         serve's exit status after SIGINT; serve.err its stderr
 #   progs-left.txt   iommutop's BPF programs still loaded after serve exited (should be empty);
@@ -42,8 +43,9 @@ serve=$!
 
 cat >"$out/prometheus.yml" <<CONFIG
 global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
+  scrape_interval: 2s
+  scrape_timeout: 2s
+  evaluation_interval: 2s
 scrape_configs:
   - job_name: iommutop
     static_configs:
@@ -66,12 +68,15 @@ dd if=/dev/nvme0n1 of=/dev/null bs=4k count=2000 iflag=direct >"$out/dd.out" 2>&
 echo $? >"$out/dd.rc"
 
 # Two scrapes after the reads, then ask Prometheus what it stored.
-sleep 3
+sleep 5
 curl -sf "http://127.0.0.1:9090/api/v1/query" \
 	--data-urlencode "query=iommutop_dma_maps_total{device=\"$nvme\"}" >"$out/maps.json"
 echo "$nvme" >"$out/nvme.txt"
 curl -sf "http://127.0.0.1:9090/api/v1/query" \
 	--data-urlencode 'query=up{job="iommutop"}' >"$out/up.json"
+curl -sf "http://127.0.0.1:9090/api/v1/query" \
+	--data-urlencode 'query=max_over_time(scrape_duration_seconds{job="iommutop"}[1m])' \
+	>"$out/scrape-duration.json"
 curl -sf "http://$listen/metrics" >"$out/scrape.txt"
 promtool check metrics <"$out/scrape.txt" >"$out/promtool.out" 2>&1
 echo $? >"$out/promtool.rc"

@@ -65,6 +65,31 @@ pub fn bytes(row: &Value, op: &str) -> u64 {
     op_bytes(row, op)
 }
 
+/// How many calls of `op` the report names as possibly missed (`missed_calls.<op>`: runs of its
+/// programs the kernel skipped, one already running on that CPU).
+pub fn named_misses(report: &Value, op: &str) -> u64 {
+    report["health"][format!("missed_calls.{op}")]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+/// A count of ours against an independent one: never more than 0.5% above it, and below it by at
+/// most 0.5% or by no more than the report names as possibly missed ([`named_misses`]). A call
+/// is lost only when the kernel skipped both its programs, which happens where one is already
+/// running on that CPU: an interrupt's call inside a task's, a task preempted inside one on RT.
+pub fn assert_counted(what: &str, counted: u64, truth: u64, named: u64) {
+    eprintln!("{what}: {counted} of {truth}, {named} named as possibly missed");
+    assert!(
+        truth > 0 && counted <= truth + truth / 200,
+        "{what}: {counted} counted, more than the {truth} done"
+    );
+    assert!(
+        truth - counted.min(truth) <= (truth / 200).max(named),
+        "{what}: {counted} counted of {truth}: short by more than 0.5% and by more than the \
+         {named} the report names"
+    );
+}
+
 /// `measured` is within `percent` of `truth`.
 pub fn assert_close(what: &str, measured: u64, truth: u64, percent: f64) {
     let off = measured.abs_diff(truth) as f64 * 100.0 / truth.max(1) as f64;
