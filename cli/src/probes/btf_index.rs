@@ -135,13 +135,8 @@ impl BtfIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probes::btf_walk::with_trailing;
     use aya_obj::btf::BtfKind;
-
-    fn with_trailing(record: [u8; TYPE_RECORD], trailing: usize) -> Vec<u8> {
-        let mut bytes = record.to_vec();
-        bytes.resize(TYPE_RECORD + trailing, 0);
-        bytes
-    }
 
     /// "\0int\0iommu_map\0iova_free\0btf_trace_e\0": ids 1 INT, 2 FUNC_PROTO (6 params), 3 FUNC
     /// iommu_map, 4 STRUCT of 2 members (skipped by its size), 5 FUNC_PROTO (3, void), 6 FUNC

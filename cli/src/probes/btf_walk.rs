@@ -141,15 +141,17 @@ pub fn record(name_off: u32, kind: u32, vlen: u32, size_or_type: u32) -> [u8; TY
     bytes
 }
 
+/// `record` followed by `trailing` zero bytes: a type of test BTF with its members or values.
+#[cfg(test)]
+pub fn with_trailing(record: [u8; TYPE_RECORD], trailing: usize) -> Vec<u8> {
+    let mut bytes = record.to_vec();
+    bytes.resize(TYPE_RECORD + trailing, 0);
+    bytes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn with_trailing(record: [u8; TYPE_RECORD], trailing: usize) -> Vec<u8> {
-        let mut bytes = record.to_vec();
-        bytes.resize(TYPE_RECORD + trailing, 0);
-        bytes
-    }
 
     #[test]
     fn records_come_in_id_order_with_their_names_read_on_request() {
