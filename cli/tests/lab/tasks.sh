@@ -7,16 +7,15 @@
 # driver, which iommutop did not launch (iommutop's vfio-nvme workload started as DRIVER, so
 # that its processes are named vfio-nvme), maps its queues and buffers.
 # OUT gets the reports, dd's own output (A.err, B.err), the pids (A.pid, B.pid, vfio-worker.pid)
-# and the driver's own report (vfio.json).
+# and the driver's own report (vfio.json). Each step says so on stderr, and each wait has a
+# deadline that, when it runs out, shows what every process was doing (guest-lib.sh).
 set -u
 iommutop=$1
 out=$2
 driver_bin=$3
+steps=$out/steps
+. "$(dirname "$0")/guest-lib.sh"
 PCI=$(for d in /sys/bus/pci/devices/*; do [ "$(cat "$d/class")" = 0x010802 ] && basename "$d"; done | head -n 1)
-fail() {
-	echo "tasks.sh: $*" >&2
-	exit 1
-}
 
 # Without an I/O scheduler the block layer issues a request from the task that submits it
 # (5.10 runs mq-deadline's dispatch from kblockd: those maps are kblockd's, not dd's).
@@ -39,7 +38,7 @@ if ! grep -q "^cgroup2 $cgroot " /proc/mounts; then
 fi
 cg=$cgroot/iommutop-tasks
 mkdir -p $cg
-cat "$out/A.pid" >$cg/cgroup.procs || fail "cannot move A into $cg"
+cat "$out/A.pid" >$cg/cgroup.procs || fail "cannot move A ($(cat "$out/A.pid")) into $cg"
 
 # record NAME ARGS...: in the background until SIGINT; its pid in OUT/NAME.rec. Only the points
 # that see this work (and the DMA API points they bring): fewer programs to load under TCG.
@@ -52,18 +51,15 @@ record() {
 }
 record pid --pid "$(cat "$out/B.pid")"
 record cgroup --cgroup $cg
+say "two recordings started"
 for name in pid cgroup; do
-	i=0
-	until grep -q "probes attached" "$out/$name.err"; do
-		i=$((i + 1))
-		[ $i -lt 1800 ] || fail "$name: not attached after 180 s: $(cat "$out/$name.err")"
-		sleep 0.1
-	done
+	until_seen "$out/$name.err" "probes attached" 420 "record $name"
 done
 
+say "both attached: dd A and B read"
 touch "$out/go"
-wait "$(cat "$out/A.pid")"
-wait "$(cat "$out/B.pid")"
+await "$(cat "$out/A.pid")" 240 "dd A"
+await "$(cat "$out/B.pid")" 240 "dd B"
 
 # The controller goes to vfio-pci from here, outside the cgroup: nvme's own work of letting it go
 # (and of taking it back after) is this shell's, not the driver's.
@@ -72,41 +68,47 @@ bind() { # DRIVER-OVERRIDE
 		echo "$1" >"/sys/bus/pci/devices/$PCI/driver_override" &&
 		echo "$PCI" >/sys/bus/pci/drivers_probe
 }
+say "dd A and B done: the NVMe goes to vfio-pci"
 bind vfio-pci || fail "cannot bind $PCI to vfio-pci"
 # The userspace driver, started in the cgroup: its worker (which does the VFIO maps) too.
 sh -c "echo \$\$ >$cg/cgroup.procs && exec $driver_bin workload vfio-nvme --device $PCI \
 --reserve-hugepages --page-size 2m --ios 500 --json $out/vfio.json" \
 	>"$out/vfio.out" 2>"$out/vfio.err" &
 driver=$!
-i=0
+deadline=$(($(uptime_s | cut -d. -f1) + 120))
 until worker=$(pgrep -f -- --iommutop-vfio-nvme-worker | head -n 1) && [ -n "$worker" ]; do
-	i=$((i + 1))
-	[ $i -lt 600 ] || fail "no vfio-nvme worker after 60 s: $(cat "$out/vfio.err")"
+	[ "$(uptime_s | cut -d. -f1)" -lt "$deadline" ] || fail "no vfio-nvme worker after 120 s: $(cat "$out/vfio.err")"
 	sleep 0.1
 done
 echo "$worker" >"$out/vfio-worker.pid"
-wait $driver || fail "vfio-nvme failed: $(cat "$out/vfio.err")"
+say "the VFIO driver runs (worker $worker)"
+await $driver 300 "vfio-nvme" || fail "vfio-nvme failed: $(cat "$out/vfio.err")"
 bind "" || fail "cannot give $PCI back to nvme"
 
+say "the driver is done, the NVMe back with nvme: both recordings stop"
 for name in pid cgroup; do
 	kill -INT "$(cat "$out/$name.rec")"
 done
 for name in pid cgroup; do
-	wait "$(cat "$out/$name.rec")"
+	await "$(cat "$out/$name.rec")" 120 "record $name after SIGINT"
 	echo $? >"$out/$name.rc"
 done
 
 # One row of statistics for every key: the first key seen takes it, every other is counted as
 # device_map_full, never charged to the row of another.
+say "one row of statistics"
 IOMMUTOP_STATS_ROWS=1 "$iommutop" record --points iommu_map,block_complete --json "$out/one-row.json" \
 	-- dd if=/dev/nvme0n1 of=/dev/null bs=4k count=300 iflag=direct \
-	>"$out/one-row.out" 2>"$out/one-row.err"
+	>"$out/one-row.out" 2>"$out/one-row.err" &
+await $! 240 "record with one row"
 echo $? >"$out/one-row.rc"
 
 # One hint of which row is a key's kept of 1024: the NVMe's and the disk's keys find their rows
 # in the hash of keys to rows at every lookup.
+say "one hint of rows"
 IOMMUTOP_ROW_HINTS=1 "$iommutop" record --points iommu_map,block_complete --json "$out/one-hint.json" \
 	-- dd if=/dev/nvme0n1 of=/dev/null bs=4k count=300 iflag=direct \
-	>"$out/one-hint.out" 2>"$out/one-hint.err"
+	>"$out/one-hint.out" 2>"$out/one-hint.err" &
+await $! 240 "record with one hint"
 echo $? >"$out/one-hint.rc"
 echo done
