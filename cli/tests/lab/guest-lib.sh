@@ -38,17 +38,27 @@ fail() {
 # status, or fails naming WHAT and showing every process when the time runs out.
 await() {
 	deadline=$(($(uptime_s | cut -d. -f1) + $2))
-	while state=$(ps -o stat= -p "$1") && [ "${state#Z}" = "$state" ]; do
+	while running "$1"; do
 		[ "$(uptime_s | cut -d. -f1)" -lt "$deadline" ] || fail "$3: still running after $2 s"
 		sleep 0.2
 	done
 	wait "$1"
 }
 
-# until_seen FILE PATTERN SECONDS WHAT: waits until FILE holds PATTERN, at most SECONDS.
+# running PID: whether PID, a child of this shell, is still running (not yet a zombie).
+running() {
+	state=$(ps -o stat= -p "$1") && [ "${state#Z}" = "$state" ]
+}
+
+# until_seen FILE PATTERN SECONDS WHAT [PID]: waits until FILE holds PATTERN, at most SECONDS;
+# fails at once, with FILE, if PID (the process that writes FILE, a child) has ended first.
 until_seen() {
 	deadline=$(($(uptime_s | cut -d. -f1) + $3))
 	until grep -q "$2" "$1" 2>/dev/null; do
+		if [ -n "${5:-}" ] && ! running "$5"; then
+			wait "$5"
+			fail "$4: exited $? before '$2' was in $1: $(cat "$1")"
+		fi
 		[ "$(uptime_s | cut -d. -f1)" -lt "$deadline" ] || fail "$4: no '$2' in $1 after $3 s: $(cat "$1")"
 		sleep 0.1
 	done

@@ -53,7 +53,7 @@ record pid --pid "$(cat "$out/B.pid")"
 record cgroup --cgroup $cg
 say "two recordings started"
 for name in pid cgroup; do
-	until_seen "$out/$name.err" "probes attached" 420 "record $name"
+	until_seen "$out/$name.err" "probes attached" 420 "record $name" "$(cat "$out/$name.rec")"
 done
 
 say "both attached: dd A and B read"
