@@ -232,6 +232,10 @@ pub struct VfioNvmeRun {
     /// The unit of work and headline numbers (I/Os, `iops`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work: Option<Headline>,
+    /// The process that mapped the buffers and ran the I/O (the driver's worker): the pid of its
+    /// row among iommutop's unattributed VFIO work. Absent from reports made before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_pid: Option<u32>,
 }
 
 /// One working-set size of a sweep.

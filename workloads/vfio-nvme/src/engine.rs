@@ -248,6 +248,7 @@ fn assemble(
         histogram: hist,
         threads,
         verify: params.verify.then_some(verify),
+        worker_pid: std::process::id(),
         interrupted,
         host: Default::default(),
     })

@@ -48,6 +48,9 @@ pub struct RunResult {
     pub interrupted: bool,
     /// What the tool changed on the host for the run and whether it was put back.
     pub host: HostChanges,
+    /// The process that mapped the buffers and ran the I/O (the worker): the pid of its row
+    /// among iommutop's unattributed VFIO work.
+    pub worker_pid: u32,
 }
 
 impl RunResult {

@@ -33,6 +33,7 @@ impl RunResult {
             setup_map_ns: self.setup.map_total_ns,
             latency_ns: self.latency,
             work: None,
+            worker_pid: Some(self.worker_pid),
         }
     }
 }

@@ -298,6 +298,7 @@ fn vfio_nvme_run() -> WorkloadOutput {
         }),
         interrupted: false,
         host: host(),
+        worker_pid: 4321,
     };
     let work = Headline::counted(WorkUnit::Io, result.ios as f64, "iops", result.iops);
     let results = VfioNvmeResults::Run(Box::new(result.reported()));
