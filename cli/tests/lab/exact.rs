@@ -424,10 +424,9 @@ fn preempt_rt_waiting_inside_translation_is_measured_apart() {
 /// emulator's stalls (a vCPU waiting for QEMU's big lock in an IOMMU register write): real to
 /// the guest, but a timer interrupt cannot sample them, and they differ from run to run. On the
 /// instruction clock a call takes the instructions it runs. Only the DMA API's points are
-/// attached (`exact.sh profile-dma`): with every point on, three
-/// quarters of a DMA map's instructions are other probes' (self time takes them out; its own
-/// accuracy is `bench/self-time`'s), and the comparison would test that subtraction rather
-/// than the timing. `scripts/lib/time_verdict.py` checks that no timed DMA call of the NVMe
+/// attached (`exact.sh profile-dma`): with every point on, three quarters of a DMA map's
+/// instructions are other probes' (self time takes them out; its own accuracy is
+/// `bench/self-time`'s), and the comparison would test that subtraction rather than the timing. `scripts/lib/time_verdict.py` checks that no timed DMA call of the NVMe
 /// outlasts fio's longest I/O nor one of a NIC netperf's longest transaction, that each
 /// device's dma_map mean is at most 4x its median, and that each driver's dma_map time agrees
 /// with the profile's within 35% (its unmaps happen in hard interrupts, where a timer's sample
@@ -436,8 +435,8 @@ fn times_agree_with_the_workloads_and_a_profile(kernel: &str, iommu: &str, smp: 
     let out = boot(
         &format!("profile-{kernel}-{iommu}-smp{smp}"),
         // Shift 1, not 0: the same instructions take twice the guest's time, so the workloads'
-        // 6 s hold half as many and the guest runs half as long on its one host thread (202 s
-        // alone, where shift 0 took 563 s in a full suite and 604 s in CI); the verdict's
+        // 6 s hold half as many and the guest runs half as long on its one host thread (201 and
+        // 214 s alone, where shift 0 took 563 s in a full suite and 604 s in CI); the verdict's
         // figures stayed within shift 0's spread (docs/measurements.md). scripts/matrix's
         // cells keep shift 0.
         &[

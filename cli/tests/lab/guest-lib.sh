@@ -9,6 +9,15 @@ uptime_s() {
 	cut -d' ' -f1 /proc/uptime
 }
 
+# deadline_in SECONDS: the uptime, in whole seconds, SECONDS from now; past DEADLINE: whether
+# it has come.
+deadline_in() {
+	echo $(($(cut -d. -f1 /proc/uptime) + $1))
+}
+past() {
+	[ "$(cut -d. -f1 /proc/uptime)" -ge "$1" ]
+}
+
 # say MESSAGE: on stderr, and appended to $steps when the script names a file there (the steps'
 # times stay in the output directory when the test passes).
 say() {
@@ -37,9 +46,9 @@ fail() {
 # await PID SECONDS WHAT: waits for PID, a child of this shell, at most SECONDS; returns its
 # status, or fails naming WHAT and showing every process when the time runs out.
 await() {
-	deadline=$(($(uptime_s | cut -d. -f1) + $2))
+	deadline=$(deadline_in "$2")
 	while running "$1"; do
-		[ "$(uptime_s | cut -d. -f1)" -lt "$deadline" ] || fail "$3: still running after $2 s"
+		! past "$deadline" || fail "$3: still running after $2 s"
 		sleep 0.2
 	done
 	wait "$1"
@@ -53,13 +62,13 @@ running() {
 # until_seen FILE PATTERN SECONDS WHAT [PID]: waits until FILE holds PATTERN, at most SECONDS;
 # fails at once, with FILE, if PID (the process that writes FILE, a child) has ended first.
 until_seen() {
-	deadline=$(($(uptime_s | cut -d. -f1) + $3))
+	deadline=$(deadline_in "$3")
 	until grep -q "$2" "$1" 2>/dev/null; do
 		if [ -n "${5:-}" ] && ! running "$5"; then
 			wait "$5"
 			fail "$4: exited $? before '$2' was in $1: $(cat "$1")"
 		fi
-		[ "$(uptime_s | cut -d. -f1)" -lt "$deadline" ] || fail "$4: no '$2' in $1 after $3 s: $(cat "$1")"
+		! past "$deadline" || fail "$4: no '$2' in $1 after $3 s: $(cat "$1")"
 		sleep 0.1
 	done
 }
