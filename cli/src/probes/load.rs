@@ -118,12 +118,12 @@ pub fn load_btf(settings: &ProbeSettings) -> Result<Btf, LoadError> {
     })
 }
 
-/// Relocates the object against the kernel's BTF with every knob set and creates its maps, sized
-/// as the settings say, with `loader` (a fresh one, made ahead: making it parses the kernel's BTF,
-/// which it relocates against unless given `btf`).
+/// Relocates the object against `btf` (the kernel's, or the part of it the relocations read) with
+/// every knob set and creates its maps, sized as the settings say, with `loader` (a fresh one:
+/// [`super::bare_loader`]).
 pub fn load_probes<'a>(
     loader: EbpfLoader<'a>,
-    btf: Option<&'a Btf>,
+    btf: &'a Btf,
     settings: &'a ProbeSettings,
     knobs: &'a Knobs,
 ) -> Result<Ebpf, LoadError> {
@@ -131,7 +131,7 @@ pub fn load_probes<'a>(
     let preempt_count_at: u64 = knobs.preempt.map_or(0, |p| p.symbol);
     let in_pcpu_hot = u32::from(knobs.preempt.is_some_and(|p| p.in_pcpu_hot));
     let virtual_netdevs = u32::from(settings.virtual_netdevs);
-    with_target(loader, btf, &knobs.return_slots)
+    with_target(loader, Some(btf), &knobs.return_slots)
         .override_global("iommutop_virtual_netdevs", &virtual_netdevs, true)
         .override_global(
             "iommutop_stack_interval_ns",

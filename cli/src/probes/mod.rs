@@ -2,6 +2,7 @@
 
 mod abi;
 mod attach;
+mod bare_loader;
 mod boot_cache;
 mod btf_index;
 mod btf_walk;

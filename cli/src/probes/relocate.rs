@@ -9,6 +9,7 @@
 
 use super::attach::KernelSupport;
 use super::attach::WAITING_EVENT;
+use super::bare_loader;
 use super::btf_index::BtfIndex;
 use super::core_target;
 use super::kallsyms::{KallsymsFacts, PreemptCount};
@@ -23,7 +24,7 @@ use super::timing::timed;
 use super::vendors::MachineVendors;
 use super::LOADER_LOG;
 use super::{dispatch, dispatch_cache, kallsyms_cache};
-use aya::{Btf, Ebpf, EbpfLoader};
+use aya::{Btf, Ebpf};
 use iommutop_model::TaskFilter;
 use std::os::fd::OwnedFd;
 use std::path::Path;
@@ -58,9 +59,8 @@ pub(super) fn relocate(
         let symbols = scope.spawn(KernelSymbols::read);
         let task_stacks = TaskStacks::for_this_kernel();
         let core_target = scope.spawn(move || relocation_target(settings, task_stacks));
-        // Made here, beside the index and the cut: aya's loader parses the kernel's BTF as it is
-        // made (what it relocates against where the cut cannot be made).
-        let loader = EbpfLoader::new();
+        // Made without aya's parse of the kernel's BTF: it is given what to relocate against.
+        let loader = scope.spawn(bare_loader::loader_without_btf);
         let symbols = symbols
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
@@ -112,14 +112,14 @@ pub(super) fn relocate(
             .inspect_err(
                 |e| log::info!(target: LOADER_LOG, "relocated against the whole BTF: its cut: {e}"),
             );
+        let loader = loader
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
         let ebpf = match core_target {
-            Ok(target) => load_probes(loader, Some(&target), settings, &knobs)?,
-            Err(_) if settings.kernel_btf_is_the_kernels() => {
-                load_probes(loader, None, settings, &knobs)?
-            }
+            Ok(target) => load_probes(loader, &target, settings, &knobs)?,
             Err(_) => {
                 let btf = load_btf(settings)?;
-                load_probes(loader, Some(&btf), settings, &knobs)?
+                load_probes(loader, &btf, settings, &knobs)?
             }
         };
         let targets = attach_targets.map(|making| {

@@ -42,11 +42,6 @@ pub struct ProbeSettings {
 }
 
 impl ProbeSettings {
-    /// Whether the BTF is read where the kernel publishes it, as aya's loader reads it.
-    pub fn kernel_btf_is_the_kernels(&self) -> bool {
-        self.kernel_btf == DEFAULT_KERNEL_BTF
-    }
-
     /// The settings the environment gives, each unset one at its default.
     pub fn from_env() -> Result<ProbeSettings, BadSetting> {
         Ok(ProbeSettings {
