@@ -1,7 +1,7 @@
 //! Attaching a probe point: each of its hooks on the cheapest tier that takes it (fentry, kprobe,
 //! tracepoint), with what the running kernel offers learnt on the way, and the scheduler's switch.
 
-use super::fentry_jobs::{self, FunctionJob};
+use super::fentry_jobs::{self, FunctionJob, TracepointJob};
 use super::hook_error::HookError;
 use super::kallsyms::KallsymsFacts;
 use super::load::program;
@@ -108,7 +108,7 @@ pub(super) fn attach_point(
     let outcomes: Vec<HookOutcome> = point
         .tracepoints
         .iter()
-        .map(|t| attach_tracepoint(ebpf, btf, t))
+        .map(|t| attach_tracepoint(ebpf, btf, t, kernel.verified_ahead(t.program, t.name)))
         .collect();
     if outcomes.is_empty() {
         refused.push(Refusal {
@@ -150,6 +150,9 @@ pub(super) struct KernelSupport {
     iommu_vendors: MachineVendors,
     /// Each function's fentry/fexit outcome, attached ahead of the points' walk, by symbol.
     fentry_outcomes: HashMap<&'static str, Result<(), HookError>>,
+    /// Each BTF tracepoint program verified ahead of the points' walk, by name and event: until
+    /// attached.
+    tracepoints_verified: HashMap<TracepointJob, Result<(), HookError>>,
 }
 
 impl KernelSupport {
@@ -162,6 +165,7 @@ impl KernelSupport {
             functions: kallsyms,
             iommu_vendors,
             fentry_outcomes: HashMap::new(),
+            tracepoints_verified: HashMap::new(),
         }
     }
 
@@ -189,25 +193,45 @@ impl KernelSupport {
             .collect()
     }
 
-    /// Verifies and attaches `points`' fentry and fexit programs on `threads` threads
+    /// Verifies and attaches `points`' fentry and fexit programs, and verifies the BTF tracepoint
+    /// programs they will need whatever those get, on `threads` threads
     /// ([`super::fentry_jobs`]), before the points are walked in order.
-    pub(super) fn attach_fentry_ahead<'p>(
+    pub(super) fn attach_ahead<'p>(
         &mut self,
         ebpf: &mut Ebpf,
         btf: &Btf,
-        points: impl IntoIterator<Item = &'p Point>,
+        points: impl IntoIterator<Item = &'p Point> + Clone,
         threads: usize,
     ) {
-        let jobs = self.fentry_jobs(points);
+        let functions = self.fentry_jobs(points.clone());
+        let tracepoints = tracepoint_jobs(points);
         let started = Instant::now();
-        self.fentry_outcomes = fentry_jobs::attach_all(ebpf, btf, &jobs, threads);
+        let outcomes = fentry_jobs::attach_all(ebpf, btf, &functions, &tracepoints, threads);
+        self.fentry_outcomes = outcomes.functions;
+        self.tracepoints_verified = outcomes.tracepoints;
         log::debug!(
             target: LOADER_LOG,
-            "{} functions' fentry and fexit programs verified and attached on {threads} threads in {} ms ({} refused)",
-            jobs.len(),
+            "{} functions' fentry and fexit programs verified and attached, {} tracepoint programs verified, on {threads} threads in {} ms ({} refused)",
+            functions.len(),
+            tracepoints.len(),
             started.elapsed().as_millis(),
-            self.fentry_outcomes.values().filter(|o| o.is_err()).count()
+            self.fentry_outcomes
+                .values()
+                .chain(self.tracepoints_verified.values())
+                .filter(|o| o.is_err())
+                .count()
         );
+    }
+
+    /// How `program` fared when verified ahead against `event`, if it was; taken, so that a second
+    /// hook sharing the program finds it loaded for the first one's event.
+    pub(super) fn verified_ahead(
+        &mut self,
+        program: &'static str,
+        event: &'static str,
+    ) -> Option<Result<(), HookError>> {
+        self.tracepoints_verified
+            .remove(&TracepointJob { program, event })
     }
 
     /// Why `hook` is left out on this machine, when it is another IOMMU vendor's driver's.
@@ -255,7 +279,7 @@ impl KernelSupport {
         })
     }
 
-    /// How `hook` fared on fentry ([`KernelSupport::attach_fentry_ahead`]).
+    /// How `hook` fared on fentry ([`KernelSupport::attach_ahead`]).
     fn fentry_outcome(&mut self, hook: &FunctionHook) -> HookOutcome {
         let result = match hook.fentry {
             None => Err(HookError::NoFentryProgram(hook.symbol)),
@@ -296,21 +320,53 @@ fn attach_kprobe_programs(
     Ok(())
 }
 
-fn attach_tracepoint(ebpf: &mut Ebpf, btf: &Btf, hook: &TracepointHook) -> HookOutcome {
+/// The BTF tracepoint programs `points` need whatever their functions get: the points that have
+/// no function to hook, and the scheduler's switch, which any timed hook needs (verified ahead in
+/// vain only where no function gets a timed tier).
+fn tracepoint_jobs<'p>(points: impl IntoIterator<Item = &'p Point>) -> Vec<TracepointJob> {
+    let mut timed = false;
+    let mut jobs: Vec<TracepointJob> = Vec::new();
+    for point in points {
+        timed |= !point.functions.is_empty();
+        if point.functions.is_empty() {
+            jobs.extend(point.tracepoints.iter().map(|hook| TracepointJob {
+                program: hook.program,
+                event: hook.name,
+            }));
+        }
+    }
+    if timed {
+        jobs.push(TracepointJob {
+            program: WAITING_PROGRAM,
+            event: WAITING_EVENT,
+        });
+    }
+    jobs
+}
+
+/// `verified`: how the program fared when verified ahead of the points' walk, if it was.
+fn attach_tracepoint(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    hook: &TracepointHook,
+    verified: Option<Result<(), HookError>>,
+) -> HookOutcome {
     let label = format!("{}:{}", hook.category, hook.name);
-    HookOutcome::new(label, attach_tracepoint_program(ebpf, btf, hook))
+    HookOutcome::new(label, attach_tracepoint_program(ebpf, btf, hook, verified))
 }
 
 fn attach_tracepoint_program(
     ebpf: &mut Ebpf,
     btf: &Btf,
     hook: &TracepointHook,
+    verified: Option<Result<(), HookError>>,
 ) -> Result<(), HookError> {
     let tracepoint: &mut BtfTracePoint = program(ebpf, hook.program).map_err(HookError::Object)?;
-    if tracepoint.fd().is_ok() {
-        return Err(HookError::ProgramTaken(hook.program));
+    match verified {
+        Some(outcome) => outcome?,
+        None if tracepoint.fd().is_ok() => return Err(HookError::ProgramTaken(hook.program)),
+        None => tracepoint.load(hook.name, btf)?,
     }
-    tracepoint.load(hook.name, btf)?;
     tracepoint.attach()?;
     Ok(())
 }
@@ -321,9 +377,17 @@ pub(super) const WAITING_EVENT: &str = "sched_switch";
 
 /// Hooks the scheduler's switch (sched_switch, a BTF tracepoint), which keeps how long a task
 /// with calls in flight is switched out, so that waiting is taken out of the calls' time.
-pub(super) fn attach_waiting(ebpf: &mut Ebpf, btf: &Btf) -> Result<(), String> {
+/// `verified`: how its program fared when verified ahead of the points' walk, if it was.
+pub(super) fn attach_waiting(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    verified: Option<Result<(), HookError>>,
+) -> Result<(), String> {
     let program: &mut BtfTracePoint = program(ebpf, WAITING_PROGRAM)?;
-    program.load(WAITING_EVENT, btf).map_err(|e| describe(&e))?;
+    match verified {
+        Some(outcome) => outcome.map_err(|e| e.to_string())?,
+        None => program.load(WAITING_EVENT, btf).map_err(|e| describe(&e))?,
+    }
     program.attach().map(|_| ()).map_err(|e| describe(&e))
 }
 

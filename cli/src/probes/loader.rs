@@ -2,7 +2,7 @@
 //! probe point on the cheapest tier that works (attach.rs), and reads its maps (maps.rs) for as
 //! long as [`Probes`] lives.
 
-use super::attach::{attach_point, attach_waiting};
+use super::attach::{attach_point, attach_waiting, WAITING_EVENT, WAITING_PROGRAM};
 use super::detach::EarlierDetaches;
 use super::load::LoadError;
 use super::maps::{ProbeMaps, SampleError};
@@ -72,7 +72,7 @@ impl Probes {
         let maps = ProbeMaps::take(&mut ebpf)?;
         let tells_interrupts = symbols.preempt.is_some();
         let mut kernel = symbols.support;
-        kernel.attach_fentry_ahead(
+        kernel.attach_ahead(
             &mut ebpf,
             &btf,
             POINTS.iter().filter(|point| selection.includes(point)),
@@ -97,7 +97,11 @@ impl Probes {
             .iter()
             .any(|status| matches!(status.tier, Some(Tier::Fentry | Tier::Kprobe)));
         let waiting = if timed {
-            attach_waiting(&mut ebpf, &btf)
+            attach_waiting(
+                &mut ebpf,
+                &btf,
+                kernel.verified_ahead(WAITING_PROGRAM, WAITING_EVENT),
+            )
         } else {
             Ok(())
         };
