@@ -85,16 +85,16 @@ require_cache_dir() {
 }
 
 # with_lock NAME COMMAND...: runs COMMAND (in a subshell) holding an exclusive lock on the cache
-# entry NAME (of this architecture), so that concurrent lab/run and lab/fetch invocations (cargo runs tests in parallel)
-# never see or build half an entry. Call it plainly (not under if, || or &&) so that errexit
-# stays in force inside COMMAND.
+# entry NAME (of this architecture), so that concurrent lab/run, lab/fetch and scripts/build-arm64
+# invocations (cargo runs tests in parallel) never see or build half an entry. Call it plainly
+# (not under if, || or &&) so that errexit stays in force inside COMMAND.
 with_lock() {
   local name
   name=$(lock_name "$1")
   shift
   (
     exec 9>"$CACHE_DIR/.lock-$name" || die_env "cannot create the lock $CACHE_DIR/.lock-$name"
-    flock -w 1800 9 || die_env "waited 30 min for the lock $CACHE_DIR/.lock-$name: is another lab/fetch stuck?"
+    flock -w 1800 9 || die_env "waited 30 min for the lock $CACHE_DIR/.lock-$name: is another lab/fetch, lab/run or scripts/build-arm64 stuck?"
     "$@"
   )
 }

@@ -15,6 +15,9 @@
 set -u
 iommutop=$1
 out=$2
+steps=$out/steps
+# Waits bounded by the clock, not by counted turns: a loaded guest's turn can take seconds.
+. "$(dirname "$0")/guest-lib.sh"
 listen=127.0.0.1:9464
 nvme=$(basename "$(readlink -f /sys/class/nvme/nvme0/device)")
 
@@ -27,15 +30,17 @@ our_programs() {
 	grep -E ' name (dma|iommu|iova|iotlb|completion|track)__' "$out/progs-all.txt" >"$out/progs-left.txt"
 }
 
-# wait_for URL SECONDS: 0 once URL answers 200.
+# wait_for URL SECONDS: 0 once URL answers 200; 1, said, when SECONDS have passed first.
 wait_for() {
-	i=0
-	while [ "$i" -lt "$(($2 * 2))" ]; do
-		curl -sf -o /dev/null "$1" && return 0
+	deadline=$(deadline_in "$2")
+	until curl -sf -o /dev/null "$1"; do
+		if past "$deadline"; then
+			say "no answer from $1 after $2 s"
+			return 1
+		fi
 		sleep 0.5
-		i=$((i + 1))
 	done
-	return 1
+	say "$1 answers"
 }
 
 "$iommutop" serve --listen "$listen" >"$out/serve.out" 2>"$out/serve.err" &
@@ -92,11 +97,11 @@ rebind() { # DRIVER-OVERRIDE ("" gives the controller back to nvme)
 		echo "$nvme" >/sys/bus/pci/drivers_probe
 }
 nvme_back() { # waits up to 20 s for the namespace, then for the kernel's scan of it
-	i=0
-	until [ -b /dev/nvme0n1 ] || [ $i -ge 200 ]; do
+	deadline=$(deadline_in 20)
+	until [ -b /dev/nvme0n1 ] || past "$deadline"; do
 		sleep 0.1
-		i=$((i + 1))
 	done
+	[ -b /dev/nvme0n1 ] || say "no /dev/nvme0n1 20 s after the rebind to nvme"
 	sleep 1
 }
 nvme_series() { # FILE: the NVMe's series; FILE.all the whole scrape

@@ -9,6 +9,9 @@ set -u
 iommutop=$1
 out=$2
 mkdir -p "$out"
+steps=$out/steps
+# Waits bounded by the clock, not by counted turns: a loaded guest's turn can take seconds.
+. "$(dirname "$0")/guest-lib.sh"
 export LANG=C.UTF-8 TERM="${TERM:-xterm-256color}"
 tm() { tmux -u -L iommutop-lab -f /dev/null "$@"; }
 
@@ -18,26 +21,25 @@ echo "$nvme_pci" >"$out/nvme-pci"
 tm new-session -d -x 120 -y 40 \
 	"$iommutop top --json $out/top.json 2>$out/top.err; echo \$? >$out/rc; stty -a >$out/stty; sleep 600"
 
-# Probes take several seconds to attach under TCG: wait for the first frame.
-i=0
-while [ $i -lt 120 ]; do
-	tm capture-pane -p >"$out/pane-attached.txt"
-	grep -q "sort MAPS/s" "$out/pane-attached.txt" && break
+# Probes take several seconds to attach under TCG: wait for the first frame (at most 120 s).
+deadline=$(deadline_in 120)
+until tm capture-pane -p >"$out/pane-attached.txt" && grep -q "sort MAPS/s" "$out/pane-attached.txt"; do
+	past "$deadline" && say "no first frame after 120 s" && break
 	sleep 1
-	i=$((i + 1))
 done
+say "first frame"
 
 dd if=/dev/nvme0n1 of=/dev/null bs=4k iflag=direct 2>"$out/dd.err" &
 dd_pid=$!
 
 # The NVMe's row with a map rate other than 0 (5th column: DEVICE DRIVER NAMES DOMAIN MAPS/s).
-i=0
-while [ $i -lt 90 ]; do
+deadline=$(deadline_in 90)
+until past "$deadline"; do
 	sleep 1
 	tm capture-pane -p >"$out/pane.txt"
 	grep "^│$nvme_pci " "$out/pane.txt" | awk '$5 != "0" { found = 1 } END { exit !found }' && break
-	i=$((i + 1))
 done
+say "NVMe row captured"
 # One more interval, so the capture holds a full interval of dd.
 sleep 2
 tm capture-pane -p >"$out/pane.txt"
@@ -45,17 +47,16 @@ tm capture-pane -p >"$out/pane.txt"
 tm send-keys q
 # How long q takes to give the terminal back (the alternate screen left), in ms.
 start=$(date +%s%N)
-i=0
-while [ "$(tm display -p '#{alternate_on}')" = 1 ] && [ $i -lt 300 ]; do
+deadline=$(deadline_in 15)
+while [ "$(tm display -p '#{alternate_on}')" = 1 ] && ! past "$deadline"; do
 	sleep 0.05
-	i=$((i + 1))
 done
 echo $((($(date +%s%N) - start) / 1000000)) >"$out/quit-ms"
-i=0
-while [ ! -s "$out/rc" ] && [ $i -lt 120 ]; do
+deadline=$(deadline_in 60)
+until [ -s "$out/rc" ] || past "$deadline"; do
 	sleep 0.5
-	i=$((i + 1))
 done
+say "top exited: $(cat "$out/rc" 2>/dev/null || echo 'no status after 60 s')"
 sleep 1
 tm display -p '#{alternate_on}' >"$out/alternate"
 kill "$dd_pid" 2>/dev/null
