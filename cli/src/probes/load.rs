@@ -1,6 +1,7 @@
 //! Turns the embedded BPF object into a loaded one: which object (where calls in flight are
 //! kept), the knobs set before load, the maps' sizes, and typed handles by name.
 
+use super::bare_loader::loader_without_btf;
 use super::btf_index::{Arity, BtfIndex};
 use super::kallsyms::PreemptCount;
 use super::settings::{BadSetting, ProbeSettings, DEFAULT_STACK_INTERVAL_MS};
@@ -131,7 +132,7 @@ pub fn load_probes<'a>(
     let preempt_count_at: u64 = knobs.preempt.map_or(0, |p| p.symbol);
     let in_pcpu_hot = u32::from(knobs.preempt.is_some_and(|p| p.in_pcpu_hot));
     let virtual_netdevs = u32::from(settings.virtual_netdevs);
-    with_target(loader, Some(btf), &knobs.return_slots)
+    with_target(loader, btf, &knobs.return_slots)
         .override_global("iommutop_virtual_netdevs", &virtual_netdevs, true)
         .override_global(
             "iommutop_stack_interval_ns",
@@ -173,7 +174,7 @@ pub fn load_for_verification(btf: &Btf, settings: &ProbeSettings) -> Result<Ebpf
         1u32,
     );
     let return_slots = fexit_return_slots(&settings.kernel_btf);
-    with_target(EbpfLoader::new(), Some(btf), &return_slots)
+    with_target(loader_without_btf(), btf, &return_slots)
         .override_global("iommutop_virtual_netdevs", &every_netdev, true)
         .override_global("iommutop_stack_interval_ns", &stack_interval, true)
         .override_global("iommutop_filter_tgid", &any_pid, true)
@@ -185,19 +186,16 @@ pub fn load_for_verification(btf: &Btf, settings: &ProbeSettings) -> Result<Ebpf
         .map_err(|e| LoadError::Object(describe(&e)))
 }
 
-/// `loader` against `btf` (else the BTF it parsed as it was made), with each fexit program told
-/// where its return value is.
+/// `loader` against `btf`, with each fexit program told where its return value is.
 fn with_target<'a>(
     mut loader: EbpfLoader<'a>,
-    btf: Option<&'a Btf>,
+    btf: &'a Btf,
     return_slots: &'a [(String, u32)],
 ) -> EbpfLoader<'a> {
     for (knob, slot) in return_slots {
         loader.override_global(knob, slot, true);
     }
-    if let Some(btf) = btf {
-        loader.btf(Some(btf));
-    }
+    loader.btf(Some(btf));
     loader
 }
 

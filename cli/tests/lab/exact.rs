@@ -426,11 +426,12 @@ fn preempt_rt_waiting_inside_translation_is_measured_apart() {
 /// instruction clock a call takes the instructions it runs. Only the DMA API's points are
 /// attached (`exact.sh profile-dma`): with every point on, three quarters of a DMA map's
 /// instructions are other probes' (self time takes them out; its own accuracy is
-/// `bench/self-time`'s), and the comparison would test that subtraction rather than the timing. `scripts/lib/time_verdict.py` checks that no timed DMA call of the NVMe
-/// outlasts fio's longest I/O nor one of a NIC netperf's longest transaction, that each
-/// device's dma_map mean is at most 4x its median, and that each driver's dma_map time agrees
-/// with the profile's within 35% (its unmaps happen in hard interrupts, where a timer's sample
-/// cannot land: printed, not compared); the counts stay exact.
+/// `bench/self-time`'s), and the comparison would test that subtraction rather than the timing.
+/// `scripts/lib/time_verdict.py` checks that no timed DMA call of the NVMe outlasts fio's
+/// longest I/O nor one of a NIC netperf's longest transaction, that each device's dma_map mean
+/// is at most 4x its median, and that each driver's dma_map time agrees with the profile's within
+/// 35% (its unmaps happen in hard interrupts, where a timer's sample cannot land: printed, not
+/// compared); the counts stay exact.
 fn times_agree_with_the_workloads_and_a_profile(kernel: &str, iommu: &str, smp: &str) {
     let out = boot(
         &format!("profile-{kernel}-{iommu}-smp{smp}"),
