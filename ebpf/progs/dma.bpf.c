@@ -36,6 +36,7 @@
  * bytes of their list (up to its first chain link: 128 entries).
  */
 #include "common.bpf.h"
+#include "sizes.bpf.h"
 
 /* A DMA API call's identity: its position, tagged with the number argument `tag_arg` of the call
  * that changes most from one call to the next (a physical or DMA address; for a page map, the
@@ -81,43 +82,6 @@ static __always_inline void dma_count(void *ctx, __u32 op, struct device *dev, _
 	if (iommutop_left_out_here(ctx))
 		return;
 	iommutop_count(&key, op, 1, bytes, failed);
-}
-
-/* include/linux/scatterlist.h: the low bits of page_link. */
-#define IOMMUTOP_SG_CHAIN 0x01UL
-#define IOMMUTOP_SG_END 0x02UL
-#define IOMMUTOP_MAX_SG_WALK 128
-
-/*
- * Bytes of a scatter-gather list of nents entries. A chained list (over 128 entries, the most one
- * page holds) is summed up to its first link: following links makes the verifier explore every
- * mix of chained and plain entries, which took minutes per program on 6.12.
- */
-static __always_inline __u64 sg_bytes(struct scatterlist *first, int nents)
-{
-	unsigned long base = (unsigned long)first, link;
-	__u64 bytes = 0;
-	int i;
-
-	for (i = 0; i < IOMMUTOP_MAX_SG_WALK; i++) {
-		struct scatterlist *sg =
-		    (struct scatterlist *)(base + i * bpf_core_type_size(struct scatterlist));
-
-		if (i >= nents)
-			break;
-		link = BPF_CORE_READ(sg, page_link);
-		if (link & IOMMUTOP_SG_CHAIN)
-			break;
-		bytes += BPF_CORE_READ(sg, length);
-		if (link & IOMMUTOP_SG_END)
-			break;
-	}
-	return bytes;
-}
-
-static __always_inline __u64 sgtable_bytes(struct sg_table *sgt)
-{
-	return sg_bytes(BPF_CORE_READ(sgt, sgl), BPF_CORE_READ(sgt, orig_nents));
 }
 
 /* Scatter-gather and allocation entries may nest in a twin on the same device: counted once. */

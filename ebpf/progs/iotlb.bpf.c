@@ -27,6 +27,7 @@
  * intel_iommu:qi_submit, one event per descriptor, counts only.
  */
 #include "common.bpf.h"
+#include "sizes.bpf.h"
 
 static __always_inline void iotlb_enter(void *ctx, struct iommutop_call call, __u32 op, __u64 bytes)
 {
@@ -52,18 +53,6 @@ static __always_inline void full_flush_enter(void *ctx, struct iommutop_call cal
 {
 	iommutop_enter(ctx, call, IOMMUTOP_OP_IOTLB_FLUSH, NULL, 0,
 		       IOMMUTOP_ENTER_TWIN | IOMMUTOP_ENTER_FULL);
-}
-
-/* The bytes of a gathered range [start, end] (end is inclusive; an empty gather has end 0). */
-static __always_inline __u64 range_bytes(unsigned long start, unsigned long end)
-{
-	return end >= start ? end - start + 1 : 0;
-}
-
-/* A kprobe's gather, read with helpers. */
-static __always_inline __u64 gather_bytes(struct iommu_iotlb_gather *gather)
-{
-	return range_bytes(BPF_CORE_READ(gather, start), BPF_CORE_READ(gather, end));
 }
 
 /* An fentry's gather, a typed kernel pointer, read with plain loads (no helper calls ahead of

@@ -9,12 +9,7 @@
  * work is not measured.
  */
 #include "common.bpf.h"
-
-/* A kprobe's arguments are plain numbers: the domain is read with a helper. */
-static __always_inline __u64 iova_bytes(const struct iova_domain *iovad, unsigned long granules)
-{
-	return (__u64)granules * BPF_CORE_READ(iovad, granule);
-}
+#include "sizes.bpf.h"
 
 /* An fentry program's arguments are typed kernel pointers, read with a plain load: no helper
  * call, and nothing outside the time the program measures of itself (the load runs before the

@@ -5,6 +5,7 @@ use super::fentry_jobs::{self, FunctionJob, TracepointJob};
 use super::hook_error::HookError;
 use super::kallsyms::KallsymsFacts;
 use super::load::program;
+use super::multi::{MultiAttached, MultiObject};
 use super::status::{HookOutcome, PointStatus, Refusal};
 use super::table::{FunctionHook, Point, Programs, Tier, TracepointHook};
 use super::vendors::MachineVendors;
@@ -169,6 +170,13 @@ impl KernelSupport {
         }
     }
 
+    /// Whether the kernel links one tracing program to many functions ([`super::multi`]).
+    pub(super) fn has_multi_links(&self) -> bool {
+        self.functions
+            .as_ref()
+            .is_some_and(|f| f.has_function(super::multi::KERNEL_MARKER))
+    }
+
     /// The functions `points` will try on fentry here, with their programs: each hook of its
     /// era and of this machine's IOMMU vendors that the kernel has.
     pub(super) fn fentry_jobs<'p>(
@@ -200,13 +208,26 @@ impl KernelSupport {
         &mut self,
         ebpf: &mut Ebpf,
         btf: &Btf,
+        multi: Option<&MultiObject>,
         points: impl IntoIterator<Item = &'p Point> + Clone,
         threads: usize,
-    ) {
+    ) -> MultiAttached {
         let functions = self.fentry_jobs(points.clone());
         let tracepoints = tracepoint_jobs(points);
         let started = Instant::now();
-        let outcomes = fentry_jobs::attach_all(ebpf, btf, &functions, &tracepoints, threads);
+        let outcomes = fentry_jobs::attach_all(ebpf, btf, multi, &functions, &tracepoints, threads);
+        let multi = MultiAttached {
+            links: outcomes.multi,
+            served: outcomes.served_by_multi,
+        };
+        if !multi.served.is_empty() {
+            log::info!(
+                "{} of {} functions on multi-function links ({} programs): a call that lands while one of them runs on its CPU (an interrupt's) skips it, counted untimed and said in health",
+                multi.served.len(),
+                functions.len(),
+                2 * multi.links.len()
+            );
+        }
         self.fentry_outcomes = outcomes.functions;
         self.tracepoints_verified = outcomes.tracepoints;
         log::debug!(
@@ -221,6 +242,7 @@ impl KernelSupport {
                 .filter(|o| o.is_err())
                 .count()
         );
+        multi
     }
 
     /// How `program` fared when verified ahead against `event`, if it was; taken, so that a second

@@ -8,11 +8,14 @@
 //! attached later, in the points' walk (attaching one is quick: no text patching).
 
 use super::hook_error::HookError;
+use super::multi::{MultiLinks, MultiObject};
+use super::multi_shapes::{shape_of, Family};
 use super::timing::{log_verified_size, timed};
 use super::LOADER_LOG;
 use aya::programs::{FEntry, Program};
 use aya::{Btf, Ebpf};
-use std::collections::HashMap;
+use aya_obj::btf::BtfKind;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -32,11 +35,15 @@ pub(super) struct TracepointJob {
     pub event: &'static str,
 }
 
-/// How each job fared: by function, and by tracepoint program (verified, not yet attached).
-#[derive(Debug, Default)]
+/// How each job fared: by function, and by tracepoint program (verified, not yet attached); the
+/// multi-function programs' links, and the functions they serve.
+#[derive(Default)]
 pub(super) struct Outcomes {
     pub functions: HashMap<&'static str, Result<(), HookError>>,
     pub tracepoints: HashMap<TracepointJob, Result<(), HookError>>,
+    pub multi: Vec<MultiLinks>,
+    /// Each function a multi-function program serves, and its per-function programs' names.
+    pub served_by_multi: Vec<(FunctionJob, Family)>,
 }
 
 /// Threads to verify and attach on: the CPUs this process may run on, at most 8.
@@ -53,19 +60,30 @@ pub(super) fn threads() -> usize {
 pub(super) fn attach_all(
     ebpf: &mut Ebpf,
     btf: &Btf,
+    multi: Option<&MultiObject>,
     functions: &[FunctionJob],
     tracepoints: &[TracepointJob],
     threads: usize,
 ) -> Outcomes {
     let mut programs: HashMap<&str, &mut Program> = ebpf.programs_mut().collect();
     let mut outcomes = Outcomes::default();
-    let mut ready = Vec::new();
+    let mut ready = VecDeque::new();
+    let mut families: BTreeMap<Family, Vec<Member>> = BTreeMap::new();
     for job in functions {
         let exit = programs.remove(job.exit);
         let entry = job.entry.map(|name| programs.remove(name));
         match (exit, entry) {
-            (Some(exit), None) => ready.push(Job::Function(*job, exit, None)),
-            (Some(exit), Some(Some(entry))) => ready.push(Job::Function(*job, exit, Some(entry))),
+            (Some(exit), None) => ready.push_back(Job::Function(*job, exit, None)),
+            (Some(exit), Some(Some(entry))) => match multi.and_then(|_| served_as(btf, job)) {
+                Some((family, id, cookie)) => families.entry(family).or_default().push(Member {
+                    job: *job,
+                    id,
+                    cookie,
+                    exit,
+                    entry,
+                }),
+                None => ready.push_back(Job::Function(*job, exit, Some(entry))),
+            },
             (exit, _) => {
                 let absent = if exit.is_none() {
                     job.exit
@@ -80,7 +98,7 @@ pub(super) fn attach_all(
     }
     for job in tracepoints {
         match programs.remove(job.program) {
-            Some(program) => ready.push(Job::Tracepoint(*job, program)),
+            Some(program) => ready.push_back(Job::Tracepoint(*job, program)),
             None => {
                 outcomes
                     .tracepoints
@@ -88,7 +106,14 @@ pub(super) fn attach_all(
             }
         }
     }
-    let queue = Mutex::new(ready.into_iter());
+    // The families first: each is the most a thread can verify at once, and a family the kernel
+    // refuses falls back to its functions' own programs, queued behind.
+    if let Some(multi) = multi {
+        for (family, members) in families.into_iter().rev() {
+            ready.push_front(Job::Multi(multi, family, members));
+        }
+    }
+    let queue = Mutex::new(ready);
     let no_func_ret = AtomicBool::new(false);
     let finished = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads.max(1))
@@ -105,32 +130,84 @@ pub(super) fn attach_all(
     });
     for done in finished {
         match done {
-            Done::Function(function, outcome) => outcomes.functions.insert(function, outcome),
-            Done::Tracepoint(job, outcome) => outcomes.tracepoints.insert(job, outcome),
-        };
+            Done::Function(function, outcome) => {
+                outcomes.functions.insert(function, outcome);
+            }
+            Done::Tracepoint(job, outcome) => {
+                outcomes.tracepoints.insert(job, outcome);
+            }
+            Done::Multi(family, jobs, links) => {
+                for job in jobs {
+                    outcomes.functions.insert(job.function, Ok(()));
+                    outcomes.served_by_multi.push((job, family));
+                }
+                outcomes.multi.push(links);
+            }
+        }
     }
     outcomes
+}
+
+/// A function a multi-function program can serve: its family, its id in the kernel's BTF and
+/// its cookie ([`super::multi_shapes`]).
+fn served_as(btf: &Btf, job: &FunctionJob) -> Option<(Family, u32, u64)> {
+    let shape = shape_of(job.entry?)?;
+    let id = btf.id_by_type_name_kind(job.function, BtfKind::Func).ok()?;
+    Some((shape.family, id, shape.cookie))
+}
+
+/// A function of a family, with its own programs to fall back to.
+struct Member<'p> {
+    job: FunctionJob,
+    id: u32,
+    cookie: u64,
+    exit: &'p mut Program,
+    entry: &'p mut Program,
 }
 
 enum Job<'p> {
     Function(FunctionJob, &'p mut Program, Option<&'p mut Program>),
     Tracepoint(TracepointJob, &'p mut Program),
+    Multi(&'p MultiObject, Family, Vec<Member<'p>>),
 }
 
 enum Done {
     Function(&'static str, Result<(), HookError>),
     Tracepoint(TracepointJob, Result<(), HookError>),
+    Multi(Family, Vec<FunctionJob>, MultiLinks),
 }
 
 fn work_through<'p>(
-    queue: &Mutex<impl Iterator<Item = Job<'p>>>,
+    queue: &Mutex<VecDeque<Job<'p>>>,
     btf: &Btf,
     no_func_ret: &AtomicBool,
 ) -> Vec<Done> {
     let mut done = Vec::new();
     loop {
-        let next = queue.lock().map(|mut jobs| jobs.next());
+        let next = queue.lock().map(|mut jobs| jobs.pop_front());
         match next {
+            Ok(Some(Job::Multi(multi, family, members))) => {
+                let functions: Vec<(u32, u64)> = members.iter().map(|m| (m.id, m.cookie)).collect();
+                let (entry, _) = family.programs();
+                match multi.attach(family, &functions) {
+                    Ok(links) => {
+                        log::debug!(target: LOADER_LOG, "{entry}: serves {} functions", members.len());
+                        done.push(Done::Multi(
+                            family,
+                            members.iter().map(|m| m.job).collect(),
+                            links,
+                        ));
+                    }
+                    Err(e) => {
+                        log::info!(target: LOADER_LOG, "{entry}: {e}: each of its {} functions on its own programs", members.len());
+                        if let Ok(mut jobs) = queue.lock() {
+                            for m in members {
+                                jobs.push_back(Job::Function(m.job, m.exit, Some(m.entry)));
+                            }
+                        }
+                    }
+                }
+            }
             Ok(Some(Job::Function(job, exit, entry))) => {
                 let outcome = if no_func_ret.load(Ordering::Relaxed) {
                     Err(HookError::NoFuncRet)

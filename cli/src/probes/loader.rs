@@ -6,6 +6,7 @@ use super::attach::{attach_point, attach_waiting, WAITING_EVENT, WAITING_PROGRAM
 use super::detach::EarlierDetaches;
 use super::load::LoadError;
 use super::maps::{ProbeMaps, SampleError};
+use super::multi::MultiAttached;
 use super::relocate::{relocate, Relocated};
 use super::selection::PointSelection;
 use super::settings::ProbeSettings;
@@ -26,6 +27,8 @@ const EARLIER_DETACHES_LIMIT: std::time::Duration = std::time::Duration::from_se
 pub struct Probes {
     /// `None` only while being dropped (detaching is timed, see [`Drop`]).
     ebpf: Option<Ebpf>,
+    /// The multi-function programs' links, and the functions they serve ([`super::multi`]).
+    multi: MultiAttached,
     maps: ProbeMaps,
     statuses: Vec<PointStatus>,
     stats_fd: Option<OwnedFd>,
@@ -68,13 +71,15 @@ impl Probes {
             symbols,
             stats_fd,
             dispatch,
+            multi,
         } = relocate(settings, enable_stats, tasks)?;
         let maps = ProbeMaps::take(&mut ebpf)?;
         let tells_interrupts = symbols.preempt.is_some();
         let mut kernel = symbols.support;
-        kernel.attach_ahead(
+        let multi = kernel.attach_ahead(
             &mut ebpf,
             &btf,
+            multi.as_ref().ok(),
             POINTS.iter().filter(|point| selection.includes(point)),
             fentry_jobs::threads(),
         );
@@ -119,6 +124,7 @@ impl Probes {
         }
         Ok(Probes {
             ebpf: Some(ebpf),
+            multi,
             maps,
             statuses,
             stats_fd,
@@ -193,7 +199,7 @@ impl Probes {
 
     /// Reads every map once and sums the per-CPU values.
     pub fn sample(&self) -> Result<RawSample, SampleError> {
-        self.maps.sample(self.ebpf())
+        self.maps.sample(self.ebpf(), &self.multi)
     }
 
     /// Gives back the rows of sources that can count no more ([`super::rows`]); once per sample,
@@ -256,7 +262,8 @@ impl Drop for Probes {
     /// Detaches every program and closes the maps, timed (-vv).
     fn drop(&mut self) {
         if let Some(ebpf) = self.ebpf.take() {
-            timed("every program", "detached", || drop(ebpf));
+            let multi = std::mem::take(&mut self.multi);
+            timed("every program", "detached", || drop((ebpf, multi)));
         }
     }
 }

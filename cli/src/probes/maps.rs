@@ -9,6 +9,7 @@ use super::abi::{
 use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
 use super::kallsyms::Kallsyms;
 use super::load::{take_map, LoadError};
+use super::multi::MultiAttached;
 use super::rows::{GivenBack, RowBook, SourceId};
 use super::table::POINTS;
 use aya::maps::{
@@ -18,7 +19,8 @@ use aya::maps::{
 use aya::{Ebpf, Pod};
 use iommutop_model::report::StackSample;
 use iommutop_model::sample::{Op, RawSample, RawSource, SourceKind};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::Path;
 
 // SAFETY: the key is bindgen's view of `struct iommutop_dev_key`: integers only, explicit padding,
@@ -151,7 +153,7 @@ impl ProbeMaps {
     }
 
     /// Reads every map once and sums the per-CPU values.
-    pub fn sample(&self, ebpf: &Ebpf) -> Result<RawSample, SampleError> {
+    pub fn sample(&self, ebpf: &Ebpf, multi: &MultiAttached) -> Result<RawSample, SampleError> {
         let monotonic_ns = monotonic_ns();
         let mut sources = Vec::new();
         for (key, row) in self.keyed_rows()? {
@@ -185,19 +187,19 @@ impl ProbeMaps {
                 .map_err(|e| sample_error("iommutop_health", e))?;
             health.insert((*name).to_string(), per_cpu.iter().sum());
         }
-        let misses = misses_by_program(ebpf);
+        let misses = misses_by_program(ebpf, multi);
         health.insert(
             RECURSION_MISSES.to_string(),
             misses.values().fold(0u64, |sum, n| sum.saturating_add(*n)),
         );
-        for (op, calls) in possibly_missed_calls(&misses) {
+        for (op, calls) in possibly_missed_calls(&misses, &multi.stand_ins()) {
             health.insert(format!("{MISSED_CALLS_PREFIX}{op}"), calls);
         }
         Ok(RawSample {
             monotonic_ns,
             sources,
             health,
-            program_stats: program_stats(ebpf),
+            program_stats: program_stats(ebpf, multi),
         })
     }
 
@@ -308,27 +310,48 @@ impl ProbeMaps {
 /// running on that CPU (preempted, or interrupted by what it probes): each is an entry, an
 /// exit or an event never seen. The kernel counts them per program (5.12+; a kprobe's skips only
 /// on recent kernels) and shows them in the program's fdinfo.
-fn misses_by_program(ebpf: &Ebpf) -> BTreeMap<String, u64> {
-    ebpf.programs()
-        .filter_map(|(name, program)| {
-            use std::os::fd::{AsFd, AsRawFd};
-            let raw = program.fd().ok()?.as_fd().as_raw_fd();
-            let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{raw}")).ok()?;
+fn misses_by_program(ebpf: &Ebpf, multi: &MultiAttached) -> BTreeMap<String, u64> {
+    program_fds(ebpf, multi)
+        .filter_map(|(name, fd)| {
+            let info = fdinfo(fd)?;
             Some((name.to_string(), fdinfo_field(&info, "recursion_misses")?))
         })
         .collect()
 }
 
-fn program_stats(ebpf: &Ebpf) -> BTreeMap<String, (u64, u64)> {
-    ebpf.programs()
-        .filter_map(|(name, program)| {
-            let info = program.info().ok()?;
+/// Each program's runs and the time they took (the kernel counts them while its BPF statistics
+/// are on).
+fn program_stats(ebpf: &Ebpf, multi: &MultiAttached) -> BTreeMap<String, (u64, u64)> {
+    program_fds(ebpf, multi)
+        .filter_map(|(name, fd)| {
+            let info = fdinfo(fd)?;
             Some((
                 name.to_string(),
-                (info.run_count(), info.run_time().as_nanos() as u64),
+                (
+                    fdinfo_field(&info, "run_cnt")?,
+                    fdinfo_field(&info, "run_time_ns")?,
+                ),
             ))
         })
         .collect()
+}
+
+/// Every program loaded, aya's and the multi-function ones ([`super::multi`]), by name.
+fn program_fds<'a>(
+    ebpf: &'a Ebpf,
+    multi: &'a MultiAttached,
+) -> impl Iterator<Item = (&'a str, BorrowedFd<'a>)> {
+    ebpf.programs()
+        .filter_map(|(name, program)| Some((name, program.fd().ok()?.as_fd())))
+        .chain(
+            multi
+                .programs()
+                .map(|(name, fd)| -> (&'a str, BorrowedFd<'a>) { (name, fd) }),
+        )
+}
+
+fn fdinfo(fd: BorrowedFd<'_>) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()
 }
 
 /// The health counters of calls the probes may not have seen at all, per op:
@@ -340,18 +363,28 @@ pub const MISSED_CALLS_PREFIX: &str = "missed_calls.";
 /// programs ran, so it is lost only when both were skipped: at most the smaller of its entry's and
 /// its exit's misses, per hooked function (kprobe programs serve several functions: per point).
 /// A function hooked at its exit alone, and every count-only program, loses what it skipped.
-fn possibly_missed_calls(misses: &BTreeMap<String, u64>) -> BTreeMap<&'static str, u64> {
+fn possibly_missed_calls(
+    misses: &BTreeMap<String, u64>,
+    stand_ins: &BTreeMap<&str, &str>,
+) -> BTreeMap<&'static str, u64> {
+    let running = |name: &'static str| stand_ins.get(name).copied().unwrap_or(name);
     let of = |name: &str| misses.get(name).copied().unwrap_or(0);
     let mut missed = BTreeMap::new();
     for point in POINTS {
         let mut calls = 0u64;
         let (mut kprobe_entries, mut kprobe_exits) = (BTreeMap::new(), BTreeMap::new());
+        // A multi-function pair serves several of the point's functions: its skipped runs are
+        // counted once.
+        let mut fentry_pairs = BTreeSet::new();
         for hook in point.functions {
             if let Some(programs) = hook.fentry {
-                calls += match programs.entry {
-                    Some(entry) => of(entry).min(of(programs.exit)),
-                    None => of(programs.exit),
-                };
+                let (entry, exit) = (programs.entry.map(running), running(programs.exit));
+                if fentry_pairs.insert((entry, exit)) {
+                    calls += match entry {
+                        Some(entry) => of(entry).min(of(exit)),
+                        None => of(exit),
+                    };
+                }
             }
             if let Some(entry) = hook.kprobe.entry {
                 kprobe_entries.insert(entry, of(entry));
@@ -370,7 +403,7 @@ fn possibly_missed_calls(misses: &BTreeMap<String, u64>) -> BTreeMap<&'static st
 }
 
 /// A numeric `name:\tvalue` line of a /proc fdinfo file.
-fn fdinfo_field(info: &str, name: &str) -> Option<u64> {
+pub(super) fn fdinfo_field(info: &str, name: &str) -> Option<u64> {
     info.lines().find_map(|line| {
         let (key, value) = line.split_once(':')?;
         (key.trim() == name).then(|| value.trim().parse().ok())?
@@ -445,6 +478,34 @@ mod tests {
     }
 
     #[test]
+    fn a_multi_function_pairs_skipped_runs_count_once_for_the_functions_it_serves() {
+        let misses = BTreeMap::from([
+            ("multi__device__fentry".to_string(), 9),
+            ("multi__device__fexit".to_string(), 5),
+        ]);
+        let stand_ins = BTreeMap::from([
+            ("dma__map_phys__fentry", "multi__device__fentry"),
+            ("dma__map_phys__fexit", "multi__device__fexit"),
+            ("dma__map_sg__fentry", "multi__device__fentry"),
+            ("dma__map_sg__fexit", "multi__device__fexit"),
+            ("dma__unmap_phys__fentry", "multi__device__fentry"),
+            ("dma__unmap_phys__fexit", "multi__device__fexit"),
+        ]);
+        let missed = possibly_missed_calls(&misses, &stand_ins);
+        assert_eq!(
+            missed.get("dma_map"),
+            Some(&5),
+            "once for the point, not per function"
+        );
+        assert_eq!(
+            missed.get("dma_unmap"),
+            Some(&5),
+            "and once for each point it serves"
+        );
+        assert_eq!(missed.get("iommu_map"), None);
+    }
+
+    #[test]
     fn a_call_is_missed_only_when_both_its_programs_were_skipped() {
         let misses = BTreeMap::from([
             ("dma__map_phys__fentry".to_string(), 160),
@@ -453,7 +514,7 @@ mod tests {
             ("dma__unmap_phys__fexit".to_string(), 0),
             ("completion__block_rq__tp".to_string(), 7),
         ]);
-        let missed = possibly_missed_calls(&misses);
+        let missed = possibly_missed_calls(&misses, &BTreeMap::new());
         assert_eq!(missed.get("dma_map"), Some(&160));
         assert_eq!(
             missed.get("dma_unmap"),

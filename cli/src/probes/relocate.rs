@@ -17,6 +17,7 @@ use super::kernel_btf_cache;
 use super::load::{
     fentry_functions, load_btf, load_probes, return_slots, Knobs, LoadError, TaskStacks,
 };
+use super::multi::{self, MultiObject};
 use super::settings::ProbeSettings;
 use super::table::symbols_asked_about;
 use super::table::POINTS;
@@ -40,6 +41,9 @@ pub(super) struct Relocated {
     /// The kernel's BPF run-time statistics, on for as long as this lives (`enable_stats`).
     pub stats_fd: Option<OwnedFd>,
     pub dispatch: Result<dispatch::Dispatch, String>,
+    /// The multi-function programs, ready to load, where the kernel links one program to many
+    /// functions ([`super::multi`]); or why not.
+    pub multi: Result<MultiObject, String>,
 }
 
 /// Relocates the object with every knob set and creates its maps. `enable_stats` turns the
@@ -115,11 +119,23 @@ pub(super) fn relocate(
         let loader = loader
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        let ebpf = match core_target {
-            Ok(target) => load_probes(loader, &target, settings, &knobs)?,
+        let has_multi_links = symbols.support.has_multi_links();
+        let multi_links = match (settings.multi_links, has_multi_links) {
+            (true, true) => Ok(()),
+            (true, false) => Err("IOMMUTOP_LINKS=multi, but this kernel links a tracing program to one function only (multi-function links are 7.x's)"),
+            (false, _) => Err("per-function links (IOMMUTOP_LINKS=multi asks for multi-function ones where the kernel has them)"),
+        };
+        let (ebpf, multi) = match core_target {
+            Ok(target) => {
+                let ebpf = load_probes(loader, &target, settings, &knobs)?;
+                let multi = multi_object(multi_links, &ebpf, &target, &knobs);
+                (ebpf, multi)
+            }
             Err(_) => {
                 let btf = load_btf(settings)?;
-                load_probes(loader, &btf, settings, &knobs)?
+                let ebpf = load_probes(loader, &btf, settings, &knobs)?;
+                let multi = multi_object(multi_links, &ebpf, &btf, &knobs);
+                (ebpf, multi)
             }
         };
         let targets = attach_targets.map(|making| {
@@ -141,8 +157,26 @@ pub(super) fn relocate(
             symbols,
             stats_fd,
             dispatch,
+            multi,
         })
     })
+}
+
+/// The multi-function programs relocated as the object was, where the kernel has such links.
+fn multi_object(
+    wanted: Result<(), &str>,
+    ebpf: &Ebpf,
+    target: &Btf,
+    knobs: &Knobs,
+) -> Result<MultiObject, String> {
+    if let Err(why) = wanted {
+        log::debug!(target: LOADER_LOG, "one program per function: {why}");
+        return Err(why.into());
+    }
+    timed("the multi-function programs", "relocated", || {
+        MultiObject::prepare(knobs.task_stacks.object(), ebpf, target)
+    })
+    .inspect_err(|e| log::info!(target: LOADER_LOG, "multi-function programs: {e}: one program per function"))
 }
 
 /// The kernel's dispatch around probe programs, as this boot's first run measured it, or
@@ -193,7 +227,8 @@ impl KernelSymbols {
     /// Read once a boot and module set ([`super::kallsyms_cache`]): under emulation each read
     /// and walk of the kernel's symbols costs seconds.
     fn read() -> KernelSymbols {
-        let asked = symbols_asked_about();
+        let mut asked = symbols_asked_about();
+        asked.insert(multi::KERNEL_MARKER);
         let conditions = kallsyms_cache::Conditions::now(&asked.iter().copied().collect());
         let facts =
             kallsyms_cache::kept_or_scanned(Path::new(super::RUN_DIR), conditions.as_ref(), || {

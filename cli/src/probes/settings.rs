@@ -36,6 +36,11 @@ pub struct ProbeSettings {
     /// Where the kernel's BTF is read from (`IOMMUTOP_KERNEL_BTF`); tests point it elsewhere to
     /// exercise the no-BTF path.
     pub kernel_btf: String,
+    /// Whether one program serves many functions where the kernel links it so
+    /// (`IOMMUTOP_LINKS=multi`: faster to attach, dearer per call, more runs skipped under load)
+    /// or each function has its own programs (`IOMMUTOP_LINKS=per-function`, the default): see
+    /// `cli/src/probes/multi.rs`.
+    pub multi_links: bool,
     /// Whether packets of netdevs without a parent device (veth, tun, lo) are counted, each on a
     /// row of its own (`--netdev all`); the environment never sets it.
     pub virtual_netdevs: bool,
@@ -55,6 +60,7 @@ impl ProbeSettings {
                 .unwrap_or(1 << IOMMUTOP_ROW_HINT_BITS),
             kernel_btf: std::env::var("IOMMUTOP_KERNEL_BTF")
                 .unwrap_or_else(|_| DEFAULT_KERNEL_BTF.into()),
+            multi_links: setting("IOMMUTOP_LINKS", links_setting)?.unwrap_or(false),
             virtual_netdevs: false,
         })
     }
@@ -111,9 +117,30 @@ fn row_hints_setting(value: &str) -> Result<u32, String> {
     }
 }
 
+fn links_setting(value: &str) -> Result<bool, String> {
+    match value {
+        "multi" => Ok(true),
+        "per-function" => Ok(false),
+        _ => Err(format!(
+            "IOMMUTOP_LINKS={value}: give multi (one program for many functions, where the kernel links it so) or per-function, or unset it"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn links_are_multi_or_per_function() {
+        assert_eq!(links_setting("multi"), Ok(true));
+        assert_eq!(links_setting("per-function"), Ok(false));
+        for bad in ["", "single", "Multi", "per_function"] {
+            let error = links_setting(bad).expect_err(bad);
+            assert!(error.starts_with(&format!("IOMMUTOP_LINKS={bad}: ")));
+            assert!(!error.contains('\n'), "one line: {error}");
+        }
+    }
 
     #[test]
     fn task_slots_take_powers_of_two_up_to_the_map_as_a_mask() {

@@ -22,6 +22,15 @@ pub(super) fn describe(error: &dyn std::error::Error) -> String {
     one_line(&text)
 }
 
+/// The same line for a syscall's answer and a verifier log of our own loads (the syscall's
+/// words, then "Verifier output:" and the log).
+pub(super) fn describe_text(text: &str) -> String {
+    if debug_verifier() {
+        eprintln!("{text}");
+    }
+    one_line(text)
+}
+
 fn one_line(text: &str) -> String {
     let line = plain_words(&raw_line(text));
     const LIMIT: usize = 240;

@@ -2,14 +2,18 @@
 //! target it serves, so that the verifier judges all of them, not only the winners of a tier.
 
 use super::attach::{load_once, WAITING_EVENT, WAITING_PROGRAM};
+use super::bpf_syscalls::{BPF_TRACE_FENTRY_MULTI, BPF_TRACE_FEXIT_MULTI};
 use super::hook_error::HookError;
-use super::load::{load_btf, load_for_verification, program, LoadError};
+use super::load::{load_btf, load_for_verification, program, LoadError, TaskStacks};
+use super::multi::{self, MultiObject};
+use super::multi_shapes::Family;
 use super::settings::ProbeSettings;
 use super::status::HookOutcome;
 use super::table::{Tier, POINTS};
 use super::timing::log_verified_size;
 use aya::programs::{BtfTracePoint, FEntry, FExit, Program, ProgramError};
-use aya::Ebpf;
+use aya::{Btf, Ebpf};
+use aya_obj::btf::BtfKind;
 
 /// The verifier's verdict on one embedded program, for `iommutop probes --verify`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +85,14 @@ pub fn verify_all_programs(settings: &ProbeSettings) -> Result<Vec<ProgramVerdic
         Tier::Tracepoint,
         waiting,
     );
+    for (program, result) in verify_multi(&ebpf, &btf) {
+        record(
+            program,
+            "functions of its family (a multi-function link)".into(),
+            Tier::Fentry,
+            result,
+        );
+    }
     let orphans: Vec<String> = ebpf
         .programs()
         .map(|(name, _)| name.to_string())
@@ -96,6 +108,37 @@ pub fn verify_all_programs(settings: &ProbeSettings) -> Result<Vec<ProgramVerdic
         });
     }
     Ok(verdicts)
+}
+
+/// Loads every multi-function program ([`super::multi`]) where the kernel has such links; absent
+/// where it has not.
+fn verify_multi(ebpf: &Ebpf, btf: &Btf) -> Vec<(&'static str, Result<(), HookError>)> {
+    let programs = Family::ALL.iter().flat_map(|family| {
+        let (entry, exit) = family.programs();
+        [
+            (entry, BPF_TRACE_FENTRY_MULTI),
+            (exit, BPF_TRACE_FEXIT_MULTI),
+        ]
+    });
+    if btf
+        .id_by_type_name_kind(multi::KERNEL_MARKER, BtfKind::Func)
+        .is_err()
+    {
+        let absent = "this kernel links a tracing program to one function only (multi-function links are 7.x's)";
+        return programs
+            .map(|(name, _)| (name, Err(HookError::Absent(absent.into()))))
+            .collect();
+    }
+    let object = MultiObject::prepare(TaskStacks::for_this_kernel().object(), ebpf, btf);
+    programs
+        .map(|(name, attach_type)| {
+            let result = match &object {
+                Ok(object) => object.verify(name, attach_type),
+                Err(e) => Err(e.clone()),
+            };
+            (name, result.map_err(HookError::Refused))
+        })
+        .collect()
 }
 
 /// Loads the program `name` of the object as `load` says; -vv says how many instructions the

@@ -1,7 +1,9 @@
 #!/bin/sh
 # Runs inside a lab guest (issue 30): `record` gives the shell back once its report is written,
 # and the probes detach behind it. Usage: detach.sh IOMMUTOP OUTDIR
-# Two recordings of 2000 direct 4 KiB NVMe reads, the second started the moment the first
+# Two recordings of 2000 direct 4 KiB NVMe reads with multi-function links where the kernel has
+# them (IOMMUTOP_LINKS=multi: on 7.3 they and per-function links detach behind), the second
+# started the moment the first
 # returned (its programs still detaching: the second waits for that before attaching, and says
 # so at -v). Writes in OUTDIR:
 #   first.json, second.json (+ .rc, .err)   the reports
@@ -22,7 +24,7 @@ reads() { awk '{ print $1 }' /sys/block/nvme0n1/stat; }
 ours() {
 	bpftool prog show >"$out/progs-all.txt" 2>"$out/bpftool.err"
 	echo $? >"$out/bpftool.rc"
-	grep -E ' name (dma|iommu|iova|iotlb|completion|track)__' "$out/progs-all.txt"
+	grep -E ' name (dma|iommu|iova|iotlb|completion|track|multi)__' "$out/progs-all.txt"
 }
 
 # record NAME: one recording of dd; its block-layer reads, and when the shell had it back. The
@@ -30,7 +32,7 @@ ours() {
 # times are the host's clock, not the guest's.
 record() {
 	before=$(reads)
-	"$iommutop" -v record --json "/tmp/$1.json" -- \
+	IOMMUTOP_LINKS=multi "$iommutop" -v record --json "/tmp/$1.json" -- \
 		dd if=/dev/nvme0n1 of=/dev/null bs=4k count=2000 iflag=direct 2>"$out/$1.err"
 	echo $? >"$out/$1.rc"
 	returned=$(now)

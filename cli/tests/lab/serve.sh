@@ -27,7 +27,7 @@ our_programs() {
 	bpftool prog show >"$out/progs-all.txt" 2>"$out/bpftool.err"
 	echo $? >"$out/bpftool.rc"
 	# grep's exit 1 (no line matched) is the answer hoped for; the test reads the file.
-	grep -E ' name (dma|iommu|iova|iotlb|completion|track)__' "$out/progs-all.txt" >"$out/progs-left.txt"
+	grep -E ' name (dma|iommu|iova|iotlb|completion|track|multi)__' "$out/progs-all.txt" >"$out/progs-left.txt"
 }
 
 # wait_for URL SECONDS: 0 once URL answers 200; 1, said, when SECONDS have passed first.

@@ -191,6 +191,73 @@ _Static_assert(sizeof(struct iommutop_op_stats) == 8 * (8 + IOMMUTOP_HIST_SLOTS)
 _Static_assert(sizeof(struct iommutop_dev_stats) ==
 		   IOMMUTOP_OP_COUNT * sizeof(struct iommutop_op_stats),
 	       "dev_stats size");
+/*
+ * The cookie of a function a multi-function program runs for (ebpf/progs/multi.bpf.c; kernels
+ * with BPF_TRACE_FENTRY_MULTI and BPF_TRACE_FEXIT_MULTI): what the function is, set by user space
+ * for each function of the link. One byte a field:
+ *   byte 0  the operation (enum iommutop_op)
+ *   byte 1  how the call is known (enum iommutop_multi_call), and in the high nibble the
+ *           argument that tags it (IOMMUTOP_MULTI_CALL_TAGGED)
+ *   byte 2  its bytes (enum iommutop_multi_bytes), and in the high nibble the argument they are
+ *           read from
+ *   byte 3  the entry's flags (IOMMUTOP_MULTI_ENTER_*)
+ *   byte 4  when the call failed, from its return value (enum iommutop_multi_failed)
+ */
+#define IOMMUTOP_MULTI_OP_SHIFT 0
+#define IOMMUTOP_MULTI_CALL_SHIFT 8
+#define IOMMUTOP_MULTI_BYTES_SHIFT 16
+#define IOMMUTOP_MULTI_ENTER_SHIFT 24
+#define IOMMUTOP_MULTI_FAILED_SHIFT 32
+/* A field's argument index lies in the high nibble of its byte. */
+#define IOMMUTOP_MULTI_ARG_SHIFT 4
+
+enum iommutop_multi_call {
+	/* By where it sits on its context's stack only. */
+	IOMMUTOP_MULTI_CALL_POSITION = 0,
+	/* A DMA API call: its position, tagged with the argument that changes most between calls.
+	 */
+	IOMMUTOP_MULTI_CALL_TAGGED = 1,
+	/* A call on an IOMMU-side object, its first argument (IOMMUTOP_OWNED_CALL). */
+	IOMMUTOP_MULTI_CALL_OWNED = 2,
+};
+
+enum iommutop_multi_bytes {
+	IOMMUTOP_MULTI_BYTES_NONE = 0,
+	/* The argument itself. */
+	IOMMUTOP_MULTI_BYTES_ARG = 1,
+	/* A scatter-gather list (argument 1) of argument 2's entries. */
+	IOMMUTOP_MULTI_BYTES_SG = 2,
+	/* A struct sg_table (argument 1). */
+	IOMMUTOP_MULTI_BYTES_SGTABLE = 3,
+	/* The argument's granules of the struct iova_domain that is argument 0. */
+	IOMMUTOP_MULTI_BYTES_GRANULES = 4,
+	/* The range of the struct iommu_iotlb_gather the argument is. */
+	IOMMUTOP_MULTI_BYTES_GATHER = 5,
+};
+
+/* The entry's flags: IOMMUTOP_ENTER_TWIN and IOMMUTOP_ENTER_FULL (track.bpf.h), and: */
+#define IOMMUTOP_MULTI_ENTER_TWIN 1
+#define IOMMUTOP_MULTI_ENTER_FULL 2
+/* An IOTLB invalidation whose range may be beyond any address width: the whole domain. */
+#define IOMMUTOP_MULTI_ENTER_RANGE_MAY_BE_FULL 8
+
+enum iommutop_multi_failed {
+	IOMMUTOP_MULTI_FAILED_NEVER = 0,
+	/* A map returned DMA_MAPPING_ERROR. */
+	IOMMUTOP_MULTI_FAILED_MAPPING_ERROR = 1,
+	/* It returned 0 (a NULL pointer, no page frame, no byte unmapped). */
+	IOMMUTOP_MULTI_FAILED_ZERO = 2,
+	/* Its unsigned int return is 0 (dma_map_sg_attrs: no entry mapped). */
+	IOMMUTOP_MULTI_FAILED_ZERO_U32 = 3,
+	/* Its int return is not 0 (an errno). */
+	IOMMUTOP_MULTI_FAILED_NONZERO_INT = 4,
+	/* Its return is not 0. */
+	IOMMUTOP_MULTI_FAILED_NONZERO = 5,
+	/* It returns the bytes it mapped, or an errno (iommu_map_sg): those are the call's bytes.
+	 */
+	IOMMUTOP_MULTI_FAILED_NOT_POSITIVE_BYTES = 6,
+};
+
 _Static_assert(sizeof(struct iommutop_dev_key) == 16, "dev_key size");
 _Static_assert(sizeof(struct iommutop_row_key) == 24, "row_key size");
 _Static_assert(sizeof(struct iommutop_dev_name) == 2 * IOMMUTOP_NAME_LEN, "dev_name size");

@@ -1,0 +1,334 @@
+//! What each function a multi-function program serves is (ebpf/progs/multi.bpf.c): the cookie
+//! its links give it, which says what the function's own fentry and fexit programs say in their
+//! code (its operation, how its call is known, its bytes, its entry's flags, when it failed).
+//! Keyed by the name of the function's fentry program, whose place a multi-function program takes
+//! where the kernel links one program to many functions.
+
+use super::abi::{
+    iommutop_multi_bytes as bytes, iommutop_multi_call as call, iommutop_multi_failed as failed,
+    iommutop_op as op, IOMMUTOP_MULTI_ARG_SHIFT, IOMMUTOP_MULTI_BYTES_SHIFT,
+    IOMMUTOP_MULTI_CALL_SHIFT, IOMMUTOP_MULTI_ENTER_FULL, IOMMUTOP_MULTI_ENTER_RANGE_MAY_BE_FULL,
+    IOMMUTOP_MULTI_ENTER_SHIFT, IOMMUTOP_MULTI_ENTER_TWIN, IOMMUTOP_MULTI_FAILED_SHIFT,
+    IOMMUTOP_MULTI_OP_SHIFT,
+};
+
+/// Which pair of multi-function programs serves a function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) enum Family {
+    /// DMA API calls: a frame keyed by the device, their first argument.
+    Device,
+    /// Calls on an IOMMU-side object (page tables, IOVA, IOTLB): they inherit the key of the
+    /// call they are nested in.
+    Owned,
+}
+
+impl Family {
+    pub(super) const ALL: [Family; 2] = [Family::Device, Family::Owned];
+
+    /// Every family's entry and exit programs.
+    pub(super) fn every_program() -> impl Iterator<Item = &'static str> {
+        Family::ALL.into_iter().flat_map(|family| {
+            let (entry, exit) = family.programs();
+            [entry, exit]
+        })
+    }
+
+    /// The family's entry and exit programs.
+    pub(super) const fn programs(self) -> (&'static str, &'static str) {
+        match self {
+            Family::Device => ("multi__device__fentry", "multi__device__fexit"),
+            Family::Owned => ("multi__owned__fentry", "multi__owned__fexit"),
+        }
+    }
+}
+
+/// A function's family and cookie.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Shape {
+    pub family: Family,
+    pub cookie: u64,
+}
+
+impl Shape {
+    const fn new(family: Family, op: op::Type) -> Shape {
+        Shape {
+            family,
+            cookie: (op as u64) << IOMMUTOP_MULTI_OP_SHIFT,
+        }
+    }
+
+    const fn device(op: op::Type) -> Shape {
+        Shape::new(Family::Device, op)
+    }
+
+    const fn owned(op: op::Type) -> Shape {
+        Shape::new(Family::Owned, op).known_as(call::IOMMUTOP_MULTI_CALL_OWNED, 0)
+    }
+
+    /// A call known by its position alone (no IOMMU-side object names its device).
+    const fn positioned(op: op::Type) -> Shape {
+        Shape::new(Family::Owned, op)
+    }
+
+    const fn with(self, shift: u32, byte: u64) -> Shape {
+        Shape {
+            cookie: self.cookie & !(0xff << shift) | (byte & 0xff) << shift,
+            ..self
+        }
+    }
+
+    const fn known_as(self, how: call::Type, arg: u32) -> Shape {
+        self.with(
+            IOMMUTOP_MULTI_CALL_SHIFT,
+            how as u64 | (arg as u64) << IOMMUTOP_MULTI_ARG_SHIFT,
+        )
+    }
+
+    /// A DMA API call tagged with argument `arg` (DMA_CALL in ebpf/progs/dma.bpf.c).
+    const fn tagged(self, arg: u32) -> Shape {
+        self.known_as(call::IOMMUTOP_MULTI_CALL_TAGGED, arg)
+    }
+
+    const fn bytes(self, what: bytes::Type, arg: u32) -> Shape {
+        self.with(
+            IOMMUTOP_MULTI_BYTES_SHIFT,
+            what as u64 | (arg as u64) << IOMMUTOP_MULTI_ARG_SHIFT,
+        )
+    }
+
+    const fn bytes_arg(self, arg: u32) -> Shape {
+        self.bytes(bytes::IOMMUTOP_MULTI_BYTES_ARG, arg)
+    }
+
+    const fn entering(self, flags: u32) -> Shape {
+        self.with(IOMMUTOP_MULTI_ENTER_SHIFT, flags as u64)
+    }
+
+    const fn twin(self) -> Shape {
+        self.entering(IOMMUTOP_MULTI_ENTER_TWIN)
+    }
+
+    /// An IOTLB invalidation, counted once with a wrapper that is one too; a range beyond any
+    /// address width is the whole domain's.
+    const fn invalidation(self) -> Shape {
+        self.entering(IOMMUTOP_MULTI_ENTER_TWIN | IOMMUTOP_MULTI_ENTER_RANGE_MAY_BE_FULL)
+    }
+
+    const fn fails_when(self, rule: failed::Type) -> Shape {
+        self.with(IOMMUTOP_MULTI_FAILED_SHIFT, rule as u64)
+    }
+}
+
+const MAP: op::Type = op::IOMMUTOP_OP_DMA_MAP;
+const UNMAP: op::Type = op::IOMMUTOP_OP_DMA_UNMAP;
+const ALLOC: op::Type = op::IOMMUTOP_OP_DMA_ALLOC;
+const FREE: op::Type = op::IOMMUTOP_OP_DMA_FREE;
+const MAPPING_ERROR: failed::Type = failed::IOMMUTOP_MULTI_FAILED_MAPPING_ERROR;
+const ZERO: failed::Type = failed::IOMMUTOP_MULTI_FAILED_ZERO;
+
+/// The shapes several functions share: every coherent allocator and release starts (struct
+/// device *, size_t); page-table maps (domain, iova, paddr, size); unmaps (domain, iova, size);
+/// the vendors' syncs after a map (domain, iova, size); their unmap-side flushes of a gather
+/// (domain, gather); SMMUv3's range invalidations (first, iova, size); and whole-domain flushes.
+const ALLOCATION: Shape = Shape::device(ALLOC)
+    .tagged(1)
+    .bytes_arg(1)
+    .twin()
+    .fails_when(ZERO);
+const RELEASE: Shape = Shape::device(FREE).tagged(1).bytes_arg(1).twin();
+const PAGE_TABLE_MAP: Shape = Shape::owned(op::IOMMUTOP_OP_IOMMU_MAP)
+    .bytes_arg(3)
+    .fails_when(failed::IOMMUTOP_MULTI_FAILED_NONZERO);
+const PAGE_TABLE_MAP_SG: Shape = Shape::owned(op::IOMMUTOP_OP_IOMMU_MAP)
+    .twin()
+    .fails_when(failed::IOMMUTOP_MULTI_FAILED_NOT_POSITIVE_BYTES);
+const PAGE_TABLE_UNMAP: Shape = Shape::owned(op::IOMMUTOP_OP_IOMMU_UNMAP)
+    .bytes_arg(2)
+    .fails_when(ZERO);
+const SYNC_AFTER_MAP: Shape = Shape::owned(op::IOMMUTOP_OP_IOTLB_SYNC).bytes_arg(2);
+const GATHER_FLUSH: Shape = Shape::owned(op::IOMMUTOP_OP_IOTLB_FLUSH)
+    .bytes(bytes::IOMMUTOP_MULTI_BYTES_GATHER, 1)
+    .invalidation();
+const RANGE_INVALIDATION: Shape = Shape::positioned(op::IOMMUTOP_OP_IOTLB_FLUSH)
+    .bytes_arg(2)
+    .invalidation();
+const WHOLE_DOMAIN_FLUSH: Shape = Shape::owned(op::IOMMUTOP_OP_IOTLB_FLUSH)
+    .entering(IOMMUTOP_MULTI_ENTER_TWIN | IOMMUTOP_MULTI_ENTER_FULL);
+
+/// Each fentry program a multi-function program can stand in for, and the function's shape. Not
+/// here: the calls a session object names (dma_iova_try_alloc, dma_iova_sync), the flush-queue
+/// timer (its own key) and VT-d's pre-5.11 page-table functions (no kernel with multi-function
+/// links has them).
+const SHAPES: &[(&str, Shape)] = &[
+    (
+        "dma__map_page__fentry",
+        Shape::device(MAP)
+            .tagged(2)
+            .bytes_arg(3)
+            .fails_when(MAPPING_ERROR),
+    ),
+    (
+        "dma__map_phys__fentry",
+        Shape::device(MAP)
+            .tagged(1)
+            .bytes_arg(2)
+            .fails_when(MAPPING_ERROR),
+    ),
+    (
+        "dma__unmap_page__fentry",
+        Shape::device(UNMAP).tagged(1).bytes_arg(2),
+    ),
+    (
+        "dma__unmap_phys__fentry",
+        Shape::device(UNMAP).tagged(1).bytes_arg(2),
+    ),
+    (
+        "dma__map_sg__fentry",
+        Shape::device(MAP)
+            .tagged(2)
+            .bytes(bytes::IOMMUTOP_MULTI_BYTES_SG, 0)
+            .twin()
+            .fails_when(failed::IOMMUTOP_MULTI_FAILED_ZERO_U32),
+    ),
+    (
+        "dma__map_sgtable__fentry",
+        Shape::device(MAP)
+            .tagged(2)
+            .bytes(bytes::IOMMUTOP_MULTI_BYTES_SGTABLE, 0)
+            .twin()
+            .fails_when(failed::IOMMUTOP_MULTI_FAILED_NONZERO_INT),
+    ),
+    (
+        "dma__unmap_sg__fentry",
+        Shape::device(UNMAP)
+            .tagged(2)
+            .bytes(bytes::IOMMUTOP_MULTI_BYTES_SG, 0)
+            .twin(),
+    ),
+    (
+        "dma__map_resource__fentry",
+        Shape::device(MAP)
+            .tagged(1)
+            .bytes_arg(2)
+            .fails_when(MAPPING_ERROR),
+    ),
+    (
+        "dma__unmap_resource__fentry",
+        Shape::device(UNMAP).tagged(1).bytes_arg(2),
+    ),
+    (
+        "dma__iova_destroy__fentry",
+        Shape::device(UNMAP).tagged(2).bytes_arg(2),
+    ),
+    ("dma__alloc_attrs__fentry", ALLOCATION),
+    ("dma__alloc_pages__fentry", ALLOCATION),
+    ("dma__alloc_noncontig__fentry", ALLOCATION),
+    ("dma__free_attrs__fentry", RELEASE),
+    ("dma__free_pages__fentry", RELEASE),
+    ("dma__free_noncontig__fentry", RELEASE),
+    ("iommu__map__fentry", PAGE_TABLE_MAP),
+    ("iommu__map_atomic__fentry", PAGE_TABLE_MAP),
+    ("iommu__map_nosync__fentry", PAGE_TABLE_MAP.twin()),
+    ("iommu__unmap__fentry", PAGE_TABLE_UNMAP),
+    ("iommu__unmap_fast__fentry", PAGE_TABLE_UNMAP),
+    ("iommu__map_sg__fentry", PAGE_TABLE_MAP_SG),
+    ("iommu__map_sg_atomic__fentry", PAGE_TABLE_MAP_SG),
+    (
+        "iova__alloc_fast__fentry",
+        Shape::owned(op::IOMMUTOP_OP_IOVA_ALLOC)
+            .bytes(bytes::IOMMUTOP_MULTI_BYTES_GRANULES, 1)
+            .fails_when(ZERO),
+    ),
+    (
+        "iova__free_fast__fentry",
+        Shape::owned(op::IOMMUTOP_OP_IOVA_FREE).bytes(bytes::IOMMUTOP_MULTI_BYTES_GRANULES, 2),
+    ),
+    (
+        "iova__alloc_slow__fentry",
+        Shape::owned(op::IOMMUTOP_OP_IOVA_ALLOC_SLOW)
+            .bytes(bytes::IOMMUTOP_MULTI_BYTES_GRANULES, 1)
+            .fails_when(ZERO),
+    ),
+    ("iotlb__intel_sync_map__fentry", SYNC_AFTER_MAP),
+    ("iotlb__amd_sync_map__fentry", SYNC_AFTER_MAP),
+    ("iotlb__virtio_sync_map__fentry", SYNC_AFTER_MAP),
+    (
+        "iotlb__qi_submit__fentry",
+        Shape::positioned(op::IOMMUTOP_OP_IOTLB_FLUSH)
+            .invalidation()
+            .fails_when(failed::IOMMUTOP_MULTI_FAILED_NONZERO_INT),
+    ),
+    (
+        "iotlb__flush_pages__fentry",
+        Shape::owned(op::IOMMUTOP_OP_IOTLB_FLUSH)
+            .bytes_arg(2)
+            .invalidation(),
+    ),
+    ("iotlb__amd_iotlb_sync__fentry", GATHER_FLUSH),
+    ("iotlb__virtio_iotlb_sync__fentry", GATHER_FLUSH),
+    ("iotlb__smmu_inv_range__fentry", RANGE_INVALIDATION),
+    ("iotlb__smmu_domain_inv__fentry", RANGE_INVALIDATION),
+    ("iotlb__smmu_domain_inv_invs__fentry", RANGE_INVALIDATION),
+    ("iotlb__intel_flush_all__fentry", WHOLE_DOMAIN_FLUSH),
+    ("iotlb__amd_flush_all__fentry", WHOLE_DOMAIN_FLUSH),
+    ("iotlb__virtio_flush_all__fentry", WHOLE_DOMAIN_FLUSH),
+    ("iotlb__smmu_flush_all__fentry", WHOLE_DOMAIN_FLUSH),
+];
+
+/// The shape of the function whose fentry program is `entry_program`, where a multi-function
+/// program can stand in for it.
+pub(super) fn shape_of(entry_program: &str) -> Option<Shape> {
+    SHAPES
+        .iter()
+        .find(|(name, _)| *name == entry_program)
+        .map(|(_, shape)| *shape)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probes::table::POINTS;
+
+    fn op_of(cookie: u64) -> u64 {
+        (cookie >> IOMMUTOP_MULTI_OP_SHIFT) & 0xff
+    }
+
+    #[test]
+    fn every_shape_stands_in_for_an_entry_program_of_the_table_and_counts_its_points_op() {
+        for (program, shape) in SHAPES {
+            let point = POINTS
+                .iter()
+                .find(|point| {
+                    point
+                        .functions
+                        .iter()
+                        .any(|hook| hook.fentry.and_then(|p| p.entry) == Some(*program))
+                })
+                .unwrap_or_else(|| panic!("{program}: no hook of the table has it"));
+            assert_eq!(
+                op_of(shape.cookie),
+                point.op as u64,
+                "{program}: its cookie's operation is not its point's ({})",
+                point.name
+            );
+        }
+    }
+
+    #[test]
+    fn each_field_lands_in_its_own_byte() {
+        let shape = Shape::device(MAP)
+            .tagged(2)
+            .bytes_arg(3)
+            .twin()
+            .fails_when(MAPPING_ERROR);
+        assert_eq!(
+            shape.cookie,
+            u64::from(MAP)
+                | (u64::from(call::IOMMUTOP_MULTI_CALL_TAGGED) | 2 << 4) << 8
+                | (u64::from(bytes::IOMMUTOP_MULTI_BYTES_ARG) | 3 << 4) << 16
+                | u64::from(IOMMUTOP_MULTI_ENTER_TWIN) << 24
+                | u64::from(MAPPING_ERROR) << 32
+        );
+        assert_eq!(shape.family, Family::Device);
+    }
+}

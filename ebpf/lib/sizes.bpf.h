@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The bytes a call's arguments describe, read with helpers: for programs whose arguments are plain
+ * numbers (kprobes, multi-function programs). fentry programs, whose arguments are typed, read the
+ * same fields with plain loads where they can.
+ */
+#ifndef IOMMUTOP_SIZES_BPF_H
+#define IOMMUTOP_SIZES_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+
+/* include/linux/scatterlist.h: the low bits of page_link. */
+#define IOMMUTOP_SG_CHAIN 0x01UL
+#define IOMMUTOP_SG_END 0x02UL
+#define IOMMUTOP_MAX_SG_WALK 128
+
+/*
+ * Bytes of a scatter-gather list of nents entries. A chained list (over 128 entries, the most one
+ * page holds) is summed up to its first link: following links makes the verifier explore every
+ * mix of chained and plain entries, which took minutes per program on 6.12.
+ */
+static __always_inline __u64 sg_bytes(struct scatterlist *first, int nents)
+{
+	unsigned long base = (unsigned long)first, link;
+	__u64 bytes = 0;
+	int i;
+
+	for (i = 0; i < IOMMUTOP_MAX_SG_WALK; i++) {
+		struct scatterlist *sg =
+		    (struct scatterlist *)(base + i * bpf_core_type_size(struct scatterlist));
+
+		if (i >= nents)
+			break;
+		link = BPF_CORE_READ(sg, page_link);
+		if (link & IOMMUTOP_SG_CHAIN)
+			break;
+		bytes += BPF_CORE_READ(sg, length);
+		if (link & IOMMUTOP_SG_END)
+			break;
+	}
+	return bytes;
+}
+
+static __always_inline __u64 sgtable_bytes(struct sg_table *sgt)
+{
+	return sg_bytes(BPF_CORE_READ(sgt, sgl), BPF_CORE_READ(sgt, orig_nents));
+}
+
+/* IOVA sizes are in granules of their domain. */
+static __always_inline __u64 iova_bytes(const struct iova_domain *iovad, unsigned long granules)
+{
+	return (__u64)granules * BPF_CORE_READ(iovad, granule);
+}
+
+/* The bytes of a gathered range [start, end] (end is inclusive; an empty gather has end 0). */
+static __always_inline __u64 range_bytes(unsigned long start, unsigned long end)
+{
+	return end >= start ? end - start + 1 : 0;
+}
+
+static __always_inline __u64 gather_bytes(struct iommu_iotlb_gather *gather)
+{
+	return range_bytes(BPF_CORE_READ(gather, start), BPF_CORE_READ(gather, end));
+}
+
+#endif

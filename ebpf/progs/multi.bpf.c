@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Multi-function programs: one entry and one exit program for every function of a family, where
+ * the kernel links one program to many functions (BPF_TRACE_FENTRY_MULTI and
+ * BPF_TRACE_FEXIT_MULTI, 7.x). The verifier walks a program once, whatever the number of
+ * functions it serves: on 7.3, verifying the 53 per-function fentry and fexit programs of the
+ * DMA, IOMMU, IOVA and IOTLB points took 11-12 s of CPU. Each function is told apart by the
+ * cookie its link gives it (abi.h, IOMMUTOP_MULTI_*), made by user space from the same table
+ * that names the per-function programs (cli/src/probes/multi_shapes.rs).
+ *
+ * Such a program is loaded for no function in particular: its arguments are plain numbers, read
+ * with bpf_get_func_arg, and what they point at is read with helpers, as kprobe programs do; its
+ * return value with bpf_get_func_ret. A call is known, as an fentry's, by its arguments' place
+ * on the trampoline's stack, which its entry and its exit program both see.
+ *
+ * Two families: DMA API calls, which open a frame keyed by their device (argument 0), and
+ * calls on an IOMMU-side object (page tables, IOVA, IOTLB), which inherit the key of the call
+ * they are nested in. Calls known by a session object (dma_iova_try_alloc to dma_iova_sync) and
+ * the flush-queue timer keep their per-function programs.
+ */
+#include "common.bpf.h"
+#include "sizes.bpf.h"
+
+#define MULTI_BYTE(cookie, shift) ((__u32)((cookie) >> (shift)) & 0xff)
+#define MULTI_LOW(byte) ((byte)&0xf)
+#define MULTI_ARG(byte) ((byte) >> IOMMUTOP_MULTI_ARG_SHIFT)
+
+/* Argument n of the call, 0 past the function's last. */
+static __always_inline __u64 multi_arg(void *ctx, __u32 n)
+{
+	__u64 value = 0;
+
+	bpf_get_func_arg(ctx, n, &value);
+	return value;
+}
+
+static __always_inline __u32 multi_op(__u64 cookie)
+{
+	return MULTI_BYTE(cookie, IOMMUTOP_MULTI_OP_SHIFT);
+}
+
+static __always_inline struct iommutop_call multi_call(void *ctx, __u64 cookie)
+{
+	__u32 how = MULTI_BYTE(cookie, IOMMUTOP_MULTI_CALL_SHIFT);
+	struct iommutop_call call = IOMMUTOP_FENTRY_CALL(ctx);
+
+	if (MULTI_LOW(how) == IOMMUTOP_MULTI_CALL_TAGGED)
+		call.tag = multi_arg(ctx, MULTI_ARG(how));
+	else if (MULTI_LOW(how) == IOMMUTOP_MULTI_CALL_OWNED)
+		call.owner = multi_arg(ctx, 0);
+	return call;
+}
+
+static __always_inline __u64 multi_bytes(void *ctx, __u64 cookie)
+{
+	__u32 what = MULTI_BYTE(cookie, IOMMUTOP_MULTI_BYTES_SHIFT);
+	__u64 arg = multi_arg(ctx, MULTI_ARG(what));
+
+	switch (MULTI_LOW(what)) {
+	case IOMMUTOP_MULTI_BYTES_ARG:
+		return arg;
+	case IOMMUTOP_MULTI_BYTES_SG:
+		return sg_bytes((struct scatterlist *)multi_arg(ctx, 1), (int)multi_arg(ctx, 2));
+	case IOMMUTOP_MULTI_BYTES_SGTABLE:
+		return sgtable_bytes((struct sg_table *)multi_arg(ctx, 1));
+	case IOMMUTOP_MULTI_BYTES_GRANULES:
+		return iova_bytes((const struct iova_domain *)multi_arg(ctx, 0), arg);
+	case IOMMUTOP_MULTI_BYTES_GATHER:
+		return gather_bytes((struct iommu_iotlb_gather *)arg);
+	}
+	return 0;
+}
+
+/* The entry's flags for iommutop_enter, and its bytes: a range no IOMMU address width reaches
+ * (AMD passes 2^63 - 4 KiB) is the whole domain, and not bytes. */
+static __always_inline __u32 multi_enter_flags(__u64 cookie, __u64 *bytes)
+{
+	const __u64 full_range = 1ULL << 57;
+	__u32 given = MULTI_BYTE(cookie, IOMMUTOP_MULTI_ENTER_SHIFT);
+	__u32 flags = 0;
+
+	if (given & IOMMUTOP_MULTI_ENTER_TWIN)
+		flags |= IOMMUTOP_ENTER_TWIN;
+	if (given & IOMMUTOP_MULTI_ENTER_FULL)
+		flags |= IOMMUTOP_ENTER_FULL;
+	if ((given & IOMMUTOP_MULTI_ENTER_RANGE_MAY_BE_FULL) && *bytes >= full_range) {
+		flags |= IOMMUTOP_ENTER_FULL;
+		*bytes = 0;
+	}
+	return flags;
+}
+
+static __always_inline int multi_failed(__u64 cookie, __u64 ret)
+{
+	switch (MULTI_BYTE(cookie, IOMMUTOP_MULTI_FAILED_SHIFT)) {
+	case IOMMUTOP_MULTI_FAILED_MAPPING_ERROR:
+		return ret == IOMMUTOP_DMA_MAPPING_ERROR;
+	case IOMMUTOP_MULTI_FAILED_ZERO:
+		return ret == 0;
+	case IOMMUTOP_MULTI_FAILED_ZERO_U32:
+		return (__u32)ret == 0;
+	case IOMMUTOP_MULTI_FAILED_NONZERO_INT:
+		return (int)ret != 0;
+	case IOMMUTOP_MULTI_FAILED_NONZERO:
+		return ret != 0;
+	case IOMMUTOP_MULTI_FAILED_NOT_POSITIVE_BYTES:
+		return (__s64)ret <= 0;
+	}
+	return 0;
+}
+
+static __always_inline __u64 multi_ret(void *ctx)
+{
+	__u64 ret = 0;
+
+	bpf_get_func_ret(ctx, &ret);
+	return ret;
+}
+
+IOMMUTOP_SEC("fentry", multi__device__fentry)
+int multi__device__fentry(void *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	struct iommutop_dev_key key = iommutop_device_key((const struct device *)multi_arg(ctx, 0));
+	__u64 bytes = multi_bytes(ctx, cookie);
+	__u32 flags = multi_enter_flags(cookie, &bytes);
+
+	iommutop_enter(ctx, multi_call(ctx, cookie), multi_op(cookie), &key, bytes, flags);
+	return 0;
+}
+
+IOMMUTOP_SEC("fexit", multi__device__fexit)
+int multi__device__fexit(void *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+
+	iommutop_exit_device(ctx, multi_call(ctx, cookie), multi_op(cookie),
+			     multi_failed(cookie, multi_ret(ctx)), IOMMUTOP_KEEP_BYTES,
+			     (const struct device *)multi_arg(ctx, 0));
+	return 0;
+}
+
+IOMMUTOP_SEC("fentry", multi__owned__fentry)
+int multi__owned__fentry(void *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 bytes = multi_bytes(ctx, cookie);
+	__u32 flags = multi_enter_flags(cookie, &bytes);
+
+	iommutop_enter(ctx, multi_call(ctx, cookie), multi_op(cookie), NULL, bytes, flags);
+	return 0;
+}
+
+IOMMUTOP_SEC("fexit", multi__owned__fexit)
+int multi__owned__fexit(void *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx), ret = multi_ret(ctx);
+	__u64 bytes = IOMMUTOP_KEEP_BYTES;
+
+	if (MULTI_BYTE(cookie, IOMMUTOP_MULTI_FAILED_SHIFT) ==
+	    IOMMUTOP_MULTI_FAILED_NOT_POSITIVE_BYTES)
+		bytes = (__s64)ret > 0 ? ret : 0;
+	iommutop_exit_sized(ctx, multi_call(ctx, cookie), multi_op(cookie),
+			    multi_failed(cookie, ret), bytes);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";
