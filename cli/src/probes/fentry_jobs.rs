@@ -5,7 +5,9 @@
 //! exit without its entry is harmless, the reverse leaves frames that are never popped). The
 //! BTF tracepoint programs known to be needed are verified on the same threads once the functions
 //! are all taken, filling the time a thread would otherwise wait for the last function; they are
-//! attached later, in the points' walk (attaching one is quick: no text patching).
+//! attached later, in the points' walk (attaching one is quick: no text patching). With
+//! multi-function programs ([`super::multi`]), each family is a job of its own, taken first; a
+//! family the kernel refuses queues its functions' own jobs behind the rest.
 
 use super::hook_error::HookError;
 use super::multi::{MultiLinks, MultiObject};

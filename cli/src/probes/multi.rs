@@ -248,3 +248,47 @@ fn map_data(map: &Map) -> &MapData {
         | Map::XskMap(data) => data,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_served_function_s_own_programs_name_their_family_s() {
+        let served = MultiAttached {
+            links: Vec::new(),
+            served: vec![
+                (
+                    FunctionJob {
+                        function: "dma_map_phys",
+                        exit: "dma__map_phys__fexit",
+                        entry: Some("dma__map_phys__fentry"),
+                    },
+                    Family::Device,
+                ),
+                (
+                    FunctionJob {
+                        function: "alloc_iova_fast",
+                        exit: "iova__alloc_fast__fexit",
+                        entry: Some("iova__alloc_fast__fentry"),
+                    },
+                    Family::Owned,
+                ),
+            ],
+        };
+        assert_eq!(
+            served.stand_ins(),
+            BTreeMap::from([
+                ("dma__map_phys__fentry", "multi__device__fentry"),
+                ("dma__map_phys__fexit", "multi__device__fexit"),
+                ("iova__alloc_fast__fentry", "multi__owned__fentry"),
+                ("iova__alloc_fast__fexit", "multi__owned__fexit"),
+            ])
+        );
+        assert_eq!(
+            served.programs().count(),
+            0,
+            "no family attached, no program"
+        );
+    }
+}
