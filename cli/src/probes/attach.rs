@@ -222,7 +222,7 @@ impl KernelSupport {
         };
         if !multi.served.is_empty() {
             log::info!(
-                "{} of {} functions on multi-function links ({} programs): a call that lands while one of them runs on its CPU (an interrupt's) skips it, counted untimed and said in health",
+                "{} of {} functions on multi-function links ({} programs): a call made on a CPU where the same program runs (an interrupt, a preempting task) skips it: counted by its other end, said in health",
                 multi.served.len(),
                 functions.len(),
                 2 * multi.links.len()
