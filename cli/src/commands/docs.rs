@@ -95,6 +95,10 @@ hints of which statistics row is a key's (for tests: 1 makes nearly every lookup
 \fBIOMMUTOP_STACK_INTERVAL_MS\fR
 how often a call path is sampled, in milliseconds.
 .TP
+\fBIOMMUTOP_LINKS\fR
+per\-function (the default: each hooked function its own programs) or multi (one program for
+many functions where the kernel links it so, 7.x: faster to attach, dearer per call).
+.TP
 \fBIOMMUTOP_KERNEL_BTF\fR
 where the kernel's BTF is read from (default /sys/kernel/btf/vmlinux; tests point it elsewhere).
 .TP
