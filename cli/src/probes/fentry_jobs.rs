@@ -10,7 +10,7 @@
 //! family the kernel refuses queues its functions' own jobs behind the rest.
 
 use super::hook_error::HookError;
-use super::multi::{MultiLinks, MultiObject};
+use super::multi::{MultiLinks, MultiObject, Served};
 use super::multi_shapes::{shape_of, Family};
 use super::timing::{log_verified_size, timed};
 use super::LOADER_LOG;
@@ -44,8 +44,8 @@ pub(super) struct Outcomes {
     pub functions: HashMap<&'static str, Result<(), HookError>>,
     pub tracepoints: HashMap<TracepointJob, Result<(), HookError>>,
     pub multi: Vec<MultiLinks>,
-    /// Each function a multi-function program serves, and its per-function programs' names.
-    pub served_by_multi: Vec<(FunctionJob, Family)>,
+    /// Each function a multi-function program serves.
+    pub served_by_multi: Vec<Served>,
 }
 
 /// Threads to verify and attach on: the CPUs this process may run on, at most 8.
@@ -141,7 +141,11 @@ pub(super) fn attach_all(
             Done::Multi(family, jobs, links) => {
                 for job in jobs {
                     outcomes.functions.insert(job.function, Ok(()));
-                    outcomes.served_by_multi.push((job, family));
+                    outcomes.served_by_multi.push(Served {
+                        own_entry: job.entry,
+                        own_exit: job.exit,
+                        family,
+                    });
                 }
                 outcomes.multi.push(links);
             }

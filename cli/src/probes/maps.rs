@@ -7,6 +7,7 @@ use super::abi::{
     iommutop_stack_key, iommutop_stack_value,
 };
 use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
+use super::fdinfo;
 use super::kallsyms::Kallsyms;
 use super::load::{take_map, LoadError};
 use super::multi::MultiAttached;
@@ -20,7 +21,7 @@ use aya::{Ebpf, Pod};
 use iommutop_model::report::StackSample;
 use iommutop_model::sample::{Op, RawSample, RawSource, SourceKind};
 use std::collections::{BTreeMap, BTreeSet};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::Path;
 
 // SAFETY: the key is bindgen's view of `struct iommutop_dev_key`: integers only, explicit padding,
@@ -313,8 +314,8 @@ impl ProbeMaps {
 fn misses_by_program(ebpf: &Ebpf, multi: &MultiAttached) -> BTreeMap<String, u64> {
     program_fds(ebpf, multi)
         .filter_map(|(name, fd)| {
-            let info = fdinfo(fd)?;
-            Some((name.to_string(), fdinfo_field(&info, "recursion_misses")?))
+            let info = fdinfo::read(fd)?;
+            Some((name.to_string(), fdinfo::field(&info, "recursion_misses")?))
         })
         .collect()
 }
@@ -324,12 +325,12 @@ fn misses_by_program(ebpf: &Ebpf, multi: &MultiAttached) -> BTreeMap<String, u64
 fn program_stats(ebpf: &Ebpf, multi: &MultiAttached) -> BTreeMap<String, (u64, u64)> {
     program_fds(ebpf, multi)
         .filter_map(|(name, fd)| {
-            let info = fdinfo(fd)?;
+            let info = fdinfo::read(fd)?;
             Some((
                 name.to_string(),
                 (
-                    fdinfo_field(&info, "run_cnt")?,
-                    fdinfo_field(&info, "run_time_ns")?,
+                    fdinfo::field(&info, "run_cnt")?,
+                    fdinfo::field(&info, "run_time_ns")?,
                 ),
             ))
         })
@@ -348,10 +349,6 @@ fn program_fds<'a>(
                 .programs()
                 .map(|(name, fd)| -> (&'a str, BorrowedFd<'a>) { (name, fd) }),
         )
-}
-
-fn fdinfo(fd: BorrowedFd<'_>) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()
 }
 
 /// The health counters of calls the probes may not have seen at all, per op:
@@ -400,14 +397,6 @@ fn possibly_missed_calls(
         }
     }
     missed
-}
-
-/// A numeric `name:\tvalue` line of a /proc fdinfo file.
-pub(super) fn fdinfo_field(info: &str, name: &str) -> Option<u64> {
-    info.lines().find_map(|line| {
-        let (key, value) = line.split_once(':')?;
-        (key.trim() == name).then(|| value.trim().parse().ok())?
-    })
 }
 
 /// Frames of our own program and the trampoline or kprobe that ran it, above the probed call.
@@ -526,13 +515,5 @@ mod tests {
             Some(&7),
             "a count-only run skipped is an event lost"
         );
-    }
-
-    #[test]
-    fn fdinfo_fields_are_read_by_name() {
-        let info = "prog_type:\t26\nrun_time_ns:\t120\nrun_cnt:\t3\nrecursion_misses:\t7\n";
-        assert_eq!(fdinfo_field(info, "recursion_misses"), Some(7));
-        assert_eq!(fdinfo_field(info, "run_cnt"), Some(3));
-        assert_eq!(fdinfo_field(info, "verified_insns"), None);
     }
 }

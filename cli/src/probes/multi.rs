@@ -16,7 +16,6 @@ use super::bpf_syscalls::{
     link_tracing_multi, load_btf, load_tracing, TracingProgram, BPF_TRACE_FENTRY_MULTI,
     BPF_TRACE_FEXIT_MULTI,
 };
-use super::fentry_jobs::FunctionJob;
 use super::multi_shapes::Family;
 use super::timing::{log_walked, timed};
 use super::verifier_log::describe_text;
@@ -49,12 +48,21 @@ pub(super) struct MultiLinks {
     pub programs: Vec<(&'static str, OwnedFd)>,
 }
 
+/// A function a multi-function program serves: its own fentry and fexit programs, which its
+/// family's stand in for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Served {
+    pub own_entry: Option<&'static str>,
+    pub own_exit: &'static str,
+    pub family: Family,
+}
+
 /// What the multi-function programs attached: their links and programs, and the functions they
-/// serve (with the names of the per-function programs they stand in for).
+/// serve.
 #[derive(Default)]
 pub(super) struct MultiAttached {
     pub links: Vec<MultiLinks>,
-    pub served: Vec<(FunctionJob, Family)>,
+    pub served: Vec<Served>,
 }
 
 impl MultiAttached {
@@ -71,12 +79,13 @@ impl MultiAttached {
     pub(super) fn stand_ins(&self) -> BTreeMap<&'static str, &'static str> {
         self.served
             .iter()
-            .flat_map(|(job, family)| {
-                let (entry, exit) = family.programs();
-                job.entry
+            .flat_map(|served| {
+                let (entry, exit) = served.family.programs();
+                served
+                    .own_entry
                     .map(|own| (own, entry))
                     .into_iter()
-                    .chain([(job.exit, exit)])
+                    .chain([(served.own_exit, exit)])
             })
             .collect()
     }
@@ -258,22 +267,16 @@ mod tests {
         let served = MultiAttached {
             links: Vec::new(),
             served: vec![
-                (
-                    FunctionJob {
-                        function: "dma_map_phys",
-                        exit: "dma__map_phys__fexit",
-                        entry: Some("dma__map_phys__fentry"),
-                    },
-                    Family::Device,
-                ),
-                (
-                    FunctionJob {
-                        function: "alloc_iova_fast",
-                        exit: "iova__alloc_fast__fexit",
-                        entry: Some("iova__alloc_fast__fentry"),
-                    },
-                    Family::Owned,
-                ),
+                Served {
+                    own_entry: Some("dma__map_phys__fentry"),
+                    own_exit: "dma__map_phys__fexit",
+                    family: Family::Device,
+                },
+                Served {
+                    own_entry: Some("iova__alloc_fast__fentry"),
+                    own_exit: "iova__alloc_fast__fexit",
+                    family: Family::Owned,
+                },
             ],
         };
         assert_eq!(

@@ -28,14 +28,11 @@ pub(super) fn log_verified_size<E>(
 
 /// [`log_verified_size`] of a program loaded outside aya, from its fdinfo (`verified_insns`).
 pub(super) fn log_walked(program: &str, fd: std::os::fd::BorrowedFd<'_>) {
-    use std::os::fd::AsRawFd;
     if !log::log_enabled!(target: LOADER_LOG, log::Level::Debug) {
         return;
     }
-    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd()));
-    if let Some(count) = info
-        .ok()
-        .and_then(|info| super::maps::fdinfo_field(&info, "verified_insns"))
+    if let Some(count) =
+        super::fdinfo::read(fd).and_then(|info| super::fdinfo::field(&info, "verified_insns"))
     {
         log::debug!(target: LOADER_LOG, "{program}: the verifier walked {count} instructions");
     }
