@@ -188,7 +188,8 @@ impl ProbeMaps {
                 .map_err(|e| sample_error("iommutop_health", e))?;
             health.insert((*name).to_string(), per_cpu.iter().sum());
         }
-        let misses = misses_by_program(ebpf, multi);
+        let infos = program_fdinfos(ebpf, multi);
+        let misses = misses_by_program(&infos);
         health.insert(
             RECURSION_MISSES.to_string(),
             misses.values().fold(0u64, |sum, n| sum.saturating_add(*n)),
@@ -200,7 +201,7 @@ impl ProbeMaps {
             monotonic_ns,
             sources,
             health,
-            program_stats: program_stats(ebpf, multi),
+            program_stats: program_stats(&infos),
         })
     }
 
@@ -311,29 +312,34 @@ impl ProbeMaps {
 /// running on that CPU (preempted, or interrupted by what it probes): each is an entry, an
 /// exit or an event never seen. The kernel counts them per program (5.12+; a kprobe's skips only
 /// on recent kernels) and shows them in the program's fdinfo.
-fn misses_by_program(ebpf: &Ebpf, multi: &MultiAttached) -> BTreeMap<String, u64> {
-    program_fds(ebpf, multi)
-        .filter_map(|(name, fd)| {
-            let info = fdinfo::read(fd)?;
-            Some((name.to_string(), fdinfo::field(&info, "recursion_misses")?))
-        })
+fn misses_by_program(infos: &[(String, String)]) -> BTreeMap<String, u64> {
+    infos
+        .iter()
+        .filter_map(|(name, info)| Some((name.clone(), fdinfo::field(info, "recursion_misses")?)))
         .collect()
 }
 
 /// Each program's runs and the time they took (the kernel counts them while its BPF statistics
 /// are on).
-fn program_stats(ebpf: &Ebpf, multi: &MultiAttached) -> BTreeMap<String, (u64, u64)> {
-    program_fds(ebpf, multi)
-        .filter_map(|(name, fd)| {
-            let info = fdinfo::read(fd)?;
+fn program_stats(infos: &[(String, String)]) -> BTreeMap<String, (u64, u64)> {
+    infos
+        .iter()
+        .filter_map(|(name, info)| {
             Some((
-                name.to_string(),
+                name.clone(),
                 (
-                    fdinfo::field(&info, "run_cnt")?,
-                    fdinfo::field(&info, "run_time_ns")?,
+                    fdinfo::field(info, "run_cnt")?,
+                    fdinfo::field(info, "run_time_ns")?,
                 ),
             ))
         })
+        .collect()
+}
+
+/// Each program's fdinfo text, read once a sample for both of the above, by name.
+fn program_fdinfos(ebpf: &Ebpf, multi: &MultiAttached) -> Vec<(String, String)> {
+    program_fds(ebpf, multi)
+        .filter_map(|(name, fd)| Some((name.to_string(), fdinfo::read(fd)?)))
         .collect()
 }
 
