@@ -7,6 +7,7 @@
 #ifndef IOMMUTOP_CHARGE_BPF_H
 #define IOMMUTOP_CHARGE_BPF_H
 
+#include "cast.bpf.h"
 #include "filter.bpf.h"
 #include "hist.bpf.h"
 #include "names.bpf.h"
@@ -18,7 +19,7 @@ static __always_inline struct iommutop_dev_key iommutop_device_key(const struct 
 {
 	struct iommutop_dev_key key = {.id = (__u64)dev, .kind = IOMMUTOP_KEY_DEVICE};
 
-	key.generation = (__u32)(__u64)BPF_CORE_READ(dev, driver);
+	key.generation = iommutop_pointer_bits(IOMMUTOP_FIELD(dev, DEVICE, driver));
 	return key;
 }
 

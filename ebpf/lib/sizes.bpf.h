@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * The bytes a call's arguments describe, read with helpers: for programs whose arguments are plain
- * numbers (kprobes, multi-function programs). fentry programs, whose arguments are typed, read the
- * same fields with plain loads where they can.
+ * The bytes a call's arguments describe, for programs whose arguments are plain numbers (kprobes,
+ * multi-function programs), each field read as cast.bpf.h says. fentry programs, whose arguments
+ * are typed, read the same fields with plain loads where they can.
  */
 #ifndef IOMMUTOP_SIZES_BPF_H
 #define IOMMUTOP_SIZES_BPF_H
 
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
+#include "cast.bpf.h"
 
 /* include/linux/scatterlist.h: the low bits of page_link. */
 #define IOMMUTOP_SG_CHAIN 0x01UL
@@ -32,10 +33,10 @@ static __always_inline __u64 sg_bytes(struct scatterlist *first, int nents)
 
 		if (i >= nents)
 			break;
-		link = BPF_CORE_READ(sg, page_link);
+		link = IOMMUTOP_FIELD(sg, SCATTERLIST, page_link);
 		if (link & IOMMUTOP_SG_CHAIN)
 			break;
-		bytes += BPF_CORE_READ(sg, length);
+		bytes += IOMMUTOP_FIELD(sg, SCATTERLIST, length);
 		if (link & IOMMUTOP_SG_END)
 			break;
 	}
@@ -44,13 +45,14 @@ static __always_inline __u64 sg_bytes(struct scatterlist *first, int nents)
 
 static __always_inline __u64 sgtable_bytes(struct sg_table *sgt)
 {
-	return sg_bytes(BPF_CORE_READ(sgt, sgl), BPF_CORE_READ(sgt, orig_nents));
+	return sg_bytes(IOMMUTOP_FIELD(sgt, SG_TABLE, sgl),
+			IOMMUTOP_FIELD(sgt, SG_TABLE, orig_nents));
 }
 
 /* IOVA sizes are in granules of their domain. */
 static __always_inline __u64 iova_bytes(const struct iova_domain *iovad, unsigned long granules)
 {
-	return (__u64)granules * BPF_CORE_READ(iovad, granule);
+	return (__u64)granules * IOMMUTOP_FIELD(iovad, IOVA_DOMAIN, granule);
 }
 
 /* The bytes of a gathered range [start, end] (end is inclusive; an empty gather has end 0). */
@@ -61,7 +63,8 @@ static __always_inline __u64 range_bytes(unsigned long start, unsigned long end)
 
 static __always_inline __u64 gather_bytes(struct iommu_iotlb_gather *gather)
 {
-	return range_bytes(BPF_CORE_READ(gather, start), BPF_CORE_READ(gather, end));
+	return range_bytes(IOMMUTOP_FIELD(gather, IOTLB_GATHER, start),
+			   IOMMUTOP_FIELD(gather, IOTLB_GATHER, end));
 }
 
 #endif

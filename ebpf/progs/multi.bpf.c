@@ -9,15 +9,18 @@
  * that names the per-function programs (cli/src/probes/multi_shapes.rs).
  *
  * Such a program is loaded for no function in particular: its arguments are plain numbers, read
- * with bpf_get_func_arg, and what they point at is read with helpers, as kprobe programs do; its
- * return value with bpf_get_func_ret. A call is known, as an fentry's, by its arguments' place
- * on the trampoline's stack, which its entry and its exit program both see.
+ * with bpf_get_func_arg, and what they point at is cast to its type (bpf_rdonly_cast, see
+ * cast.bpf.h) and loaded; its return value is read with bpf_get_func_ret. A call is known, as an
+ * fentry's, by its arguments' place on the trampoline's stack, which its entry and its exit program
+ * both see.
  *
  * Two families: DMA API calls, which open a frame keyed by their device (argument 0), and
  * calls on an IOMMU-side object (page tables, IOVA, IOTLB), which inherit the key of the call
  * they are nested in. Calls known by a session object (dma_iova_try_alloc to dma_iova_sync) and
  * the flush-queue timer keep their per-function programs.
  */
+/* What their arguments point at is read through bpf_rdonly_cast (cast.bpf.h). */
+#define IOMMUTOP_CAST_READS
 #include "common.bpf.h"
 #include "sizes.bpf.h"
 

@@ -18,6 +18,7 @@ const BPF_BTF_LOAD: libc::c_long = 18;
 const BPF_LINK_CREATE: libc::c_long = 28;
 
 /// A tracing program's relocated instructions and their BTF line and function records.
+#[derive(Clone)]
 pub(super) struct TracingProgram {
     pub name: &'static str,
     pub instructions: Vec<bpf_insn>,

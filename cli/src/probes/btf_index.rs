@@ -12,10 +12,12 @@
 //!   instead [`BtfIndex::attach_targets`], a BTF that holds only the hooked names, each at its
 //!   id in the kernel's BTF with a nameless placeholder at every other id, it finds the same id
 //!   comparing only those.
+//! - The BTF type id of each kernel struct a multi-function program casts a pointer to, and of
+//!   the kfunc that casts it ([`super::multi_cast`]), in the same BTF.
 
 use super::btf_walk::{
-    blob, record, walk_types, BtfWalkError, KIND_FUNC, KIND_FUNC_PROTO, KIND_PTR, KIND_TYPEDEF,
-    TYPE_RECORD,
+    blob, record, walk_types, BtfWalkError, KIND_FUNC, KIND_FUNC_PROTO, KIND_PTR, KIND_STRUCT,
+    KIND_TYPEDEF, TYPE_RECORD,
 };
 use aya::{Btf, BtfError};
 use serde::{Deserialize, Serialize};
@@ -47,19 +49,24 @@ pub struct BtfIndex {
     pub functions: BTreeMap<String, HookedFunction>,
     /// Tracepoints by event name (`sched_switch`), with the id of their `btf_trace_` typedef.
     pub tracepoints: BTreeMap<String, u32>,
+    /// Structs by name, with their id: the first of each name.
+    #[serde(default)]
+    pub structs: BTreeMap<String, u32>,
 }
 
 impl BtfIndex {
-    /// Walks `btf` once for `functions` and `tracepoints`.
+    /// Walks `btf` once for `functions`, `tracepoints` and `structs`.
     pub fn walk(
         btf: &[u8],
         functions: &BTreeSet<&str>,
         tracepoints: &BTreeSet<&str>,
+        structs: &BTreeSet<&str>,
     ) -> Result<BtfIndex, BtfWalkError> {
         // A prototype's arity by its id (ids start at 1); each wanted FUNC's prototype id.
         let mut protos: Vec<Option<Arity>> = vec![None];
         let mut funcs: BTreeMap<&str, (u32, usize)> = BTreeMap::new();
         let mut typedefs = BTreeMap::new();
+        let mut found_structs = BTreeMap::new();
         walk_types(btf, |r| {
             protos.push((r.kind == KIND_FUNC_PROTO).then_some(Arity {
                 params: r.vlen as u32,
@@ -79,6 +86,11 @@ impl BtfIndex {
                         typedefs.entry(event.to_string()).or_insert(r.id as u32);
                     }
                 }
+                KIND_STRUCT => {
+                    if let Some(name) = r.name().filter(|name| structs.contains(name)) {
+                        found_structs.entry(name.to_string()).or_insert(r.id as u32);
+                    }
+                }
                 _ => {}
             }
         })?;
@@ -92,6 +104,7 @@ impl BtfIndex {
         Ok(BtfIndex {
             functions,
             tracepoints: typedefs,
+            structs: found_structs,
         })
     }
 
@@ -104,16 +117,23 @@ impl BtfIndex {
     }
 
     /// What fentry, fexit and BTF tracepoint programs are loaded against: a BTF of ids 1 to the
-    /// last found, each function and tracepoint typedef found at its id, a nameless pointer to
-    /// void at every other.
+    /// last found, each function, tracepoint typedef and struct (empty) found at its id, a
+    /// nameless pointer to void at every other.
     pub fn attach_targets(&self) -> Result<Btf, BtfError> {
-        let named =
-            self.functions
-                .iter()
-                .map(|(name, function)| (function.id, KIND_FUNC, name.clone()))
-                .chain(self.tracepoints.iter().map(|(event, id)| {
-                    (*id, KIND_TYPEDEF, format!("{TRACEPOINT_TYPEDEF}{event}"))
-                }));
+        let named = self
+            .functions
+            .iter()
+            .map(|(name, function)| (function.id, KIND_FUNC, name.clone()))
+            .chain(
+                self.tracepoints
+                    .iter()
+                    .map(|(event, id)| (*id, KIND_TYPEDEF, format!("{TRACEPOINT_TYPEDEF}{event}"))),
+            )
+            .chain(
+                self.structs
+                    .iter()
+                    .map(|(name, id)| (*id, KIND_STRUCT, name.clone())),
+            );
         let mut strings = vec![0u8];
         let mut records: BTreeMap<u32, [u8; TYPE_RECORD]> = BTreeMap::new();
         for (id, kind, name) in named {
@@ -164,7 +184,7 @@ mod tests {
             functions.iter().copied().collect(),
             tracepoints.iter().copied().collect(),
         );
-        BtfIndex::walk(&kernel_like(), &functions, &tracepoints).expect("walks")
+        BtfIndex::walk(&kernel_like(), &functions, &tracepoints, &BTreeSet::new()).expect("walks")
     }
 
     #[test]
@@ -233,7 +253,8 @@ mod tests {
         };
         let functions = BTreeSet::from(["dma_unmap_page_attrs", "dma_map_sg_attrs", "schedule"]);
         let tracepoints = BTreeSet::from(["sched_switch", "napi_poll"]);
-        let index = BtfIndex::walk(&kernel, &functions, &tracepoints).expect("walks");
+        let structs = BTreeSet::from(["device", "scatterlist"]);
+        let index = BtfIndex::walk(&kernel, &functions, &tracepoints, &structs).expect("walks");
         // include/linux/dma-mapping.h, unchanged from 5.10 to 6.18.
         let arities = index.arities();
         let of = |name| {
@@ -252,7 +273,8 @@ mod tests {
                 tracepoints
                     .iter()
                     .map(|t| (format!("{TRACEPOINT_TYPEDEF}{t}"), BtfKind::Typedef)),
-            );
+            )
+            .chain(structs.iter().map(|s| (s.to_string(), BtfKind::Struct)));
         for (name, kind) in names {
             let id = whole
                 .id_by_type_name_kind(&name, kind)

@@ -10,6 +10,7 @@ pub const TYPE_RECORD: usize = 12;
 pub const HEADER_LEN: u32 = 24;
 
 pub const KIND_PTR: u32 = 2;
+pub const KIND_STRUCT: u32 = 4;
 pub const KIND_TYPEDEF: u32 = 8;
 pub const KIND_FUNC: u32 = 12;
 pub const KIND_FUNC_PROTO: u32 = 13;

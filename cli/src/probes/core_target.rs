@@ -16,12 +16,13 @@
 //! A unit test relocates the object against both this cut and the whole BTF and compares every
 //! instruction.
 
-use super::btf_walk::{blob, walk_types, BtfWalkError, TypeRecord, KIND_PTR, TYPE_RECORD};
+use super::btf_walk::{
+    blob, walk_types, BtfWalkError, TypeRecord, KIND_PTR, KIND_STRUCT, TYPE_RECORD,
+};
 use std::collections::{BTreeSet, HashMap};
 
 const KIND_INT: u32 = 1;
 const KIND_ARRAY: u32 = 3;
-const KIND_STRUCT: u32 = 4;
 const KIND_UNION: u32 = 5;
 const KIND_ENUM: u32 = 6;
 const KIND_FWD: u32 = 7;

@@ -195,7 +195,7 @@ fn work_through<'p>(
             Ok(Some(Job::Multi(multi, family, members))) => {
                 let functions: Vec<(u32, u64)> = members.iter().map(|m| (m.id, m.cookie)).collect();
                 let (entry, _) = family.programs();
-                match multi.attach(family, &functions) {
+                match multi.attach(btf, family, &functions) {
                     Ok(links) => {
                         log::debug!(target: LOADER_LOG, "{entry}: serves {} functions", members.len());
                         done.push(Done::Multi(

@@ -97,12 +97,16 @@ pub fn kept_or_walked<E>(
 }
 
 /// The functions and tracepoints an index is asked for, as [`Conditions::asked`].
-pub fn names_asked(functions: &BTreeSet<&str>, tracepoints: &BTreeSet<&str>) -> String {
-    let names: Vec<&str> = functions.iter().copied().collect();
-    let events: Vec<&str> = tracepoints.iter().copied().collect();
-    let fingerprint = boot_cache::fingerprint(
-        format!("{}\n\n{}", names.join("\n"), events.join("\n")).as_bytes(),
-    );
+pub fn names_asked(
+    functions: &BTreeSet<&str>,
+    tracepoints: &BTreeSet<&str>,
+    structs: &BTreeSet<&str>,
+) -> String {
+    let listed = [functions, tracepoints, structs].map(|names| {
+        let names: Vec<&str> = names.iter().copied().collect();
+        names.join("\n")
+    });
+    let fingerprint = boot_cache::fingerprint(listed.join("\n\n").as_bytes());
     format!("{fingerprint:016x}")
 }
 
@@ -119,7 +123,11 @@ mod tests {
             path: "/sys/kernel/btf/vmlinux".into(),
             size,
             changed_ns: 1,
-            asked: names_asked(&BTreeSet::from(["iommu_map"]), &BTreeSet::new()),
+            asked: names_asked(
+                &BTreeSet::from(["iommu_map"]),
+                &BTreeSet::new(),
+                &BTreeSet::new(),
+            ),
         }
     }
 
@@ -156,7 +164,11 @@ mod tests {
         let kept = conditions("boot-a", 100);
         let _ = kept_or_walked(dir.path(), Some(&kept), walk);
         let mut other_names = kept.clone();
-        other_names.asked = names_asked(&BTreeSet::from(["iommu_map"]), &BTreeSet::from(["x"]));
+        other_names.asked = names_asked(
+            &BTreeSet::from(["iommu_map"]),
+            &BTreeSet::from(["x"]),
+            &BTreeSet::new(),
+        );
         for other in [
             conditions("boot-b", 100),
             conditions("boot-a", 200),

@@ -206,8 +206,10 @@ pub(super) fn fexit_return_slots(path: &str) -> Vec<(String, u32)> {
     let wanted = fentry_functions();
     match std::fs::read(path)
         .map_err(|e| e.to_string())
-        .and_then(|btf| BtfIndex::walk(&btf, &wanted, &BTreeSet::new()).map_err(|e| e.to_string()))
-    {
+        .and_then(|btf| {
+            BtfIndex::walk(&btf, &wanted, &BTreeSet::new(), &BTreeSet::new())
+                .map_err(|e| e.to_string())
+        }) {
         Ok(index) => return_slots(&index.arities()),
         Err(e) => {
             log::info!(target: LOADER_LOG, "{path}: {e}: fexit programs read return values with bpf_get_func_ret");

@@ -23,6 +23,7 @@ mod load;
 pub mod loader;
 mod maps;
 mod multi;
+mod multi_cast;
 mod multi_shapes;
 mod relocate;
 pub mod rows;

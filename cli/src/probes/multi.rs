@@ -16,6 +16,7 @@ use super::bpf_syscalls::{
     link_tracing_multi, load_btf, load_tracing, TracingProgram, BPF_TRACE_FENTRY_MULTI,
     BPF_TRACE_FEXIT_MULTI,
 };
+use super::multi_cast::{self, CastIds};
 use super::multi_shapes::Family;
 use super::timing::{log_walked, timed};
 use super::verifier_log::describe_text;
@@ -26,6 +27,7 @@ use aya_obj::Object;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::OnceLock;
 
 /// A kernel function that exists where the kernel has multi-function tracing links.
 pub(super) const KERNEL_MARKER: &str = "bpf_tracing_multi_attach";
@@ -35,6 +37,8 @@ pub(super) struct MultiObject {
     programs: HashMap<&'static str, TracingProgram>,
     license: CString,
     btf_fd: OwnedFd,
+    /// The kernel's ids the programs' casts need ([`multi_cast`]), found at the first load.
+    casts: OnceLock<Result<CastIds, String>>,
 }
 
 /// A family's programs attached: their links (the programs live as long as the links).
@@ -144,24 +148,27 @@ impl MultiObject {
             programs,
             license: obj.license.clone(),
             btf_fd,
+            casts: OnceLock::new(),
         })
     }
 
     /// Loads `family`'s programs and links them to `functions` (their ids in the kernel's BTF,
-    /// each with its cookie): the exit first, so that no entry runs without its exit.
+    /// each with its cookie): the exit first, so that no entry runs without its exit. `btf` has
+    /// the kernel's names at their ids.
     pub(super) fn attach(
         &self,
+        btf: &Btf,
         family: Family,
         functions: &[(u32, u64)],
     ) -> Result<MultiLinks, String> {
         let (entry, exit) = family.programs();
         let (ids, cookies): (Vec<u32>, Vec<u64>) = functions.iter().copied().unzip();
-        let exit_fd = self.load_timed(exit, BPF_TRACE_FEXIT_MULTI)?;
+        let exit_fd = self.load_timed(btf, exit, BPF_TRACE_FEXIT_MULTI)?;
         let exit_link = timed(exit, "attached", || {
             link_tracing_multi(&exit_fd, BPF_TRACE_FEXIT_MULTI, &ids, &cookies)
         })
         .map_err(|e| format!("{exit}: linking {} functions: {e}", ids.len()))?;
-        let entry_fd = self.load_timed(entry, BPF_TRACE_FENTRY_MULTI)?;
+        let entry_fd = self.load_timed(btf, entry, BPF_TRACE_FENTRY_MULTI)?;
         let entry_link = timed(entry, "attached", || {
             link_tracing_multi(&entry_fd, BPF_TRACE_FENTRY_MULTI, &ids, &cookies)
         })
@@ -174,21 +181,43 @@ impl MultiObject {
 
     /// Loads the program `name` as `attach_type`, timed, and says how much the verifier walked
     /// (-vv).
-    fn load_timed(&self, name: &'static str, attach_type: u32) -> Result<OwnedFd, String> {
-        let fd = timed(name, "verified", || self.load(name, attach_type))?;
+    fn load_timed(
+        &self,
+        btf: &Btf,
+        name: &'static str,
+        attach_type: u32,
+    ) -> Result<OwnedFd, String> {
+        let fd = timed(name, "verified", || self.load(btf, name, attach_type))?;
         log_walked(name, fd.as_fd());
         Ok(fd)
     }
 
     /// Loads the program `name` as `attach_type` and lets it go: the verifier's verdict.
-    pub(super) fn verify(&self, name: &'static str, attach_type: u32) -> Result<(), String> {
-        self.load(name, attach_type).map(drop)
+    pub(super) fn verify(
+        &self,
+        btf: &Btf,
+        name: &'static str,
+        attach_type: u32,
+    ) -> Result<(), String> {
+        self.load(btf, name, attach_type).map(drop)
+    }
+
+    /// The program `name` with its casts given the kernel's ids from `btf`.
+    fn completed(&self, btf: &Btf, name: &'static str) -> Result<TracingProgram, String> {
+        let ids = self
+            .casts
+            .get_or_init(|| CastIds::find(btf).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| format!("{name}: {e}"))?;
+        let mut program = self.programs[name].clone();
+        multi_cast::complete(&mut program.instructions, ids).map_err(|e| format!("{name}: {e}"))?;
+        Ok(program)
     }
 
     /// Loads the program `name` as `attach_type`; refused, again with the verifier's log, for
     /// its verdict.
-    fn load(&self, name: &'static str, attach_type: u32) -> Result<OwnedFd, String> {
-        let program = &self.programs[name];
+    fn load(&self, btf: &Btf, name: &'static str, attach_type: u32) -> Result<OwnedFd, String> {
+        let program = &self.completed(btf, name)?;
         load_tracing(program, &self.license, &self.btf_fd, attach_type, None)
             .or_else(|_| {
                 let mut log = vec![0u8; 1 << 20];

@@ -18,6 +18,7 @@ use super::load::{
     fentry_functions, load_btf, load_probes, return_slots, Knobs, LoadError, TaskStacks,
 };
 use super::multi::{self, MultiObject};
+use super::multi_cast;
 use super::settings::ProbeSettings;
 use super::table::symbols_asked_about;
 use super::table::POINTS;
@@ -270,7 +271,9 @@ fn page_size() -> u64 {
 /// What the loader needs of the kernel's BTF ([`super::btf_index`]): this boot's first walk of
 /// it, kept ([`kernel_btf_cache`]).
 fn kernel_btf_index(settings: &ProbeSettings) -> Result<BtfIndex, String> {
-    let functions = fentry_functions();
+    let mut functions = fentry_functions();
+    functions.insert(multi_cast::RDONLY_CAST);
+    let structs = std::collections::BTreeSet::from(multi_cast::CAST_TYPES);
     let tracepoints = POINTS
         .iter()
         .flat_map(|point| point.tracepoints)
@@ -278,12 +281,12 @@ fn kernel_btf_index(settings: &ProbeSettings) -> Result<BtfIndex, String> {
         .chain([WAITING_EVENT])
         .collect();
     let path = &settings.kernel_btf;
-    let asked = kernel_btf_cache::names_asked(&functions, &tracepoints);
+    let asked = kernel_btf_cache::names_asked(&functions, &tracepoints, &structs);
     let conditions = kernel_btf_cache::Conditions::now(path, asked);
     kernel_btf_cache::kept_or_walked(Path::new(super::RUN_DIR), conditions.as_ref(), || {
         let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
         timed("the kernel's BTF", "walked", || {
-            BtfIndex::walk(&bytes, &functions, &tracepoints).map_err(|e| e.to_string())
+            BtfIndex::walk(&bytes, &functions, &tracepoints, &structs).map_err(|e| e.to_string())
         })
     })
 }

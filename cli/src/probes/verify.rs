@@ -133,7 +133,7 @@ fn verify_multi(ebpf: &Ebpf, btf: &Btf) -> Vec<(&'static str, Result<(), HookErr
     programs
         .map(|(name, attach_type)| {
             let result = match &object {
-                Ok(object) => object.verify(name, attach_type),
+                Ok(object) => object.verify(btf, name, attach_type),
                 Err(e) => Err(e.clone()),
             };
             (name, result.map_err(HookError::Refused))

@@ -258,6 +258,28 @@ enum iommutop_multi_failed {
 	IOMMUTOP_MULTI_FAILED_NOT_POSITIVE_BYTES = 6,
 };
 
+/*
+ * A multi-function program's typed view of a kernel object: its arguments are plain numbers, so
+ * what they point at is cast to its type with the kfunc bpf_rdonly_cast (a typed load after it
+ * costs one instruction; bpf_probe_read_kernel costs some 90). aya cannot parse an object that
+ * calls a kfunc, so the call is written as a raw instruction (ebpf/lib/cast.bpf.h) that the
+ * multi-function loader (cli/src/probes/multi_cast.rs) completes with the kernel's BTF ids: the
+ * instruction before it, `r2 = IOMMUTOP_CAST_MARK | type`, gets the id of the type, and the call's
+ * immediate IOMMUTOP_CAST_CALL_MARK that of bpf_rdonly_cast.
+ */
+#define IOMMUTOP_CAST_MARK 0x1ca50000
+#define IOMMUTOP_CAST_CALL_MARK 0x1ca5ffff
+
+/* The kernel types cast to: each one's struct name is in multi_cast.rs, in this order. */
+enum iommutop_cast_type {
+	IOMMUTOP_CAST_DEVICE = 0,
+	IOMMUTOP_CAST_SCATTERLIST = 1,
+	IOMMUTOP_CAST_SG_TABLE = 2,
+	IOMMUTOP_CAST_IOVA_DOMAIN = 3,
+	IOMMUTOP_CAST_IOTLB_GATHER = 4,
+	IOMMUTOP_CAST_TYPES = 5,
+};
+
 _Static_assert(sizeof(struct iommutop_dev_key) == 16, "dev_key size");
 _Static_assert(sizeof(struct iommutop_row_key) == 24, "row_key size");
 _Static_assert(sizeof(struct iommutop_dev_name) == 2 * IOMMUTOP_NAME_LEN, "dev_name size");
