@@ -11,23 +11,23 @@ static __always_inline void iommutop_enter(void *ctx, struct iommutop_call call,
 					   const struct iommutop_dev_key *own_key, __u64 bytes,
 					   __u32 flags)
 {
-	iommutop_enter_bound(ctx, call, op, own_key, NULL, bytes, flags);
+	iommutop_enter_bound(ctx, call, op, own_key, NULL, bytes, flags, 0);
 }
 
 static __always_inline void iommutop_exit_keyed(void *ctx, struct iommutop_call call, __u32 op,
 						int failed, __u64 bytes,
 						const struct iommutop_dev_key *own_key)
 {
-	iommutop_exit_as(ctx, call, op, failed, bytes, own_key, NULL, IOMMUTOP_EXIT_COUNT);
+	iommutop_exit_as(ctx, call, op, failed, bytes, own_key, NULL, IOMMUTOP_EXIT_COUNT, 0);
 }
 
-/* Exit of a DMA API call, whose device is own_dev (any pointer: read with a helper, and only
- * when the call's entry was not seen). */
+/* Exit of a DMA API call, whose device is own_dev (any pointer: read as cast.bpf.h says, and
+ * only when the call's entry was not seen). ended as iommutop_exit_as's. */
 static __always_inline void iommutop_exit_device(void *ctx, struct iommutop_call call, __u32 op,
 						 int failed, __u64 bytes,
-						 const struct device *own_dev)
+						 const struct device *own_dev, __u64 ended)
 {
-	iommutop_exit_as(ctx, call, op, failed, bytes, NULL, own_dev, IOMMUTOP_EXIT_COUNT);
+	iommutop_exit_as(ctx, call, op, failed, bytes, NULL, own_dev, IOMMUTOP_EXIT_COUNT, ended);
 }
 
 static __always_inline void iommutop_exit_sized(void *ctx, struct iommutop_call call, __u32 op,

@@ -202,7 +202,9 @@ static __always_inline void iommutop_drop_stale(struct iommutop_inflight *inflig
 }
 
 /* Entry of a timed call. own_key is the call's own device (DMA API), or NULL to inherit. ctx is
- * the program's context, used to sample the call path of the device's own calls. typed_dev, a
+ * the program's context, used to sample the call path of the device's own calls. began is when
+ * the program began, for one that worked before calling this (a multi-function program reading
+ * its cookie), or 0. typed_dev, a
  * device argument the verifier knows the type of (fentry), gives own_key its generation, the
  * driver's binding (charge.bpf.h), as one load straight into the frame: the verifier lets a
  * program load from a typed pointer, and, for root, store what it loaded in a map, where
@@ -211,7 +213,7 @@ static __always_inline void iommutop_drop_stale(struct iommutop_inflight *inflig
 static __always_inline void iommutop_enter_bound(void *ctx, struct iommutop_call call, __u32 op,
 						 const struct iommutop_dev_key *own_key,
 						 const struct device *typed_dev, __u64 bytes,
-						 __u32 flags)
+						 __u32 flags, __u64 began)
 {
 	struct iommutop_frame *frame, *below;
 	struct iommutop_inflight *inflight;
@@ -220,7 +222,7 @@ static __always_inline void iommutop_enter_bound(void *ctx, struct iommutop_call
 	/* A DMA API call's entry is normally the first of its context's stack: it has no call below
 	 * to charge its run to and no stale frame to look for, and reads the clock once, at its
 	 * end. Any other entry reads it first, so that the call below is charged the whole run. */
-	__u64 now = own_key ? 0 : bpf_ktime_get_ns(), end;
+	__u64 now = began ? began : own_key ? 0 : bpf_ktime_get_ns(), end;
 	int task_context, left_out;
 	__u32 depth, had_calls;
 
@@ -359,15 +361,16 @@ int iommutop_exit_done(__u64 place, __u32 index, __u64 ns, __u64 since);
  * what the entry recorded when the size is only known on return (IOMMUTOP_KEEP_BYTES keeps it).
  * A call whose entry was not seen is counted, untimed, on own_dev's key (the device a DMA API
  * exit knows from its arguments: its binding read only then, out of every timed call's time),
- * else on own_key, else on the call it is nested in.
+ * else on own_key, else on the call it is nested in. ended is when the program began, for one
+ * that worked before calling this, or 0: the call ended then.
  */
 static __always_inline void iommutop_exit_as(void *ctx, struct iommutop_call call, __u32 op,
 					     int failed, __u64 bytes,
 					     const struct iommutop_dev_key *own_key,
 					     const struct device *own_dev,
-					     enum iommutop_exit_mode mode)
+					     enum iommutop_exit_mode mode, __u64 ended)
 {
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = ended ? ended : bpf_ktime_get_ns();
 	struct iommutop_stack_ref ref;
 	struct iommutop_inflight *inflight = iommutop_stack_here(ctx, 0, &ref);
 	int task_context = ref.task_context;

@@ -59,7 +59,7 @@ static __always_inline void dma_enter_typed(void *ctx, struct iommutop_call call
 {
 	struct iommutop_dev_key key = {.id = (__u64)dev, .kind = IOMMUTOP_KEY_DEVICE};
 
-	iommutop_enter_bound(ctx, call, op, &key, dev, bytes, flags);
+	iommutop_enter_bound(ctx, call, op, &key, dev, bytes, flags, 0);
 }
 
 /* A call the same operation's wrapper may make (a scatter-gather map inside dma_map_sgtable, an
@@ -101,7 +101,7 @@ static __always_inline void dma_enter_sg(void *ctx, struct iommutop_call call, _
 		__u64 ret = IOMMUTOP_FEXIT_RET(prog);                                              \
 		(void)ret;                                                                         \
 		iommutop_exit_device(ctx, DMA_CALL(ctx, tag_arg), op, (failed),                    \
-				     IOMMUTOP_KEEP_BYTES, dev);                                    \
+				     IOMMUTOP_KEEP_BYTES, dev, 0);                                 \
 		return 0;                                                                          \
 	}
 
@@ -199,7 +199,7 @@ static __always_inline void dma_iova_try_alloc_exit(void *ctx, struct iommutop_c
 {
 	if (!allocated)
 		iommutop_exit_as(ctx, state, IOMMUTOP_OP_DMA_MAP, 0, 0, NULL, NULL,
-				 IOMMUTOP_EXIT_DISCARD);
+				 IOMMUTOP_EXIT_DISCARD, 0);
 }
 
 IOMMUTOP_DECLARE_RET_AT(dma__iova_try_alloc__fexit);
@@ -219,7 +219,7 @@ int BPF_PROG(dma__iova_sync__fexit, struct device *dev, void *state, size_t offs
 	int err = (int)IOMMUTOP_FEXIT_RET(dma__iova_sync__fexit);
 
 	iommutop_exit_as(ctx, IOMMUTOP_SESSION_CALL(state), IOMMUTOP_OP_DMA_MAP, err != 0, size,
-			 NULL, dev, IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED);
+			 NULL, dev, IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED, 0);
 	return 0;
 }
 
@@ -358,7 +358,7 @@ IOMMUTOP_SEC("kretprobe", dma__iova_sync__kretprobe)
 int BPF_KRETPROBE(dma__iova_sync__kretprobe, int err)
 {
 	iommutop_exit_as(ctx, IOMMUTOP_ANY_SESSION, IOMMUTOP_OP_DMA_MAP, err != 0,
-			 IOMMUTOP_KEEP_BYTES, NULL, NULL, IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED);
+			 IOMMUTOP_KEEP_BYTES, NULL, NULL, IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED, 0);
 	return 0;
 }
 
