@@ -14,10 +14,11 @@
  * fentry's, by its arguments' place on the trampoline's stack, which its entry and its exit program
  * both see.
  *
- * Two families: DMA API calls, which open a frame keyed by their device (argument 0), and
+ * Three families: DMA API calls, which open a frame keyed by their device (argument 0), and
  * calls on an IOMMU-side object (page tables, IOVA, IOTLB), which inherit the key of the call
- * they are nested in. Calls known by a session object (dma_iova_try_alloc to dma_iova_sync) and
- * the flush-queue timer keep their per-function programs.
+ * they are nested in, on the side that makes a mapping and on the side that takes it down. Calls
+ * known by a session object (dma_iova_try_alloc to dma_iova_sync) and the flush-queue timer keep
+ * their per-function programs.
  */
 /* What their arguments point at is read through bpf_rdonly_cast (cast.bpf.h). */
 #define IOMMUTOP_CAST_READS
@@ -42,6 +43,16 @@ static __always_inline __u32 multi_op(__u64 cookie)
 	return MULTI_BYTE(cookie, IOMMUTOP_MULTI_OP_SHIFT);
 }
 
+/* All ones where byte is value, else 0, without a branch (x - 1 wraps for x = 0 only): where an
+ * exit's rule picks between a value and a constant, a branch made the verifier walk the rest of
+ * the exit once for each (7.3: an IOMMU-side exit 29,800 instructions, 13,700 with masks). */
+static __always_inline __u64 multi_mask(__u64 byte, __u64 value)
+{
+	return -(((byte ^ value) - 1) >> 63);
+}
+
+/* How the call is known, as its entry reads it: by a branch on the rule, which the verifier walks
+ * in fewer instructions here than the masks below (an entry: 12,100 against 18,600). */
 static __always_inline struct iommutop_call multi_call(void *ctx, __u64 cookie)
 {
 	__u32 how = MULTI_BYTE(cookie, IOMMUTOP_MULTI_CALL_SHIFT);
@@ -51,6 +62,28 @@ static __always_inline struct iommutop_call multi_call(void *ctx, __u64 cookie)
 		call.tag = multi_arg(ctx, MULTI_ARG(how));
 	else if (MULTI_LOW(how) == IOMMUTOP_MULTI_CALL_OWNED)
 		call.owner = multi_arg(ctx, 0);
+	return call;
+}
+
+/* How a DMA API call is known, as its exit reads it: its position, tagged with an argument (every
+ * shape of the device family is). */
+static __always_inline struct iommutop_call multi_device_call(void *ctx, __u64 cookie)
+{
+	__u32 how = MULTI_BYTE(cookie, IOMMUTOP_MULTI_CALL_SHIFT);
+	struct iommutop_call call = IOMMUTOP_FENTRY_CALL(ctx);
+
+	call.tag = multi_arg(ctx, MULTI_ARG(how));
+	return call;
+}
+
+/* How a call on an IOMMU-side object is known, as its exit reads it: its first argument, or its
+ * position alone. */
+static __always_inline struct iommutop_call multi_owned_call(void *ctx, __u64 cookie)
+{
+	__u32 how = MULTI_BYTE(cookie, IOMMUTOP_MULTI_CALL_SHIFT);
+	struct iommutop_call call = IOMMUTOP_FENTRY_CALL(ctx);
+
+	call.owner = multi_arg(ctx, 0) & multi_mask(MULTI_LOW(how), IOMMUTOP_MULTI_CALL_OWNED);
 	return call;
 }
 
@@ -143,14 +176,14 @@ int multi__device__fexit(void *ctx)
 {
 	__u64 ended = bpf_ktime_get_ns(), cookie = bpf_get_attach_cookie(ctx);
 
-	iommutop_exit_device(ctx, multi_call(ctx, cookie), multi_op(cookie),
+	iommutop_exit_device(ctx, multi_device_call(ctx, cookie), multi_op(cookie),
 			     multi_failed(cookie, multi_ret(ctx)), IOMMUTOP_KEEP_BYTES,
 			     (const struct device *)multi_arg(ctx, 0), ended);
 	return 0;
 }
 
-IOMMUTOP_SEC("fentry", multi__owned__fentry)
-int multi__owned__fentry(void *ctx)
+/* A call on an IOMMU-side object, which inherits the key of the call it is nested in. */
+static __always_inline void multi_owned_entry(void *ctx)
 {
 	__u64 began = bpf_ktime_get_ns(), cookie = bpf_get_attach_cookie(ctx);
 	__u64 bytes = multi_bytes(ctx, cookie);
@@ -158,21 +191,52 @@ int multi__owned__fentry(void *ctx)
 
 	iommutop_enter_bound(ctx, multi_call(ctx, cookie), multi_op(cookie), NULL, NULL, bytes,
 			     flags, began);
-	return 0;
 }
 
-IOMMUTOP_SEC("fexit", multi__owned__fexit)
-int multi__owned__fexit(void *ctx)
+/* The bytes an exit charges: what the call returned, for a call that returns the bytes it mapped
+ * or an errno (IOMMUTOP_MULTI_FAILED_NOT_POSITIVE_BYTES), else IOMMUTOP_KEEP_BYTES. */
+static __always_inline __u64 multi_exit_bytes(__u64 cookie, __u64 ret)
+{
+	__u64 returns_bytes = multi_mask(MULTI_BYTE(cookie, IOMMUTOP_MULTI_FAILED_SHIFT),
+					 IOMMUTOP_MULTI_FAILED_NOT_POSITIVE_BYTES);
+	/* ret where it is positive, else 0: an errno is all ones in its sign's shift. */
+	__u64 mapped = ret & ~(__u64)((__s64)ret >> 63);
+
+	return IOMMUTOP_KEEP_BYTES ^ ((IOMMUTOP_KEEP_BYTES ^ mapped) & returns_bytes);
+}
+
+static __always_inline void multi_owned_exit(void *ctx)
 {
 	__u64 ended = bpf_ktime_get_ns(), cookie = bpf_get_attach_cookie(ctx), ret = multi_ret(ctx);
-	__u64 bytes = IOMMUTOP_KEEP_BYTES;
 
-	if (MULTI_BYTE(cookie, IOMMUTOP_MULTI_FAILED_SHIFT) ==
-	    IOMMUTOP_MULTI_FAILED_NOT_POSITIVE_BYTES)
-		bytes = (__s64)ret > 0 ? ret : 0;
-	iommutop_exit_as(ctx, multi_call(ctx, cookie), multi_op(cookie), multi_failed(cookie, ret),
-			 bytes, NULL, NULL, IOMMUTOP_EXIT_COUNT, ended);
-	return 0;
+	iommutop_exit_as(ctx, multi_owned_call(ctx, cookie), multi_op(cookie),
+			 multi_failed(cookie, ret), multi_exit_bytes(cookie, ret), NULL, NULL,
+			 IOMMUTOP_EXIT_COUNT, ended);
 }
+
+/*
+ * The IOMMU-side calls in two families of the same code, one per side: those that make a mapping
+ * (page-table maps, IOVA allocation, syncs after a map), which tasks mostly make, and those that
+ * take one down (unmaps, IOVA release, IOTLB invalidations), which interrupts often make. The
+ * kernel runs a program once at a time on a CPU, and skips it for a call made while it runs there
+ * (an interrupt's, or a preempting task's): with one family for both, an interrupt's unmap landing
+ * in a task's map was skipped, and went untimed (7.3's load cell: 0.84 skipped runs a read).
+ */
+#define MULTI_OWNED_FAMILY(side)                                                                   \
+	IOMMUTOP_SEC("fentry", multi__##side##__fentry)                                            \
+	int multi__##side##__fentry(void *ctx)                                                     \
+	{                                                                                          \
+		multi_owned_entry(ctx);                                                            \
+		return 0;                                                                          \
+	}                                                                                          \
+	IOMMUTOP_SEC("fexit", multi__##side##__fexit)                                              \
+	int multi__##side##__fexit(void *ctx)                                                      \
+	{                                                                                          \
+		multi_owned_exit(ctx);                                                             \
+		return 0;                                                                          \
+	}
+
+MULTI_OWNED_FAMILY(mapping)
+MULTI_OWNED_FAMILY(releasing)
 
 char LICENSE[] SEC("license") = "GPL";

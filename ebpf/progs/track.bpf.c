@@ -17,7 +17,7 @@ __noinline int iommutop_count_untimed(__u64 key_id, __u64 key_kind_generation, _
 	    .generation = (__u32)(key_kind_generation >> 32),
 	};
 
-	iommutop_charge_untimed(&key, op, bytes, frame_flags);
+	iommutop_charge_untimed(&key, op, bytes == IOMMUTOP_KEEP_BYTES ? 0 : bytes, frame_flags);
 	return 0;
 }
 

@@ -297,24 +297,24 @@ mod tests {
             links: Vec::new(),
             served: vec![
                 Served {
-                    own_entry: Some("dma__map_phys__fentry"),
-                    own_exit: "dma__map_phys__fexit",
+                    own_entry: Some("dma__map_sg__fentry"),
+                    own_exit: "dma__map_sg__fexit",
                     family: Family::Device,
                 },
                 Served {
                     own_entry: Some("iova__alloc_fast__fentry"),
                     own_exit: "iova__alloc_fast__fexit",
-                    family: Family::Owned,
+                    family: Family::Mapping,
                 },
             ],
         };
         assert_eq!(
             served.stand_ins(),
             BTreeMap::from([
-                ("dma__map_phys__fentry", "multi__device__fentry"),
-                ("dma__map_phys__fexit", "multi__device__fexit"),
-                ("iova__alloc_fast__fentry", "multi__owned__fentry"),
-                ("iova__alloc_fast__fexit", "multi__owned__fexit"),
+                ("dma__map_sg__fentry", "multi__device__fentry"),
+                ("dma__map_sg__fexit", "multi__device__fexit"),
+                ("iova__alloc_fast__fentry", "multi__mapping__fentry"),
+                ("iova__alloc_fast__fexit", "multi__mapping__fexit"),
             ])
         );
         assert_eq!(

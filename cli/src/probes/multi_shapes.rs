@@ -17,13 +17,29 @@ use super::abi::{
 pub(super) enum Family {
     /// DMA API calls: a frame keyed by the device, their first argument.
     Device,
-    /// Calls on an IOMMU-side object (page tables, IOVA, IOTLB): they inherit the key of the
-    /// call they are nested in.
-    Owned,
+    /// Calls on an IOMMU-side object (page tables, IOVA, IOTLB) that inherit the key of the
+    /// call they are nested in, and make a mapping: page-table maps, IOVA allocation, syncs
+    /// after a map (tasks make most).
+    Mapping,
+    /// The same, taking a mapping down: unmaps, IOVA release, IOTLB invalidations (interrupts
+    /// make many). A family apart, so that an interrupt's call landing in a task's is not
+    /// skipped as a run of the same program (ebpf/progs/multi.bpf.c).
+    Releasing,
 }
 
 impl Family {
-    pub(super) const ALL: [Family; 2] = [Family::Device, Family::Owned];
+    pub(super) const ALL: [Family; 3] = [Family::Device, Family::Mapping, Family::Releasing];
+
+    /// The family of a call on an IOMMU-side object of operation `op`.
+    const fn owning(op: op::Type) -> Family {
+        match op {
+            op::IOMMUTOP_OP_IOMMU_MAP
+            | op::IOMMUTOP_OP_IOVA_ALLOC
+            | op::IOMMUTOP_OP_IOVA_ALLOC_SLOW
+            | op::IOMMUTOP_OP_IOTLB_SYNC => Family::Mapping,
+            _ => Family::Releasing,
+        }
+    }
 
     /// Every family's entry and exit programs.
     pub(super) fn every_program() -> impl Iterator<Item = &'static str> {
@@ -37,7 +53,8 @@ impl Family {
     pub(super) const fn programs(self) -> (&'static str, &'static str) {
         match self {
             Family::Device => ("multi__device__fentry", "multi__device__fexit"),
-            Family::Owned => ("multi__owned__fentry", "multi__owned__fexit"),
+            Family::Mapping => ("multi__mapping__fentry", "multi__mapping__fexit"),
+            Family::Releasing => ("multi__releasing__fentry", "multi__releasing__fexit"),
         }
     }
 }
@@ -62,12 +79,12 @@ impl Shape {
     }
 
     const fn owned(op: op::Type) -> Shape {
-        Shape::new(Family::Owned, op).known_as(call::IOMMUTOP_MULTI_CALL_OWNED, 0)
+        Shape::new(Family::owning(op), op).known_as(call::IOMMUTOP_MULTI_CALL_OWNED, 0)
     }
 
     /// A call known by its position alone (no IOMMU-side object names its device).
     const fn positioned(op: op::Type) -> Shape {
-        Shape::new(Family::Owned, op)
+        Shape::new(Family::owning(op), op)
     }
 
     const fn with(self, shift: u32, byte: u64) -> Shape {
@@ -293,6 +310,27 @@ mod tests {
                 point.name
             );
         }
+    }
+
+    #[test]
+    fn calls_that_make_a_mapping_and_calls_that_take_one_down_are_families_apart() {
+        let family = |program| shape_of(program).map(|shape| shape.family);
+        for program in [
+            "iommu__map_nosync__fentry",
+            "iova__alloc_fast__fentry",
+            "iotlb__intel_sync_map__fentry",
+        ] {
+            assert_eq!(family(program), Some(Family::Mapping), "{program}");
+        }
+        for program in [
+            "iommu__unmap_fast__fentry",
+            "iova__free_fast__fentry",
+            "iotlb__qi_submit__fentry",
+            "iotlb__intel_flush_all__fentry",
+        ] {
+            assert_eq!(family(program), Some(Family::Releasing), "{program}");
+        }
+        assert_eq!(family("dma__map_phys__fentry"), None, "on its own programs");
     }
 
     #[test]
