@@ -333,6 +333,22 @@ mod tests {
         assert_eq!(family("dma__map_phys__fentry"), None, "on its own programs");
     }
 
+    /// The exits read how a call is known without the entries' branch (ebpf/progs/multi.bpf.c):
+    /// a DMA API exit always as tagged, an IOMMU-side exit as owned or positioned.
+    #[test]
+    fn a_device_call_is_tagged_and_an_iommu_side_call_never_is() {
+        let how_of =
+            |shape: &Shape| ((shape.cookie >> IOMMUTOP_MULTI_CALL_SHIFT) & 0xf) as call::Type;
+        for (program, shape) in SHAPES {
+            let how = how_of(shape);
+            if shape.family == Family::Device {
+                assert_eq!(how, call::IOMMUTOP_MULTI_CALL_TAGGED, "{program}");
+            } else {
+                assert_ne!(how, call::IOMMUTOP_MULTI_CALL_TAGGED, "{program}");
+            }
+        }
+    }
+
     #[test]
     fn each_field_lands_in_its_own_byte() {
         let shape = Shape::device(MAP)
