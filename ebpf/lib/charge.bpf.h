@@ -81,7 +81,12 @@ struct {
 	__type(value, struct iommutop_dev_key);
 } iommutop_owner_devices SEC(".maps") __weak;
 
-/* The object and device this CPU last wrote there: the common case writes nothing. */
+/* The object and device this CPU last saw there: the common case looks nothing up. The map is
+ * written only when an object's device changes, not each time this CPU's calls alternate between
+ * objects (an IOVA domain, then its iommu_domain: two writes a map before). A write takes the
+ * bucket's lock, and its release is where a preemptible kernel (7.x's lazy preemption) switches
+ * out a task whose time is up: a program switched out holds its place on the CPU, and the kernel
+ * skips it there for every call until the task runs again (recursion_misses). */
 struct iommutop_owner_seen {
 	__u64 owner;
 	struct iommutop_dev_key key;
@@ -118,7 +123,9 @@ iommutop_key_of_owner(__u64 owner, const struct iommutop_inflight *inflight, int
 			return key;
 		/* A number for the map's key: owner may be a typed pointer (an fentry argument). */
 		bpf_probe_read_kernel(&number, sizeof(number), &owner);
-		bpf_map_update_elem(&iommutop_owner_devices, &number, &key, BPF_ANY);
+		known = bpf_map_lookup_elem(&iommutop_owner_devices, &number);
+		if (!known || known->id != key.id || known->generation != key.generation)
+			bpf_map_update_elem(&iommutop_owner_devices, &number, &key, BPF_ANY);
 		seen->owner = number;
 		seen->key = key;
 		return key;
