@@ -96,8 +96,9 @@ hints of which statistics row is a key's (for tests: 1 makes nearly every lookup
 how often a call path is sampled, in milliseconds.
 .TP
 \fBIOMMUTOP_LINKS\fR
-per\-function (the default: each hooked function its own programs) or multi (one program for
-many functions where the kernel links it so, 7.x: faster to attach, dearer per call).
+multi (the default: one program for many functions where the kernel links it so, 7.x, and
+each function its own programs elsewhere; faster to attach) or per\-function (each hooked
+function its own programs everywhere).
 .TP
 \fBIOMMUTOP_KERNEL_BTF\fR
 where the kernel's BTF is read from (default /sys/kernel/btf/vmlinux; tests point it elsewhere).

@@ -123,8 +123,8 @@ pub(super) fn relocate(
         let has_multi_links = symbols.support.has_multi_links();
         let multi_links = match (settings.multi_links, has_multi_links) {
             (true, true) => Ok(()),
-            (true, false) => Err("IOMMUTOP_LINKS=multi, but this kernel links a tracing program to one function only (multi-function links are 7.x's)"),
-            (false, _) => Err("per-function links (IOMMUTOP_LINKS=multi asks for multi-function ones where the kernel has them)"),
+            (true, false) => Err("this kernel links a tracing program to one function only (multi-function links are 7.x's)"),
+            (false, _) => Err("IOMMUTOP_LINKS=per-function"),
         };
         let (ebpf, multi) = match core_target {
             Ok(target) => {

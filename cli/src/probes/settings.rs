@@ -37,8 +37,8 @@ pub struct ProbeSettings {
     /// exercise the no-BTF path.
     pub kernel_btf: String,
     /// Whether one program serves many functions where the kernel links it so
-    /// (`IOMMUTOP_LINKS=multi`: faster to attach, dearer per call, more runs skipped under load)
-    /// or each function has its own programs (`IOMMUTOP_LINKS=per-function`, the default): see
+    /// (`IOMMUTOP_LINKS=multi`, the default: faster to attach, more runs skipped under load) or
+    /// each function has its own programs (`IOMMUTOP_LINKS=per-function`): see
     /// `cli/src/probes/multi.rs`.
     pub multi_links: bool,
     /// Whether packets of netdevs without a parent device (veth, tun, lo) are counted, each on a
@@ -60,7 +60,7 @@ impl ProbeSettings {
                 .unwrap_or(1 << IOMMUTOP_ROW_HINT_BITS),
             kernel_btf: std::env::var("IOMMUTOP_KERNEL_BTF")
                 .unwrap_or_else(|_| DEFAULT_KERNEL_BTF.into()),
-            multi_links: setting("IOMMUTOP_LINKS", links_setting)?.unwrap_or(false),
+            multi_links: setting("IOMMUTOP_LINKS", links_setting)?.unwrap_or(true),
             virtual_netdevs: false,
         })
     }

@@ -1,7 +1,8 @@
 //! Issue 30 in the lab: `record` returns once its report is written and its probes detach
-//! behind it, in a process of their own (`Probes::detach_behind`). On 7.3 with
-//! `IOMMUTOP_LINKS=multi`, where multi-function links serve most functions and per-function links
-//! the rest (cli/src/probes/multi.rs): both kinds detach behind. Two recordings of dd's 2000 direct reads of the NVMe on two vCPUs, the second started the moment the first returned,
+//! behind it, in a process of their own (`Probes::detach_behind`). On 7.3, by default,
+//! multi-function links serve most functions and per-function links the rest
+//! (cli/src/probes/multi.rs): both kinds detach behind. Two recordings of dd's 2000 direct reads
+//! of the NVMe on two vCPUs, the second started the moment the first returned,
 //! while the first's programs were still detaching (the second waits for them before attaching):
 //! both count exactly what the block layer counts, and none of our programs is left once the
 //! detach is over (60 s at most here; the 10 s target is `bench/attach`'s, measured with nothing
@@ -27,7 +28,7 @@ fn record_returns_before_the_detach_and_a_second_record_at_once_counts_exactly()
         let err = read(&out.join(format!("{name}.err")));
         assert!(
             err.contains("functions on multi-function links"),
-            "{name}: 7.3 has multi-function links (IOMMUTOP_LINKS=multi asks for them), and -v says which functions they serve:\n{err}"
+            "{name}: 7.3 has multi-function links, the default there, and -v says which functions they serve:\n{err}"
         );
         let report = read_guest_report(&out, name);
         let reads: u64 = read(&out.join(format!("{name}.reads")))

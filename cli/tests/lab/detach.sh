@@ -1,11 +1,10 @@
 #!/bin/sh
 # Runs inside a lab guest (issue 30): `record` gives the shell back once its report is written,
 # and the probes detach behind it. Usage: detach.sh IOMMUTOP OUTDIR
-# Two recordings of 2000 direct 4 KiB NVMe reads with multi-function links where the kernel has
-# them (IOMMUTOP_LINKS=multi: on 7.3 they and per-function links detach behind), the second
-# started the moment the first
-# returned (its programs still detaching: the second waits for that before attaching, and says
-# so at -v). Writes in OUTDIR:
+# Two recordings of 2000 direct 4 KiB NVMe reads with the default links (on 7.3 multi-function
+# links and per-function links, which both detach behind), the second started the moment the
+# first returned (its programs still detaching: the second waits for that before attaching, and
+# says so at -v). Writes in OUTDIR:
 #   first.json, second.json (+ .rc, .err)   the reports
 #   first.reads, second.reads               the block layer's reads of nvme0n1 over each
 #   first.prompt_s                          seconds from the report file's last write to the
@@ -32,7 +31,7 @@ ours() {
 # times are the host's clock, not the guest's.
 record() {
 	before=$(reads)
-	IOMMUTOP_LINKS=multi "$iommutop" -v record --json "/tmp/$1.json" -- \
+	"$iommutop" -v record --json "/tmp/$1.json" -- \
 		dd if=/dev/nvme0n1 of=/dev/null bs=4k count=2000 iflag=direct 2>"$out/$1.err"
 	echo $? >"$out/$1.rc"
 	returned=$(now)
