@@ -362,7 +362,8 @@ fn load_cell_counts_exactly_on_7_3() {
 
 /// Issue 27: on PREEMPT_RT a lock inside translation sleeps, and a task in a DMA call is
 /// preempted by the interrupt threads: that time is waiting, not the call's cost. The report
-/// keeps it apart (`offcpu_ns`, `waited`), out of `total_ns`, and the counts stay exact.
+/// keeps it apart (`offcpu_ns`, `waited`), out of `total_ns`, and the counts are the block
+/// layer's, short only by what the report names as possibly missed, as in the load cells.
 #[test]
 fn preempt_rt_waiting_inside_translation_is_measured_apart() {
     if lab_skipped("preempt_rt_waiting_inside_translation_is_measured_apart") {
@@ -376,11 +377,16 @@ fn preempt_rt_waiting_inside_translation_is_measured_apart() {
     let report = read_report(&out, "load");
     let nvme = device(&report, NVME);
     let reads = block_reads(&out, "load");
-    assert_close(
+    // On RT a task is preempted inside a probe program far more often (every program switched
+    // out there holds its place on the CPU, and the kernel skips it for every call meanwhile):
+    // CI at 477d305 counted 2,801 maps of 2,826 reads (25 short, 0.88%) with 31 named as
+    // possibly missed; the same cell alone in four boots, two on the build before: 0 to 17 short
+    // of 11,834 to 12,468. The load cells' rule, then: short by at most 0.5% or by what is named.
+    assert_counted(
         "6.12-rt AMD-Vi under load: NVMe dma_map vs the block layer's reads",
         count(nvme, "dma_map"),
         reads,
-        0.5,
+        named_misses(&report, "dma_map"),
     );
     let (mut waited, mut offcpu) = (0, 0);
     for op in ["dma_map", "dma_unmap"] {
