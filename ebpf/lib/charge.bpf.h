@@ -179,8 +179,8 @@ static __always_inline void iommutop_record_stack(const struct iommutop_frame *f
 
 	value = bpf_map_lookup_elem(&iommutop_stack_samples, &key);
 	if (value) {
-		value->samples += 1;
-		value->total_ns += ns;
+		IOMMUTOP_ADD(value->samples, 1);
+		IOMMUTOP_ADD(value->total_ns, ns);
 	} else {
 		bpf_map_update_elem(&iommutop_stack_samples, &key, &fresh, BPF_NOEXIST);
 	}
@@ -194,10 +194,10 @@ static __always_inline void iommutop_count(const struct iommutop_dev_key *key, _
 
 	if (!stats)
 		return;
-	stats->count += n;
-	stats->bytes += bytes;
+	IOMMUTOP_ADD(stats->count, n);
+	IOMMUTOP_ADD(stats->bytes, bytes);
 	if (failed)
-		stats->failures += 1;
+		IOMMUTOP_ADD(stats->failures, 1);
 }
 
 #endif

@@ -61,7 +61,16 @@ static __always_inline int iommutop_in_task_context(const void *ctx)
  * The stack test above cannot see one that arrived in user mode: it runs on the interrupted
  * task's kernel stack (empty then, so the tracking is not misled). Whose work it is can be:
  * the filter and a process's own row ask this too. 0 when the count was not found. */
-#if defined(__TARGET_ARCH_arm64)
+#if defined(IOMMUTOP_SELFTEST)
+/* A test run's step says whether it runs as an interrupt that arrived in user mode
+ * (ebpf/selftest/tracker.bpf.c). */
+__u32 iommutop_selftest_in_interrupt SEC(".bss");
+
+static __always_inline int iommutop_in_interrupt(void)
+{
+	return iommutop_selftest_in_interrupt != 0;
+}
+#elif defined(__TARGET_ARCH_arm64)
 /* arm64 keeps the count in the current task's thread_info (THREAD_INFO_IN_TASK), not per CPU;
  * its low word is the count, the high one the need-resched flag. */
 static __always_inline int iommutop_in_interrupt(void)

@@ -6,6 +6,7 @@
 #ifndef IOMMUTOP_FRAME_BPF_H
 #define IOMMUTOP_FRAME_BPF_H
 
+#include <bpf/bpf_core_read.h>
 #include "maps.bpf.h"
 
 /* Frame indices are masked with this so that the verifier sees them bounded whatever clang does
@@ -31,7 +32,19 @@ struct iommutop_call {
 	/* The IOMMU-side object the call works on (its iommu_domain, IOVA domain or VT-d domain),
 	 * which names the device the call serves when no DMA API call of it was seen around it. */
 	__u64 owner;
+	/* The function called (its address, as the entry program sees it; 0 where the kernel cannot
+	 * say): a twin is called by another function than itself (iommutop_called_by). */
+	__u64 func;
 };
+
+/* The function a trampoline program runs for (5.15+; 0 before, where the verifier never walks the
+ * call). Inlined by the verifier into one load for fentry and fexit. */
+static __always_inline __u64 iommutop_func_ip(void *ctx)
+{
+	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_get_func_ip))
+		return bpf_get_func_ip(ctx);
+	return 0;
+}
 
 /* The identity of a call as the programs of each kind see it. A kretprobe runs after the function
  * returned: on x86-64 its stack pointer is one word above where the kprobe saw it, the return
@@ -43,20 +56,26 @@ struct iommutop_call {
 #else
 #define IOMMUTOP_RETURN_ADDRESS_ON_STACK 8
 #endif
-#define IOMMUTOP_FENTRY_CALL(ctx) ((struct iommutop_call){.at = (__u64)(ctx)})
+#define IOMMUTOP_FENTRY_CALL(ctx)                                                                  \
+	((struct iommutop_call){.at = (__u64)(ctx), .func = iommutop_func_ip(ctx)})
 #define IOMMUTOP_FENTRY_CALL_TAGGED(ctx, tag_value)                                                \
-	((struct iommutop_call){.at = (__u64)(ctx), .tag = (__u64)(tag_value)})
+	((struct iommutop_call){                                                                   \
+	    .at = (__u64)(ctx), .tag = (__u64)(tag_value), .func = iommutop_func_ip(ctx)})
+/* A kprobe's function is where it was hit (each function's own, whatever the kprobe's kind). */
 #define IOMMUTOP_KPROBE_CALL(ctx)                                                                  \
-	((struct iommutop_call){.at = PT_REGS_SP((struct pt_regs *)(ctx))})
+	((struct iommutop_call){.at = PT_REGS_SP((struct pt_regs *)(ctx)),                         \
+				.func = PT_REGS_IP((struct pt_regs *)(ctx))})
 #define IOMMUTOP_KRETPROBE_CALL(ctx)                                                               \
 	((struct iommutop_call){.at = PT_REGS_SP((struct pt_regs *)(ctx)) -                        \
 				      IOMMUTOP_RETURN_ADDRESS_ON_STACK})
 /* A call on an IOMMU-side object, its first argument (see iommutop_key_of_owner). */
 #define IOMMUTOP_OWNED_CALL(ctx)                                                                   \
-	((struct iommutop_call){.at = (__u64)(ctx), .owner = ((__u64 *)(ctx))[0]})
+	((struct iommutop_call){                                                                   \
+	    .at = (__u64)(ctx), .owner = ((__u64 *)(ctx))[0], .func = iommutop_func_ip(ctx)})
 #define IOMMUTOP_OWNED_KPROBE_CALL(ctx)                                                            \
 	((struct iommutop_call){.at = PT_REGS_SP((struct pt_regs *)(ctx)),                         \
-				.owner = PT_REGS_PARM1((struct pt_regs *)(ctx))})
+				.owner = PT_REGS_PARM1((struct pt_regs *)(ctx)),                   \
+				.func = PT_REGS_IP((struct pt_regs *)(ctx))})
 /* A call that spans several functions (IOMMUTOP_ENTER_SESSION), known by its session object. */
 #define IOMMUTOP_SESSION_CALL(session) ((struct iommutop_call){.at = (__u64)(session)})
 
@@ -65,6 +84,9 @@ struct iommutop_call {
 #define IOMMUTOP_FRAME_FULL 2	   /* an IOTLB invalidation of a whole domain */
 #define IOMMUTOP_FRAME_FILTERED 4  /* left out by --pid/--cgroup, with all it nests */
 #define IOMMUTOP_FRAME_SESSION 8   /* known by a session object, not by where it sits */
+/* Pushed by a lead program whose understudy (abi.h, IOMMUTOP_ROLE_UNDERSTUDY) has yet to see it:
+ * the understudy takes the mark off and leaves the frame to the lead. */
+#define IOMMUTOP_FRAME_LEAD 16
 
 struct iommutop_frame {
 	__u64 call; /* the call's identity (see above): its position or session */
@@ -73,6 +95,7 @@ struct iommutop_frame {
 	__u64 probe_ns; /* run time of probe programs nested in the call so far (self time) */
 	__u64 offcpu_at_start; /* the stack's offcpu_ns when the call began */
 	__u64 bytes;
+	__u64 func; /* the function called (struct iommutop_call) */
 	struct iommutop_dev_key key;
 	__u32 op;
 	__u32 flags;

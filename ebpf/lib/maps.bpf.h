@@ -114,6 +114,14 @@ struct {
 	__type(value, __u64);
 } iommutop_health SEC(".maps") __weak;
 
+/* Per operation, the calls the tracker did not see whole (abi.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, IOMMUTOP_OP_COUNT);
+	__type(key, __u32);
+	__type(value, struct iommutop_op_health);
+} iommutop_op_health SEC(".maps") __weak;
+
 /* Call paths of sampled DMA API calls (see IOMMUTOP_STACK_DEPTH in abi.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
@@ -145,12 +153,44 @@ static __always_inline int iommutop_insert(void *map, const void *key, const voi
 	return (int)bpf_map_update_elem(map, key, value, BPF_NOEXIST);
 }
 
+/*
+ * Adds to a counter that programs nested on one CPU share (a per-CPU map's value): one instruction
+ * that an interrupt cannot split. A load, an add and a store can be: an interrupt that lands
+ * between the load and the store, and counts on the same counter, has its count overwritten. The
+ * value is hidden from the compiler, which turns an atomic add of a known 0 into an atomic or, an
+ * instruction kernels before 5.12 refuse.
+ */
+#define IOMMUTOP_ADD(counter, value)                                                               \
+	({                                                                                         \
+		__u64 iommutop_added = (value);                                                    \
+		barrier_var(iommutop_added);                                                       \
+		__sync_fetch_and_add(&(counter), iommutop_added);                                  \
+	})
+
 static __always_inline void iommutop_health_add(__u32 what, __u64 count)
 {
 	__u64 *n = bpf_map_lookup_elem(&iommutop_health, &what);
 
 	if (n)
-		*n += count;
+		IOMMUTOP_ADD(*n, count);
+}
+
+/* Which of an operation's figures in iommutop_op_health (its field's offset in 8-byte words). */
+enum iommutop_op_health_field {
+	IOMMUTOP_UNSEEN_ENTRY = 0,
+	IOMMUTOP_UNSEEN_EXIT = 1,
+	IOMMUTOP_UNDERSTUDY_ENTRY = 2,
+	IOMMUTOP_UNDERSTUDY_EXIT = 3,
+	IOMMUTOP_UNPUSHED = 4,
+};
+
+static __always_inline void iommutop_op_health_add(__u32 op, enum iommutop_op_health_field field,
+						   __u64 count)
+{
+	__u64 *figures = bpf_map_lookup_elem(&iommutop_op_health, &op);
+
+	if (figures && field <= IOMMUTOP_UNPUSHED)
+		IOMMUTOP_ADD(figures[field], count);
 }
 
 static __always_inline void iommutop_health_inc(__u32 what)

@@ -64,14 +64,20 @@ static __always_inline int iommutop_call_returned(const struct iommutop_frame *f
 #define IOMMUTOP_TWIN_SPAN 1024ULL
 
 /* Whether a call entering at position call is made right by the call of frame, its wrapper: the
- * frame lies just above it. A frame further up may be a call whose exit the kernel skipped, seen
- * from a deeper path: its operation's next call is a call of its own, not a twin. */
+ * frame lies just above it, and is a call of another function (a function does not wrap itself).
+ * A frame further up may be a call whose exit the kernel skipped, seen from a deeper path: its
+ * operation's next call is a call of its own, not a twin; so is a call of the same function as a
+ * stale frame's just above it (a plug flush's map whose exits were skipped, then a map issued
+ * directly a few hundred bytes deeper). Where the kernel cannot say which function a call is
+ * (func 0: before 5.15), the position alone decides. */
 static __always_inline int iommutop_called_by(const struct iommutop_frame *frame,
 					      struct iommutop_call call)
 {
 	__u64 at = frame->call, reach = at - IOMMUTOP_TWIN_SPAN;
 
 	if (frame->start_ns == 0 || (frame->flags & IOMMUTOP_FRAME_SESSION))
+		return 0;
+	if (call.func && frame->func == call.func)
 		return 0;
 	barrier_var(at);
 	barrier_var(reach);

@@ -212,6 +212,30 @@ static __always_inline void iommutop_switched_in(struct task_struct *next, __u64
 	stack->switched_out_at = 0;
 }
 
+#ifdef IOMMUTOP_SELFTEST
+/* A test run's step says whether the task is switched out inside the entry program it runs
+ * (ebpf/selftest/tracker.bpf.c): out for as long as a spin of the program's own takes, in the
+ * middle of the program's run. */
+__u32 iommutop_selftest_switched_inside SEC(".bss");
+
+static long iommutop_selftest_spin(__u64 index, void *ctx)
+{
+	return 0;
+}
+
+static __always_inline void iommutop_selftest_switch_inside(void)
+{
+	struct task_struct *task;
+
+	if (!iommutop_selftest_switched_inside)
+		return;
+	task = bpf_get_current_task_btf();
+	iommutop_switched_out(task, bpf_ktime_get_ns());
+	bpf_loop(1 << 22, iommutop_selftest_spin, NULL, 0);
+	iommutop_switched_in(task, bpf_ktime_get_ns());
+}
+#endif
+
 static __always_inline void iommutop_switched(struct task_struct *prev, struct task_struct *next)
 {
 	__u64 now = bpf_ktime_get_ns();
@@ -246,10 +270,19 @@ __u32 iommutop_selftest_task_context SEC(".bss");
 #endif
 
 /* The stack of the context the program runs in, a task's created when create is set; NULL when
- * it has none. ref says which kind of context it is and where the stack lives. */
+ * it has none. ref says which kind of context it is and where the stack lives.
+ *
+ * An interrupt that arrives in user mode runs on the interrupted task's kernel stack (x86-64
+ * switches to the interrupt stack only from kernel mode), and so do the softirqs it runs on its
+ * way out: by where it runs it would be the task's, and a frame of its left there (its exit
+ * skipped) would sit under every later call of the task, lending them its device and its
+ * filter's decision. Its calls are the CPU's, as every interrupt's: a task whose stack holds no
+ * call in flight is asked whether it runs an interrupt (the preempt count). A task that has calls
+ * in flight is in kernel mode, where interrupts run on their own stack. */
 static __always_inline struct iommutop_inflight *iommutop_stack_here(const void *ctx, int create,
 								     struct iommutop_stack_ref *ref)
 {
+	struct iommutop_inflight *stack;
 	__u32 zero_index = 0;
 #ifdef IOMMUTOP_TASK_STACKS_HASHED
 	struct task_struct *task = NULL;
@@ -265,7 +298,21 @@ static __always_inline struct iommutop_inflight *iommutop_stack_here(const void 
 	ref->thread = 0;
 	if (!ref->task_context)
 		return bpf_map_lookup_elem(&iommutop_irq_inflight, &zero_index);
-	return iommutop_task_stack(create, ref, task);
+	stack = iommutop_task_stack(0, ref, task);
+	if (stack && stack->depth)
+		return stack;
+	if (iommutop_in_interrupt()) {
+		ref->task_context = 0;
+		ref->home = IOMMUTOP_STACK_OF_CPU;
+		ref->thread = 0;
+#ifndef IOMMUTOP_TASK_STACKS_HASHED
+		ref->slot = NULL;
+#endif
+		return bpf_map_lookup_elem(&iommutop_irq_inflight, &zero_index);
+	}
+	if (stack || !create)
+		return stack;
+	return iommutop_task_stack(1, ref, task);
 }
 
 /* iommutop_stack_here, for programs that only read the stack: *task_context says which kind of

@@ -60,6 +60,7 @@
 
 #include "charge.bpf.h"
 #include "position.bpf.h"
+#include "role.bpf.h"
 
 /* When each CPU last sampled a call path (the sampling rate is bounded per CPU), and the last
  * clock tick at which it asked. */
@@ -79,6 +80,10 @@ struct {
  * before load, 0 when not calibrated (the nested one is two gaps when only it was not). */
 const volatile __u64 iommutop_dispatch_ns __weak = 0;
 const volatile __u64 iommutop_nested_dispatch_ns __weak = 0;
+
+/* Understudies are attached (abi.h, IOMMUTOP_ROLE_UNDERSTUDY): a lead marks each frame it pushes
+ * for its understudy to find (IOMMUTOP_FRAME_LEAD). Set by user space before load. */
+const volatile __u32 iommutop_understudies __weak = 0;
 
 /* Each CPU records the call path of at most one DMA API call per this many ns (a bounded rate,
  * whatever the event rate: unwinding a stack costs far more than the rest of a probe); 0 turns
@@ -149,10 +154,10 @@ static __always_inline void iommutop_charge_untimed(const struct iommutop_dev_ke
 		return;
 	if (new_row >= 0)
 		iommutop_name_row(new_row, numbers.id, iommutop_kind_generation(&numbers));
-	stats->ops[op].count += 1;
-	stats->ops[op].bytes += bytes;
+	IOMMUTOP_ADD(stats->ops[op].count, 1);
+	IOMMUTOP_ADD(stats->ops[op].bytes, bytes);
 	if (frame_flags & IOMMUTOP_FRAME_FULL)
-		stats->ops[IOMMUTOP_OP_IOTLB_FLUSH_FULL].count += 1;
+		IOMMUTOP_ADD(stats->ops[IOMMUTOP_OP_IOTLB_FLUSH_FULL].count, 1);
 }
 
 /*
@@ -173,12 +178,13 @@ int iommutop_count_untimed(__u64 key_id, __u64 key_kind_generation, __u32 op, __
 
 /* Drops the frames at and above index of the stack of the context the program runs in
  * (task_context says which): their calls' exits were lost (see the top of this file). Their calls
- * are counted, untimed; the slot of the lowest is marked free (a start of 0). Returns how many. */
+ * are counted, untimed, and their slots marked free (a start of 0). Returns how many. */
 int iommutop_abandon_from(int task_context, __u32 index);
 
 /* Before a call is pushed: drops the frames of calls that cannot still be in flight (the lowest
- * that returned, and all above it; a session with everything above it when a new one opens), or
- * every frame of a full stack. */
+ * that returned, and all above it; a session with everything above it when a new one opens). A
+ * full stack whose frames may all be in flight is left as it is: the new call is not pushed
+ * (nesting_overflow), and its exit counts it. */
 static __always_inline void iommutop_drop_stale(struct iommutop_inflight *inflight,
 						struct iommutop_call call, __u32 flags,
 						int task_context)
@@ -186,12 +192,6 @@ static __always_inline void iommutop_drop_stale(struct iommutop_inflight *inflig
 	__u32 depth = inflight->depth, i;
 	struct iommutop_frame *frame;
 
-	if (depth == 0)
-		return;
-	if (depth >= IOMMUTOP_MAX_NESTING) {
-		iommutop_abandon_from(task_context, 0);
-		return;
-	}
 	for (i = 0; i < IOMMUTOP_MAX_NESTING; i++) {
 		if (i >= depth)
 			break;
@@ -203,6 +203,33 @@ static __always_inline void iommutop_drop_stale(struct iommutop_inflight *inflig
 			return;
 		}
 	}
+}
+
+/* Whether the top frame of inflight is the one this program's lead pushed for the same call a
+ * moment ago (IOMMUTOP_FRAME_LEAD): the understudy then takes the mark off and leaves the call to
+ * the lead. Any other top frame means the lead's run was skipped, and the understudy enters the
+ * call in its place. */
+static __always_inline int iommutop_lead_entered(struct iommutop_inflight *inflight,
+						 struct iommutop_call call, __u32 op)
+{
+	__u32 depth = inflight->depth;
+	struct iommutop_frame *top;
+
+	if (depth == 0 || depth > IOMMUTOP_MAX_NESTING)
+		return 0;
+	top = &inflight->frames[(depth - 1) & IOMMUTOP_FRAME_MASK];
+	if (!(top->flags & IOMMUTOP_FRAME_LEAD) || top->start_ns == 0 || top->call != call.at ||
+	    top->op != op || top->tag != call.tag)
+		return 0;
+	top->flags &= ~IOMMUTOP_FRAME_LEAD;
+	return 1;
+}
+
+/* Of a program's run of ns, the part on the CPU: offcpu_ns of it the task spent switched out
+ * (preempted inside the program), which the stack's waiting already holds. */
+static __always_inline __u64 iommutop_on_cpu(__u64 ns, __u64 offcpu_ns)
+{
+	return ns > offcpu_ns ? ns - offcpu_ns : 0;
 }
 
 /* Entry of a timed call. own_key is the call's own device (DMA API), or NULL to inherit. ctx is
@@ -226,19 +253,29 @@ static __always_inline void iommutop_enter_bound(void *ctx, struct iommutop_call
 	/* A DMA API call's entry is normally the first of its context's stack: it has no call below
 	 * to charge its run to and no stale frame to look for, and reads the clock once, at its
 	 * end. Any other entry reads it first, so that the call below is charged the whole run. */
-	__u64 now = began ? began : own_key ? 0 : bpf_ktime_get_ns(), end;
-	int task_context, left_out;
+	__u64 now = began ? began : own_key ? 0 : bpf_ktime_get_ns(), end, offcpu_began, offcpu_now;
+	int task_context, left_out, understudy = iommutop_is_understudy();
 	__u32 depth, had_calls;
 
 	inflight = iommutop_stack_here(ctx, 1, &ref);
-	if (!inflight)
+	if (!inflight) {
+		iommutop_op_health_add(op, IOMMUTOP_UNPUSHED, 1);
 		return;
+	}
+	if (understudy) {
+		if (iommutop_lead_entered(inflight, call, op))
+			return;
+		iommutop_op_health_add(op, IOMMUTOP_UNDERSTUDY_ENTRY, 1);
+	}
 	task_context = ref.task_context;
 	had_calls = inflight->depth != 0;
 	/* A DMA API call nested in another (a wrapper's twin, a softirq mapping inside a map): the
 	 * call below is charged this program's run from here, short of the stack lookup above. */
 	if (had_calls && !now)
 		now = bpf_ktime_get_ns();
+	/* Time the task spends switched out inside this program is waiting (the stack's offcpu_ns
+	 * takes it), not the program's run. */
+	offcpu_began = inflight->offcpu_ns;
 	iommutop_drop_stale(inflight, call, flags, task_context);
 	/* The inherited key and the filter's decision are read before the slot is taken: an
 	 * interrupt arriving in between runs to completion and leaves the stack as it found it. A
@@ -248,24 +285,29 @@ static __always_inline void iommutop_enter_bound(void *ctx, struct iommutop_call
 		key = *own_key;
 	else if (!left_out)
 		key = iommutop_key_of_owner(call.owner, inflight, task_context);
+	depth = inflight->depth;
+	if (depth >= IOMMUTOP_MAX_NESTING) {
+		iommutop_health_inc(IOMMUTOP_HEALTH_NESTING_OVERFLOW);
+		iommutop_op_health_add(op, IOMMUTOP_UNPUSHED, 1);
+		return;
+	}
 	/* Take the slot before filling it: an interrupt that probes a call while this program is
 	 * still filling its frame must get the next slot, not this one. No atomic is needed (nor
 	 * available before 5.12): the stack is only ever shared with interrupts on the same CPU,
 	 * which nest, so one arriving between the load and the store runs its call to the end and
-	 * leaves depth as it found it. The barrier keeps the compiler from sinking the store below
-	 * the frame's fields. */
-	depth = inflight->depth;
-	if (depth >= IOMMUTOP_MAX_NESTING) {
-		iommutop_health_inc(IOMMUTOP_HEALTH_NESTING_OVERFLOW);
-		return;
-	}
+	 * leaves depth as it found it. The slot reads as being written (a start of 0) before it is
+	 * taken, whatever a frame dropped from it left there; the barriers keep the compiler from
+	 * moving the stores across each other. */
+	frame = &inflight->frames[depth & IOMMUTOP_FRAME_MASK];
+	frame->start_ns = 0;
+	asm volatile("" ::: "memory");
 	inflight->depth = depth + 1;
 	asm volatile("" ::: "memory");
 	if (!had_calls)
 		iommutop_stack_began(&ref);
-	frame = &inflight->frames[depth & IOMMUTOP_FRAME_MASK];
 	frame->call = call.at;
 	frame->tag = call.tag;
+	frame->func = call.func;
 	frame->key = key;
 	if (typed_dev)
 		frame->key.generation = (__u32)(__u64)typed_dev->driver;
@@ -276,6 +318,8 @@ static __always_inline void iommutop_enter_bound(void *ctx, struct iommutop_call
 		frame->flags |= IOMMUTOP_FRAME_SESSION;
 	if (left_out)
 		frame->flags |= IOMMUTOP_FRAME_FILTERED;
+	if (!understudy && iommutop_understudies)
+		frame->flags |= IOMMUTOP_FRAME_LEAD;
 	if ((flags & IOMMUTOP_ENTER_TWIN) && depth > 0) {
 		below = &inflight->frames[(depth - 1) & IOMMUTOP_FRAME_MASK];
 		if (below->op == op && below->key.id == key.id && below->key.kind == key.kind &&
@@ -290,12 +334,18 @@ static __always_inline void iommutop_enter_bound(void *ctx, struct iommutop_call
 			iommutop_health_inc(IOMMUTOP_HEALTH_STACK_LOST);
 	}
 	frame->probe_ns = 0;
-	frame->offcpu_at_start = inflight->offcpu_ns;
+#ifdef IOMMUTOP_SELFTEST
+	iommutop_selftest_switch_inside();
+#endif
 	/* The call starts when this program ends: its own run (a stack unwound included) is not the
-	 * call's time, but it is inside the time of the call below it. */
+	 * call's time, but it is inside the time of the call below it, less any time the task was
+	 * switched out meanwhile. */
 	end = bpf_ktime_get_ns();
+	offcpu_now = inflight->offcpu_ns;
+	frame->offcpu_at_start = offcpu_now;
 	if (depth > 0)
-		inflight->frames[(depth - 1) & IOMMUTOP_FRAME_MASK].probe_ns += end - now;
+		inflight->frames[(depth - 1) & IOMMUTOP_FRAME_MASK].probe_ns +=
+		    iommutop_on_cpu(end - now, offcpu_now - offcpu_began);
 	frame->start_ns = end;
 }
 
@@ -336,28 +386,29 @@ static __always_inline void iommutop_count_exit(__u32 op, int failed, __u64 byte
 	if (new_row >= 0)
 		iommutop_name_row(new_row, done->key.id, iommutop_kind_generation(&done->key));
 	op_stats = &stats->ops[op];
-	op_stats->count += 1;
-	op_stats->bytes += bytes;
+	IOMMUTOP_ADD(op_stats->count, 1);
+	IOMMUTOP_ADD(op_stats->bytes, bytes);
 	if (failed)
-		op_stats->failures += 1;
+		IOMMUTOP_ADD(op_stats->failures, 1);
 	iommutop_record_latency(op_stats, raw_ns, self_ns);
 	if (offcpu_ns) {
-		op_stats->offcpu_ns += offcpu_ns;
-		op_stats->waited += 1;
+		IOMMUTOP_ADD(op_stats->offcpu_ns, offcpu_ns);
+		IOMMUTOP_ADD(op_stats->waited, 1);
 	}
 	if (done->flags & IOMMUTOP_FRAME_FULL)
-		stats->ops[IOMMUTOP_OP_IOTLB_FLUSH_FULL].count += 1;
+		IOMMUTOP_ADD(stats->ops[IOMMUTOP_OP_IOTLB_FLUSH_FULL].count, 1);
 	if (done->stack_id >= 0)
 		iommutop_record_stack(done, self_ns);
 }
 
 /* After an exit popped the frame at index of the stack at place (iommutop_stack_place): the call
- * below it is charged ns more probe time, and the time since since (this program's run); or, the
- * stack empty, it goes back (iommutop_stack_emptied). A global function (ebpf/progs/track.bpf.c):
+ * below it is charged ns more probe time, and the time since since (this program's run), less the
+ * stack's waiting since it was offcpu_since; or, the stack empty, it goes back
+ * (iommutop_stack_emptied). A global function (ebpf/progs/track.bpf.c):
  * a stack lives in one of three maps, and the verifier follows what comes after its lookup once
  * for each while the pointer is in use; with this the exit drops it before counting the call,
  * which the verifier then follows once. */
-int iommutop_exit_done(__u64 place, __u32 index, __u64 ns, __u64 since);
+int iommutop_exit_done(__u64 place, __u32 index, __u64 ns, __u64 since, __u64 offcpu_since);
 
 /*
  * Exit of a timed call: finds its frame (normally the top one; frames above it belong to calls
@@ -377,13 +428,14 @@ static __always_inline void iommutop_exit_as(void *ctx, struct iommutop_call cal
 	__u64 now = ended ? ended : bpf_ktime_get_ns();
 	struct iommutop_stack_ref ref;
 	struct iommutop_inflight *inflight = iommutop_stack_here(ctx, 0, &ref);
-	int task_context = ref.task_context;
+	int task_context = ref.task_context, understudy = iommutop_is_understudy();
 	struct iommutop_frame *frame, done;
-	__u64 raw_ns, self_ns, offcpu_ns, place;
+	__u64 raw_ns, self_ns, offcpu_ns, offcpu_began, place;
 	__u32 depth, index, found;
 
 	if (!inflight)
 		goto unseen_entry;
+	offcpu_began = inflight->offcpu_ns;
 	depth = inflight->depth;
 	if (depth > IOMMUTOP_MAX_NESTING)
 		depth = IOMMUTOP_MAX_NESTING;
@@ -396,11 +448,18 @@ static __always_inline void iommutop_exit_as(void *ctx, struct iommutop_call cal
 					    call.at == 0);
 	if (!found)
 		goto unseen_entry;
-	/* The call at this position before ours, whose exit was skipped, as was our entry. */
+	/* The call at this position before ours, whose exit was skipped, as was our entry: the
+	 * lead's to drop (an understudy finds it only where the lead's run was skipped too). */
 	if (inflight->frames[(found - 1) & IOMMUTOP_FRAME_MASK].tag != call.tag) {
+		if (understudy)
+			return;
 		iommutop_abandon_from(task_context, found - 1);
 		goto unseen_entry;
 	}
+	/* The lead closes its call's frame before the understudy runs: a frame found here by an
+	 * understudy is one its lead's skipped run left open. */
+	if (understudy)
+		iommutop_op_health_add(op, IOMMUTOP_UNDERSTUDY_EXIT, 1);
 	if (found < depth)
 		iommutop_abandon_from(task_context, found);
 	/* The call's frame is the top one now. The depth is read again rather than taken from the
@@ -421,18 +480,19 @@ static __always_inline void iommutop_exit_as(void *ctx, struct iommutop_call cal
 	place = iommutop_stack_place(&ref);
 	/* An exit that reads an earlier time than its entry did (bpf_ktime_get_ns is the kernel's
 	 * fast monotonic clock, which may step back slightly between CPUs or across a timekeeping
-	 * update: seen once in 319,000 NVMe unmaps on the lab's 2-vCPU instruction clock) would
-	 * time its call 2^64 - x ns: it is counted untimed, and said. */
+	 * update: seen on the lab's 2-vCPU instruction clock) would time its call 2^64 - x ns: it
+	 * is counted untimed, and said. */
 	if (now < done.start_ns) {
 		iommutop_health_inc(IOMMUTOP_HEALTH_CLOCK_BEHIND_ENTRY);
 		if (mode != IOMMUTOP_EXIT_DISCARD)
 			iommutop_count_untimed(done.key.id, iommutop_kind_generation(&done.key), op,
 					       bytes, done.flags);
-		iommutop_exit_done(place, index, done.probe_ns + iommutop_nested_dispatch_ns, now);
+		iommutop_exit_done(place, index, done.probe_ns + iommutop_nested_dispatch_ns, now,
+				   offcpu_began);
 		return;
 	}
 	raw_ns = now - done.start_ns;
-	offcpu_ns = inflight->offcpu_ns - done.offcpu_at_start;
+	offcpu_ns = offcpu_began - done.offcpu_at_start;
 	if (offcpu_ns > raw_ns)
 		offcpu_ns = raw_ns;
 	self_ns = raw_ns > done.probe_ns + iommutop_dispatch_ns + offcpu_ns
@@ -442,10 +502,18 @@ static __always_inline void iommutop_exit_as(void *ctx, struct iommutop_call cal
 			    mode == IOMMUTOP_EXIT_DISCARD);
 	/* Last: this program's run, and what ran nested in the call, are inside the time of the
 	 * call below it. */
-	iommutop_exit_done(place, index, done.probe_ns + iommutop_nested_dispatch_ns, now);
+	iommutop_exit_done(place, index, done.probe_ns + iommutop_nested_dispatch_ns, now,
+			   offcpu_began);
 	return;
 unseen_entry:
-	if (mode == IOMMUTOP_EXIT_DISCARD || iommutop_left_out(inflight, task_context))
+	/* An understudy that finds no frame of its call leaves it to the lead, which has counted it
+	 * (or, its run skipped too, the call is one the report's losses name). */
+	if (understudy || mode == IOMMUTOP_EXIT_DISCARD)
+		return;
+	/* Counted for the losses' sums whatever the filter decides: the kernel's skipped runs,
+	 * which they are taken from, are every context's. */
+	iommutop_op_health_add(op, IOMMUTOP_UNSEEN_ENTRY, 1);
+	if (iommutop_left_out(inflight, task_context))
 		return;
 	if (mode == IOMMUTOP_EXIT_COUNT)
 		iommutop_health_inc(IOMMUTOP_HEALTH_EXIT_WITHOUT_ENTRY);

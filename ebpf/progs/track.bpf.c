@@ -46,7 +46,8 @@ __noinline __u32 iommutop_find_frame(int task_context, __u32 op, __u32 at_mask, 
 	return 0;
 }
 
-__noinline int iommutop_exit_done(__u64 place, __u32 index, __u64 ns, __u64 since)
+__noinline int iommutop_exit_done(__u64 place, __u32 index, __u64 ns, __u64 since,
+				  __u64 offcpu_since)
 {
 	struct iommutop_stack_ref ref;
 	struct iommutop_inflight *inflight = iommutop_stack_at(place, &ref);
@@ -57,7 +58,8 @@ __noinline int iommutop_exit_done(__u64 place, __u32 index, __u64 ns, __u64 sinc
 	}
 	if (inflight)
 		inflight->frames[(index - 1) & IOMMUTOP_FRAME_MASK].probe_ns +=
-		    ns + (bpf_ktime_get_ns() - since);
+		    ns +
+		    iommutop_on_cpu(bpf_ktime_get_ns() - since, inflight->offcpu_ns - offcpu_since);
 	return 0;
 }
 
@@ -92,8 +94,12 @@ __noinline int iommutop_abandon_from(int task_context, __u32 index)
 		frame = &inflight->frames[(index + i) & IOMMUTOP_FRAME_MASK];
 		iommutop_count_untimed(frame->key.id, iommutop_kind_generation(&frame->key),
 				       frame->op, frame->bytes, frame->flags);
+		if (!(frame->flags & IOMMUTOP_FRAME_DUPLICATE))
+			iommutop_op_health_add(frame->op, IOMMUTOP_UNSEEN_EXIT, 1);
+		/* Free: a frame still marked live above the depth would read as one being written
+		 * to an interrupt that lands while the next entry fills its slot. */
+		frame->start_ns = 0;
 	}
-	inflight->frames[index & IOMMUTOP_FRAME_MASK].start_ns = 0;
 	inflight->depth = index;
 	iommutop_health_add(IOMMUTOP_HEALTH_ABANDONED_FRAMES, depth - index);
 	return (int)(depth - index);

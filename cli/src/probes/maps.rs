@@ -3,8 +3,8 @@
 //! sampled call paths. One write: a device's owner process, whose work it is charged.
 
 use super::abi::{
-    iommutop_dev_key, iommutop_dev_name, iommutop_dev_stats, iommutop_key_kind, iommutop_row_key,
-    iommutop_stack_key, iommutop_stack_value,
+    iommutop_dev_key, iommutop_dev_name, iommutop_dev_stats, iommutop_key_kind, iommutop_op_health,
+    iommutop_row_key, iommutop_stack_key, iommutop_stack_value,
 };
 use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
 use super::fdinfo;
@@ -37,6 +37,8 @@ unsafe impl Pod for iommutop_row_key {}
 unsafe impl Pod for iommutop_stack_key {}
 // SAFETY: as above, `struct iommutop_stack_value` is two u64.
 unsafe impl Pod for iommutop_stack_value {}
+// SAFETY: as above, `struct iommutop_op_health` is u64s only.
+unsafe impl Pod for iommutop_op_health {}
 
 /// Names of `enum iommutop_health`, in order.
 pub(super) const HEALTH_NAMES: [&str; 9] = [

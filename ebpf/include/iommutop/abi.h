@@ -166,6 +166,35 @@ enum iommutop_health {
 	IOMMUTOP_HEALTH_COUNT = 9,
 };
 
+/*
+ * What the tracker saw of each operation's calls that it did not see whole, per CPU, indexed by
+ * enum iommutop_op (the map iommutop_op_health). Cumulative. With the kernel's count of each
+ * program's skipped runs (its recursion_misses), these make the report's loss figures: the calls
+ * whose entry no program saw are the entry programs' skipped runs less the understudies'
+ * entries; of those, the exits that found no frame counted the call; the rest were lost.
+ */
+struct iommutop_op_health {
+	__u64 unseen_entries;	  /* exits that found no frame of their call: counted, untimed */
+	__u64 unseen_exits;	  /* frames dropped because their call's exit was never seen:
+				     counted, untimed */
+	__u64 understudy_entries; /* entries an understudy made in place of its skipped lead */
+	__u64 understudy_exits;	  /* exits an understudy made in place of its skipped lead */
+	__u64 unpushed; /* entries seen whose frame could not be pushed (the stack full, or no
+			   stack): their exits count them as unseen entries */
+};
+
+/*
+ * The role a copy of a timed program plays: every fentry and fexit program is built as a lead (its
+ * role read from an instruction that loads IOMMUTOP_ROLE_LEAD, ebpf/lib/role.bpf.h); where a task
+ * can be preempted inside a program (PREEMPT_RT, full or lazy preemption), the loader also attaches
+ * a copy whose marked instruction it patches to IOMMUTOP_ROLE_UNDERSTUDY, run after the lead on the
+ * same function. The kernel skips a program that is already running on the CPU (a task preempted
+ * inside it, an interrupt landing in it), not its copy: the understudy acts only where the lead
+ * evidently did not.
+ */
+#define IOMMUTOP_ROLE_LEAD 0x7e1e0000
+#define IOMMUTOP_ROLE_UNDERSTUDY 0x7e1e0001
+
 /* Kernel call paths of sampled DMA API calls: one stack in IOMMUTOP_STACK_PERIOD calls per CPU
  * is recorded with bpf_get_stackid() and charged its call's latency. */
 #define IOMMUTOP_STACK_DEPTH 32
@@ -280,6 +309,7 @@ enum iommutop_cast_type {
 	IOMMUTOP_CAST_TYPES = 5,
 };
 
+_Static_assert(sizeof(struct iommutop_op_health) == 5 * 8, "op_health size");
 _Static_assert(sizeof(struct iommutop_dev_key) == 16, "dev_key size");
 _Static_assert(sizeof(struct iommutop_row_key) == 24, "row_key size");
 _Static_assert(sizeof(struct iommutop_dev_name) == 2 * IOMMUTOP_NAME_LEN, "dev_name size");
