@@ -219,7 +219,10 @@ impl Session {
     /// grace periods link by link), so a caller can write the report before that.
     pub fn finish_attached(mut self, run: RunDescription) -> Outcome<(Report, Probes)> {
         self.block.before_last = completed_requests();
-        let last = self.probes.sample().context("last sample")?;
+        let last = self
+            .probes
+            .last_sample(&self.first)
+            .context("last sample")?;
         let unseen = self.unseen_completions(&last);
         // Devices may have changed driver or domain type during the run: describe them as they
         // are at the end, when the report is read.

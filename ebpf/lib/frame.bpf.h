@@ -79,38 +79,9 @@ static __always_inline __u64 iommutop_func_ip(void *ctx)
 /* A call that spans several functions (IOMMUTOP_ENTER_SESSION), known by its session object. */
 #define IOMMUTOP_SESSION_CALL(session) ((struct iommutop_call){.at = (__u64)(session)})
 
-/* frame flags */
-#define IOMMUTOP_FRAME_DUPLICATE 1 /* a twin called by its wrapper (IOMMUTOP_ENTER_TWIN) */
-#define IOMMUTOP_FRAME_FULL 2	   /* an IOTLB invalidation of a whole domain */
-#define IOMMUTOP_FRAME_FILTERED 4  /* left out by --pid/--cgroup, with all it nests */
-#define IOMMUTOP_FRAME_SESSION 8   /* known by a session object, not by where it sits */
-/* Pushed by a lead program whose understudy (abi.h, IOMMUTOP_ROLE_UNDERSTUDY) has yet to see it:
- * the understudy takes the mark off and leaves the frame to the lead. */
-#define IOMMUTOP_FRAME_LEAD 16
+/* Frame flags (IOMMUTOP_FRAME_*): abi.h. */
 
-struct iommutop_frame {
-	__u64 call; /* the call's identity (see above): its position or session */
-	__u64 tag;
-	__u64 start_ns;
-	__u64 probe_ns; /* run time of probe programs nested in the call so far (self time) */
-	__u64 offcpu_at_start; /* the stack's offcpu_ns when the call began */
-	__u64 bytes;
-	__u64 func; /* the function called (struct iommutop_call) */
-	struct iommutop_dev_key key;
-	__u32 op;
-	__u32 flags;
-	__s32 stack_id; /* sampled call path, or negative */
-	__u32 pad;
-};
-
-struct iommutop_inflight {
-	__u32 depth;
-	__u32 pad;
-	/* Waiting (see iommutop_switched): how long the stack's task was switched out while it had
-	 * calls in flight, in all, and since when it is (0: it runs). */
-	__u64 offcpu_ns;
-	__u64 switched_out_at;
-	struct iommutop_frame frames[IOMMUTOP_MAX_NESTING];
-};
+/* struct iommutop_frame and struct iommutop_inflight are in abi.h: user space reads the frames
+ * still open when a recording ends. */
 
 #endif

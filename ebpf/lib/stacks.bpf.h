@@ -52,11 +52,7 @@ struct {
  * refused while another task holding the storage's per-CPU lock is preempted on that CPU (6.12),
  * and the calls were lost (task_map_full) where the hash, preallocated, takes them.
  */
-struct iommutop_task_slot {
-	__u32 owner; /* the thread whose calls these are; 0: free (the idle tasks never own one) */
-	__u32 in_hash; /* tasks of this index whose calls in flight are in iommutop_inflight */
-	struct iommutop_inflight stack;
-};
+/* struct iommutop_task_slot: abi.h. */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -185,4 +185,69 @@ pub struct RawSample {
     pub health: BTreeMap<String, u64>,
     /// Per BPF program: (run_count, run_time_ns) from the kernel's BPF statistics, cumulative.
     pub program_stats: BTreeMap<String, (u64, u64)>,
+    /// Per BPF program: runs the kernel skipped because the program was already running on that
+    /// CPU (its `recursion_misses`), cumulative. Programs that never missed a run may be absent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub program_misses: BTreeMap<String, u64>,
+    /// Per operation, what the tracker saw of its calls that it did not see whole, cumulative.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub op_health: BTreeMap<Op, OpHealth>,
+    /// The groups of entry programs that serve the same operations, with their skipped runs,
+    /// cumulative: with `op_health`, what the calls lost are computed from ([`EntryGroup`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub entry_groups: Vec<EntryGroup>,
+    /// Calls whose frame was still open when this sample was read: their exit was never seen
+    /// and they are counted nowhere. Read at a recording's last sample only (empty otherwise):
+    /// by then the work is done, and an open frame is a call whose exits the kernel skipped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open_calls: Vec<OpenCalls>,
+}
+
+/// What the tracker saw of one operation's calls that it did not see whole (mirror of
+/// `struct iommutop_op_health` in ebpf/include/iommutop/abi.h, summed over CPUs), cumulative.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpHealth {
+    /// Exits that found no frame of their call (its entry was not seen): counted, untimed.
+    pub unseen_entries: u64,
+    /// Frames dropped because their call's exit was never seen: counted, untimed.
+    pub unseen_exits: u64,
+    /// Entries an understudy made in place of its lead, whose run the kernel skipped.
+    pub understudy_entries: u64,
+    /// Exits an understudy made in place of its lead.
+    pub understudy_exits: u64,
+    /// Entries seen whose frame could not be pushed (the stack full, or no stack for the task):
+    /// their exits count them among `unseen_entries`.
+    pub unpushed: u64,
+}
+
+/// A group of entry programs and the operations they serve, closed under sharing: an operation is
+/// in exactly one group, and a program serving several operations (a multi-function family, a
+/// kprobe program of several functions) joins their groups. Count-only programs (tracepoints) are
+/// entry programs of their own. Of the group's calls, those whose entry no program saw are its
+/// programs' skipped runs less its understudies' entries; the exits counted those that found no
+/// frame; the rest were seen by no program at all:
+///
+/// lost = skipped − Σ ops (understudy_entries + unseen_entries − unpushed)
+///
+/// over any interval (every term is cumulative and the sum linear), at least 0.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntryGroup {
+    /// The entry programs (leads, or count-only programs), by name, sorted.
+    pub programs: Vec<String>,
+    /// The operations they serve, sorted.
+    pub ops: Vec<Op>,
+    /// Runs of those programs the kernel skipped, cumulative.
+    pub skipped: u64,
+}
+
+/// Calls of one operation on one source whose frames were open when a sample was read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenCalls {
+    /// The source the frames' calls were charged to (as [`RawSource`] names it).
+    pub kind: SourceKind,
+    pub id: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: u32,
+    pub op: Op,
+    pub calls: u64,
 }

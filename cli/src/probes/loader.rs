@@ -20,6 +20,10 @@ use iommutop_model::sample::RawSample;
 use iommutop_model::TaskFilter;
 use std::os::fd::OwnedFd;
 
+/// How long a call must have been open at a recording's end to be taken for one whose exits were
+/// never seen: no DMA or IOMMU call runs this long, and a workload that ended has none running.
+pub const OPEN_CALL_AGE_NS: u64 = 100_000_000;
+
 /// How long an attach waits for earlier runs' probes to detach (seconds under emulation).
 const EARLIER_DETACHES_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -200,6 +204,18 @@ impl Probes {
     /// Reads every map once and sums the per-CPU values.
     pub fn sample(&self) -> Result<RawSample, SampleError> {
         self.maps.sample(self.ebpf(), &self.multi)
+    }
+
+    /// A recording's last sample, with the calls still open at its end that began after
+    /// `first` was read: calls whose exits the kernel skipped, counted nowhere. A frame younger
+    /// than [`OPEN_CALL_AGE_NS`] may be a call still running, and is left out.
+    pub fn last_sample(&self, first: &RawSample) -> Result<RawSample, SampleError> {
+        let mut last = self.sample()?;
+        last.open_calls = self.maps.open_calls(
+            first.monotonic_ns,
+            last.monotonic_ns.saturating_sub(OPEN_CALL_AGE_NS),
+        )?;
+        Ok(last)
     }
 
     /// Gives back the rows of sources that can count no more ([`super::rows`]); once per sample,

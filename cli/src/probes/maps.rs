@@ -3,23 +3,24 @@
 //! sampled call paths. One write: a device's owner process, whose work it is charged.
 
 use super::abi::{
-    iommutop_dev_key, iommutop_dev_name, iommutop_dev_stats, iommutop_key_kind, iommutop_op_health,
-    iommutop_row_key, iommutop_stack_key, iommutop_stack_value,
+    iommutop_dev_key, iommutop_dev_name, iommutop_dev_stats, iommutop_frame, iommutop_inflight,
+    iommutop_key_kind, iommutop_op_health, iommutop_row_key, iommutop_stack_key,
+    iommutop_stack_value, iommutop_task_slot, IOMMUTOP_FRAME_DUPLICATE, IOMMUTOP_FRAME_FILTERED,
 };
 use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
+use super::entry_groups::entry_groups;
 use super::fdinfo;
 use super::kallsyms::Kallsyms;
 use super::load::{take_map, LoadError};
 use super::multi::MultiAttached;
 use super::rows::{GivenBack, RowBook, SourceId};
-use super::table::POINTS;
 use aya::maps::{
     Array, HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, PerCpuValues, Queue,
     StackTraceMap,
 };
 use aya::{Ebpf, Pod};
 use iommutop_model::report::StackSample;
-use iommutop_model::sample::{Op, RawSample, RawSource, SourceKind};
+use iommutop_model::sample::{Op, OpHealth, OpenCalls, RawSample, RawSource, SourceKind};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::Path;
@@ -39,6 +40,11 @@ unsafe impl Pod for iommutop_stack_key {}
 unsafe impl Pod for iommutop_stack_value {}
 // SAFETY: as above, `struct iommutop_op_health` is u64s only.
 unsafe impl Pod for iommutop_op_health {}
+// SAFETY: as above, `struct iommutop_inflight` is integers and arrays of frames of integers with
+// explicit padding.
+unsafe impl Pod for iommutop_inflight {}
+// SAFETY: as above, `struct iommutop_task_slot` is two u32 and a `struct iommutop_inflight`.
+unsafe impl Pod for iommutop_task_slot {}
 
 /// Names of `enum iommutop_health`, in order.
 pub(super) const HEALTH_NAMES: [&str; 9] = [
@@ -81,6 +87,12 @@ pub struct ProbeMaps {
     book: RowBook,
     owners: BpfHashMap<MapData, u32, iommutop_dev_key>,
     health: PerCpuArray<MapData, u64>,
+    op_health: PerCpuArray<MapData, iommutop_op_health>,
+    /// Where contexts keep their calls in flight: interrupts' per CPU, tasks' in slots (absent
+    /// where every task's is in the hash) or in the hash by thread id.
+    irq_stacks: PerCpuArray<MapData, iommutop_inflight>,
+    task_slots: Option<Array<MapData, iommutop_task_slot>>,
+    hashed_stacks: BpfHashMap<MapData, u32, iommutop_inflight>,
     stacks: StackTraceMap<MapData>,
     stack_samples: PerCpuHashMap<MapData, iommutop_stack_key, iommutop_stack_value>,
 }
@@ -98,6 +110,13 @@ impl ProbeMaps {
         let processes = take_map(ebpf, "iommutop_processes", BpfHashMap::try_from)?;
         let owners = take_map(ebpf, "iommutop_owners", BpfHashMap::try_from)?;
         let health = take_map(ebpf, "iommutop_health", PerCpuArray::try_from)?;
+        let op_health = take_map(ebpf, "iommutop_op_health", PerCpuArray::try_from)?;
+        let irq_stacks = take_map(ebpf, "iommutop_irq_inflight", PerCpuArray::try_from)?;
+        let task_slots = match ebpf.map("iommutop_task_slots") {
+            Some(_) => Some(take_map(ebpf, "iommutop_task_slots", Array::try_from)?),
+            None => None,
+        };
+        let hashed_stacks = take_map(ebpf, "iommutop_inflight", BpfHashMap::try_from)?;
         Ok(ProbeMaps {
             stats,
             rows,
@@ -108,6 +127,10 @@ impl ProbeMaps {
             book: RowBook::default(),
             owners,
             health,
+            op_health,
+            irq_stacks,
+            task_slots,
+            hashed_stacks,
             stacks,
             stack_samples,
         })
@@ -196,15 +219,89 @@ impl ProbeMaps {
             RECURSION_MISSES.to_string(),
             misses.values().fold(0u64, |sum, n| sum.saturating_add(*n)),
         );
-        for (op, calls) in possibly_missed_calls(&misses, &multi.stand_ins()) {
-            health.insert(format!("{MISSED_CALLS_PREFIX}{op}"), calls);
-        }
+        let loaded: BTreeSet<&str> = infos.iter().map(|(name, _)| name.as_str()).collect();
+        let entry_groups = entry_groups(&loaded, &multi.stand_ins(), &misses);
         Ok(RawSample {
             monotonic_ns,
             sources,
             health,
             program_stats: program_stats(&infos),
+            program_misses: misses,
+            op_health: self.op_health()?,
+            entry_groups,
+            open_calls: Vec::new(),
         })
+    }
+
+    /// The calls whose frames are open now and began between `since_ns` and `before_ns` (the
+    /// kernel's monotonic clock): read at a recording's end, the calls whose exits were never
+    /// seen, counted nowhere. A frame that began less than a sampling interval ago may belong to
+    /// a call still running: the caller gives `before_ns` that much before now.
+    pub fn open_calls(&self, since_ns: u64, before_ns: u64) -> Result<Vec<OpenCalls>, SampleError> {
+        let mut open: BTreeMap<(SourceKind, u64, u32, Op), u64> = BTreeMap::new();
+        let mut count = |stack: &iommutop_inflight| {
+            for frame in open_frames(stack, since_ns, before_ns) {
+                let (Some(kind), Some(&op)) =
+                    (source_kind(frame.key.kind), Op::ALL.get(frame.op as usize))
+                else {
+                    continue;
+                };
+                *open
+                    .entry((kind, frame.key.id, frame.key.generation, op))
+                    .or_insert(0) += 1;
+            }
+        };
+        let per_cpu = self
+            .irq_stacks
+            .get(&0, 0)
+            .map_err(|e| sample_error("iommutop_irq_inflight", e))?;
+        per_cpu.iter().for_each(&mut count);
+        if let Some(slots) = &self.task_slots {
+            for slot in slots.iter() {
+                let slot = slot.map_err(|e| sample_error("iommutop_task_slots", e))?;
+                if slot.owner != 0 {
+                    count(&slot.stack);
+                }
+            }
+        }
+        for entry in self.hashed_stacks.iter() {
+            let (_, stack) = entry.map_err(|e| sample_error("iommutop_inflight", e))?;
+            count(&stack);
+        }
+        Ok(open
+            .into_iter()
+            .map(|((kind, id, generation, op), calls)| OpenCalls {
+                kind,
+                id,
+                generation,
+                op,
+                calls,
+            })
+            .collect())
+    }
+
+    /// Per operation, the tracker's figures of calls it did not see whole, summed over CPUs.
+    fn op_health(&self) -> Result<BTreeMap<Op, OpHealth>, SampleError> {
+        let mut figures = BTreeMap::new();
+        for op in Op::ALL {
+            let per_cpu = self
+                .op_health
+                .get(&(op as u32), 0)
+                .map_err(|e| sample_error("iommutop_op_health", e))?;
+            let sum = per_cpu
+                .iter()
+                .fold(OpHealth::default(), |sum, cpu| OpHealth {
+                    unseen_entries: sum.unseen_entries + cpu.unseen_entries,
+                    unseen_exits: sum.unseen_exits + cpu.unseen_exits,
+                    understudy_entries: sum.understudy_entries + cpu.understudy_entries,
+                    understudy_exits: sum.understudy_exits + cpu.understudy_exits,
+                    unpushed: sum.unpushed + cpu.unpushed,
+                });
+            if sum != OpHealth::default() {
+                figures.insert(op, sum);
+            }
+        }
+        Ok(figures)
     }
 
     /// Gives back the rows of `ended` (sources that can count no more: their device gone or
@@ -359,52 +456,19 @@ fn program_fds<'a>(
         )
 }
 
-/// The health counters of calls the probes may not have seen at all, per op:
-/// `missed_calls.<op>`.
-pub const MISSED_CALLS_PREFIX: &str = "missed_calls.";
-
-/// Per op, how many calls (or events) the probes may have missed entirely, from the runs the
-/// kernel skipped (`misses`, per program). A timed call is counted by whichever of its two
-/// programs ran, so it is lost only when both were skipped: at most the smaller of its entry's and
-/// its exit's misses, per hooked function (kprobe programs serve several functions: per point).
-/// A function hooked at its exit alone, and every count-only program, loses what it skipped.
-fn possibly_missed_calls(
-    misses: &BTreeMap<String, u64>,
-    stand_ins: &BTreeMap<&str, &str>,
-) -> BTreeMap<&'static str, u64> {
-    let running = |name: &'static str| stand_ins.get(name).copied().unwrap_or(name);
-    let of = |name: &str| misses.get(name).copied().unwrap_or(0);
-    let mut missed = BTreeMap::new();
-    for point in POINTS {
-        let mut calls = 0u64;
-        let (mut kprobe_entries, mut kprobe_exits) = (BTreeMap::new(), BTreeMap::new());
-        // A multi-function pair serves several of the point's functions: its skipped runs are
-        // counted once.
-        let mut fentry_pairs = BTreeSet::new();
-        for hook in point.functions {
-            if let Some(programs) = hook.fentry {
-                let (entry, exit) = (programs.entry.map(running), running(programs.exit));
-                if fentry_pairs.insert((entry, exit)) {
-                    calls += match entry {
-                        Some(entry) => of(entry).min(of(exit)),
-                        None => of(exit),
-                    };
-                }
-            }
-            if let Some(entry) = hook.kprobe.entry {
-                kprobe_entries.insert(entry, of(entry));
-            }
-            kprobe_exits.insert(hook.kprobe.exit, of(hook.kprobe.exit));
-        }
-        let (entries, exits): (u64, u64) =
-            (kprobe_entries.values().sum(), kprobe_exits.values().sum());
-        calls += entries.min(exits);
-        calls += point.tracepoints.iter().map(|t| of(t.program)).sum::<u64>();
-        if calls > 0 {
-            *missed.entry(point.op.name()).or_insert(0) += calls;
-        }
-    }
-    missed
+/// The frames of a stack that are in use and began between `since_ns` and `before_ns`, leaving
+/// out twins and calls --pid/--cgroup left out (counted nowhere by design).
+fn open_frames(
+    stack: &iommutop_inflight,
+    since_ns: u64,
+    before_ns: u64,
+) -> impl Iterator<Item = &iommutop_frame> {
+    let depth = (stack.depth as usize).min(stack.frames.len());
+    stack.frames[..depth].iter().filter(move |frame| {
+        frame.start_ns != 0
+            && (since_ns..before_ns).contains(&frame.start_ns)
+            && frame.flags & (IOMMUTOP_FRAME_DUPLICATE | IOMMUTOP_FRAME_FILTERED) == 0
+    })
 }
 
 /// Frames of our own program and the trampoline or kprobe that ran it, above the probed call.
@@ -472,56 +536,5 @@ mod tests {
         assert_eq!(owned_device_id("0000:00:04.0"), 0x40); // domain 0000, bus 00, device 04, function 0
         assert_eq!(owned_device_id("10de:81:1f.7"), 0x0001_0de8_11f7);
         assert!(owned_device_id("ffff:ff:ff.f") < 0xffff_8000_0000_0000);
-    }
-
-    #[test]
-    fn a_multi_function_pairs_skipped_runs_count_once_for_the_functions_it_serves() {
-        let misses = BTreeMap::from([
-            ("multi__device__fentry".to_string(), 9),
-            ("multi__device__fexit".to_string(), 5),
-        ]);
-        let stand_ins = BTreeMap::from([
-            ("dma__map_phys__fentry", "multi__device__fentry"),
-            ("dma__map_phys__fexit", "multi__device__fexit"),
-            ("dma__map_sg__fentry", "multi__device__fentry"),
-            ("dma__map_sg__fexit", "multi__device__fexit"),
-            ("dma__unmap_phys__fentry", "multi__device__fentry"),
-            ("dma__unmap_phys__fexit", "multi__device__fexit"),
-        ]);
-        let missed = possibly_missed_calls(&misses, &stand_ins);
-        assert_eq!(
-            missed.get("dma_map"),
-            Some(&5),
-            "once for the point, not per function"
-        );
-        assert_eq!(
-            missed.get("dma_unmap"),
-            Some(&5),
-            "and once for each point it serves"
-        );
-        assert_eq!(missed.get("iommu_map"), None);
-    }
-
-    #[test]
-    fn a_call_is_missed_only_when_both_its_programs_were_skipped() {
-        let misses = BTreeMap::from([
-            ("dma__map_phys__fentry".to_string(), 160),
-            ("dma__map_phys__fexit".to_string(), 166),
-            ("dma__unmap_phys__fentry".to_string(), 4),
-            ("dma__unmap_phys__fexit".to_string(), 0),
-            ("completion__block_rq__tp".to_string(), 7),
-        ]);
-        let missed = possibly_missed_calls(&misses, &BTreeMap::new());
-        assert_eq!(missed.get("dma_map"), Some(&160));
-        assert_eq!(
-            missed.get("dma_unmap"),
-            None,
-            "an exit seen counts the call"
-        );
-        assert_eq!(
-            missed.get("completion"),
-            Some(&7),
-            "a count-only run skipped is an event lost"
-        );
     }
 }

@@ -13,6 +13,7 @@ mod core_target;
 mod detach;
 mod dispatch;
 mod dispatch_cache;
+mod entry_groups;
 mod fdinfo;
 mod fentry_jobs;
 mod hook_error;

@@ -195,6 +195,53 @@ struct iommutop_op_health {
 #define IOMMUTOP_ROLE_LEAD 0x7e1e0000
 #define IOMMUTOP_ROLE_UNDERSTUDY 0x7e1e0001
 
+/*
+ * A call in flight and the stack of them a context keeps (ebpf/lib/frame.bpf.h, stacks.bpf.h): the
+ * tracker's own, and user space's to read the frames still open when a recording ends (their
+ * calls' exits were never seen). A frame whose start is 0 is free or still being written.
+ */
+/* A frame's flags. */
+#define IOMMUTOP_FRAME_DUPLICATE 1 /* a twin called by its wrapper (IOMMUTOP_ENTER_TWIN) */
+#define IOMMUTOP_FRAME_FULL 2	   /* an IOTLB invalidation of a whole domain */
+#define IOMMUTOP_FRAME_FILTERED 4  /* left out by --pid/--cgroup, with all it nests */
+#define IOMMUTOP_FRAME_SESSION 8   /* known by a session object, not by where it sits */
+/* Pushed by a lead program whose understudy (abi.h, IOMMUTOP_ROLE_UNDERSTUDY) has yet to see it:
+ * the understudy takes the mark off and leaves the frame to the lead. */
+#define IOMMUTOP_FRAME_LEAD 16
+
+struct iommutop_frame {
+	__u64 call; /* the call's identity (frame.bpf.h, struct iommutop_call): its position or
+		       session */
+	__u64 tag;
+	__u64 start_ns;
+	__u64 probe_ns; /* run time of probe programs nested in the call so far (self time) */
+	__u64 offcpu_at_start; /* the stack's offcpu_ns when the call began */
+	__u64 bytes;
+	__u64 func; /* the function called */
+	struct iommutop_dev_key key;
+	__u32 op;
+	__u32 flags;
+	__s32 stack_id; /* sampled call path, or negative */
+	__u32 pad;
+};
+
+struct iommutop_inflight {
+	__u32 depth;
+	__u32 pad;
+	/* Waiting (see iommutop_switched): how long the stack's task was switched out while it had
+	 * calls in flight, in all, and since when it is (0: it runs). */
+	__u64 offcpu_ns;
+	__u64 switched_out_at;
+	struct iommutop_frame frames[IOMMUTOP_MAX_NESTING];
+};
+
+/* Calls in flight of the task that holds a slot (ebpf/lib/stacks.bpf.h). */
+struct iommutop_task_slot {
+	__u32 owner; /* the thread whose calls these are; 0: free (the idle tasks never own one) */
+	__u32 in_hash; /* tasks of this index whose calls in flight are in iommutop_inflight */
+	struct iommutop_inflight stack;
+};
+
 /* Kernel call paths of sampled DMA API calls: one stack in IOMMUTOP_STACK_PERIOD calls per CPU
  * is recorded with bpf_get_stackid() and charged its call's latency. */
 #define IOMMUTOP_STACK_DEPTH 32
@@ -311,6 +358,10 @@ enum iommutop_cast_type {
 
 _Static_assert(sizeof(struct iommutop_op_health) == 5 * 8, "op_health size");
 _Static_assert(sizeof(struct iommutop_dev_key) == 16, "dev_key size");
+_Static_assert(sizeof(struct iommutop_frame) == 88, "frame size");
+_Static_assert(sizeof(struct iommutop_inflight) == 24 + 88 * IOMMUTOP_MAX_NESTING, "inflight size");
+_Static_assert(sizeof(struct iommutop_task_slot) == 8 + sizeof(struct iommutop_inflight),
+	       "task_slot size");
 _Static_assert(sizeof(struct iommutop_row_key) == 24, "row_key size");
 _Static_assert(sizeof(struct iommutop_dev_name) == 2 * IOMMUTOP_NAME_LEN, "dev_name size");
 
