@@ -260,8 +260,25 @@ fn compare_of_different_workloads_says_so_and_labels_each_side_s_unit() {
         flat.contains("warning: A and B measured different devices (0000:00:04.0 only in A)"),
         "{text}"
     );
+    // Each device says its own unit: the NICs per packet in A (no workload drove them) and per
+    // transaction in B (netperf did), the NVMe per completed I/O.
     assert!(
-        flat.contains("devices, per completed I/O in A, transaction in B (A → B):"),
+        flat.contains("devices, each per its own unit (A → B):"),
+        "{text}"
+    );
+    assert!(
+        flat.contains("0000:00:05.0 (eth0, e1000e), per packet in A, transaction in B"),
+        "{text}"
+    );
+    assert!(
+        flat.contains("0000:00:04.0 (nvme0n1, nvme), per completed I/O"),
+        "{text}"
+    );
+    assert!(
+        flat.contains(
+            "the figures of 0000:00:05.0 and 0000:00:06.0 are per packet in A and per \
+             transaction in B, which do not compare one to one"
+        ),
         "{text}"
     );
     assert!(!flat.contains("per second"), "{text}");
@@ -293,8 +310,10 @@ fn compare_shows_each_device_s_figures_under_one_finding_only() {
         .iter()
         .filter(|d| d["kind"] == "pci")
         .count();
-    // Three devices, each with its figures under one finding (and once in the table below).
-    let lines = flat.matches(" per completed I/O, A → B: DMA maps").count();
+    // Three devices, each with its figures under one finding (and once in the table below): the
+    // NVMe per completed I/O, the NICs per packet.
+    let lines = flat.matches(" per completed I/O, A → B: DMA maps").count()
+        + flat.matches(" per packet, A → B: DMA maps").count();
     assert_eq!(lines, devices, "each device's figures once:\n{text}");
     assert!(flat.contains("figures as under 1. above"), "{text}");
 }

@@ -40,6 +40,17 @@ pub enum IoBasis {
     Packets,
 }
 
+impl IoBasis {
+    /// One such I/O as sentences name it: `per completed I/O`, `per packet`, `per DMA map`.
+    pub fn unit(self) -> &'static str {
+        match self {
+            IoBasis::Completions => "completed I/O",
+            IoBasis::DmaMaps => "DMA map",
+            IoBasis::Packets => "packet",
+        }
+    }
+}
+
 /// Overhead figures of one row over one interval; `None` where a denominator or timing is missing.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Derived {
@@ -86,6 +97,29 @@ pub fn is_translation_time(op: Op) -> bool {
     !matches!(op, Op::Completion | Op::TxPackets | Op::IotlbFlushFull)
 }
 
+/// A row's completed I/Os: for a NIC (a row with transmitted packets) the packets it sent and
+/// received, else its completions.
+fn completed_ios(ops: &BTreeMap<Op, OpStats>) -> (u64, IoBasis) {
+    let count = |op: Op| ops.get(&op).map_or(0, |s| s.count);
+    let sent = count(Op::TxPackets);
+    if sent > 0 {
+        (count(Op::Completion).saturating_add(sent), IoBasis::Packets)
+    } else {
+        (count(Op::Completion), IoBasis::Completions)
+    }
+}
+
+/// How many I/Os a row did and what they were counted as (see the module documentation):
+/// its completions or packets, else its DMA maps; `None` when it did neither.
+pub fn io_count(ops: &BTreeMap<Op, OpStats>) -> Option<(u64, IoBasis)> {
+    let maps = ops.get(&Op::DmaMap).map_or(0, |s| s.count);
+    match completed_ios(ops) {
+        (n, basis) if n > 0 => Some((n, basis)),
+        _ if maps > 0 => Some((maps, IoBasis::DmaMaps)),
+        _ => None,
+    }
+}
+
 /// The overhead figures of a row from its per-op stats over `interval_ns`.
 pub fn derive(ops: &BTreeMap<Op, OpStats>, interval_ns: u64) -> Derived {
     let timed_ns = |op: Op| ops.get(&op).and_then(OpStats::total_ns);
@@ -102,19 +136,8 @@ pub fn derive(ops: &BTreeMap<Op, OpStats>, interval_ns: u64) -> Derived {
             .fold(0u64, |sum, &ns| sum.saturating_add(ns))
     });
 
-    let sent = count(Op::TxPackets);
-    let (completions, completions_basis) = if sent > 0 {
-        (count(Op::Completion).saturating_add(sent), IoBasis::Packets)
-    } else {
-        (count(Op::Completion), IoBasis::Completions)
-    };
-    let (ios, io_basis) = if completions > 0 {
-        (completions, Some(completions_basis))
-    } else if count(Op::DmaMap) > 0 {
-        (count(Op::DmaMap), Some(IoBasis::DmaMaps))
-    } else {
-        (0, None)
-    };
+    let completions = completed_ios(ops).0;
+    let (ios, io_basis) = io_count(ops).map_or((0, None), |(n, basis)| (n, Some(basis)));
     let per = |numerator: u64, denominator: u64| {
         (denominator > 0).then(|| numerator as f64 / denominator as f64)
     };

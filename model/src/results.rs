@@ -20,7 +20,7 @@ use netperf::NetperfResults;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use tlb::TlbResults;
 use vfio_nvme::VfioNvmeResults;
 
@@ -144,6 +144,42 @@ impl WorkloadResults {
         }
     }
 
+    /// The devices the workload drove, as its results name them: netperf's NICs, the file or
+    /// device fio and dma-contention read, the NVMe controller vfio-nvme drove, and every device
+    /// it counted per unit ([`WorkloadResults::window_counts`]). PCI addresses and NIC or disk
+    /// names, which [`crate::snapshot::Device::answers_to`] takes; empty when they name none.
+    pub fn devices(&self) -> BTreeSet<String> {
+        let mut names: BTreeSet<String> = self.window_counts().into_keys().collect();
+        let mut add = |name: Option<String>| names.extend(name.filter(|n| !n.is_empty()));
+        match self {
+            WorkloadResults::Netperf(results) => {
+                for nic in &results.nics {
+                    add(Some(nic.name.clone()));
+                    add(nic.pci_address.as_ref().map(ToString::to_string));
+                }
+            }
+            WorkloadResults::Fio(results) => {
+                if let Some(target) = &results.run.target {
+                    add(target.disk.clone());
+                    add(target.pci_address.as_ref().map(ToString::to_string));
+                }
+            }
+            WorkloadResults::DmaContention(results) => {
+                add(results.target.disk.clone());
+                add(results.target.pci_address.as_ref().map(ToString::to_string));
+            }
+            WorkloadResults::VfioNvme(results) => {
+                add(Some(results.device().pci_address.to_string()));
+            }
+            WorkloadResults::Marked { results, .. } => names.extend(results.devices()),
+            WorkloadResults::Other(results) => names.extend(named_devices(results)),
+            WorkloadResults::Tlb(_)
+            | WorkloadResults::Failed { .. }
+            | WorkloadResults::Interrupted => {}
+        }
+        names
+    }
+
     /// Whether the run was interrupted (the numbers cover it up to then).
     pub fn interrupted(&self) -> bool {
         match self {
@@ -189,6 +225,32 @@ impl WorkloadResults {
     pub fn metric(&self, key: &str) -> Option<f64> {
         self.numbers().remove(key)
     }
+}
+
+/// The devices results this build has no type for name where the built-in workloads name
+/// theirs: `nics[].name` and `.pci_address`, `target.disk` and `.pci_address`,
+/// `device.pci_address`, and the keys of `per_transaction` and `per_io`.
+fn named_devices(results: &Map<String, Value>) -> BTreeSet<String> {
+    let text = |value: Option<&Value>| value.and_then(Value::as_str).map(str::to_string);
+    let mut names = BTreeSet::new();
+    let nics = results.get("nics").and_then(Value::as_array);
+    for nic in nics.into_iter().flatten() {
+        names.extend(text(nic.get("name")));
+        names.extend(text(nic.get("pci_address")));
+    }
+    for object in ["target", "device"] {
+        if let Some(target) = results.get(object) {
+            names.extend(text(target.get("disk")));
+            names.extend(text(target.get("pci_address")));
+        }
+    }
+    for per_unit in ["per_transaction", "per_io"] {
+        if let Some(Value::Object(map)) = results.get(per_unit) {
+            names.extend(map.keys().cloned());
+        }
+    }
+    names.retain(|name| !name.is_empty());
+    names
 }
 
 /// `value` as the JSON object every workload's results are, or an error saying it is not one.

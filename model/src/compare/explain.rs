@@ -10,6 +10,9 @@
 //! - A change in a device's translation time per unit is reported only beyond its interval
 //!   noise; host differences that can change that cost are listed as candidates, not as the cause.
 //! - Counts per unit (maps, syncs, invalidations) repeat run to run, so a change in them is real.
+//! - A finding about devices is about devices that count in one unit (the workload's, or each
+//!   one's own completed I/O or packet): devices in different units make a finding each, so
+//!   that no figure adds one unit to another.
 //! - The workload's change is judged against its noise. Within noise, no cause is claimed.
 //!   Beyond noise, translation is credited only with the share of the time per unit that its own
 //!   change accounts for.
@@ -108,11 +111,11 @@ pub fn findings(c: &Comparison) -> Vec<Finding> {
                 .filter(|d| d.transition == transition)
                 .collect(),
         );
-        if !devices.is_empty() {
-            out.push(translation_finding(c, &devices, on, off));
+        for (unit, devices) in by_unit(&devices) {
+            out.push(translation_finding(c, &devices, &unit, (on, off)));
         }
     }
-    out.extend(code_path_finding(c));
+    out.extend(code_path_findings(c));
     out.extend(invalidation_findings(c));
     out.extend(cost_findings(c));
     out.extend(count_findings(c));
@@ -135,6 +138,20 @@ pub fn findings(c: &Comparison) -> Vec<Finding> {
 fn by_key(mut devices: Vec<&DeviceChange>) -> Vec<&DeviceChange> {
     devices.sort_by(|a, b| a.key.cmp(&b.key));
     devices
+}
+
+/// `devices` (in address order) in groups that count in one unit, each with that unit, the
+/// groups in the order of their first device.
+fn by_unit<'a>(devices: &[&'a DeviceChange]) -> Vec<(String, Vec<&'a DeviceChange>)> {
+    let mut groups: Vec<(String, Vec<&DeviceChange>)> = Vec::new();
+    for d in devices {
+        let unit = d.unit();
+        match groups.iter_mut().find(|(u, _)| *u == unit) {
+            Some((_, group)) => group.push(d),
+            None => groups.push((unit, vec![d])),
+        }
+    }
+    groups
 }
 
 /// `the NICs 0000:00:05.0 (eth0, e1000e) and 0000:00:06.0 (eth1, e1000e)`.
@@ -186,12 +203,13 @@ pub(super) fn ns(value: Option<f64>) -> String {
 }
 
 /// A device's figures per unit, A and B: the counts, then the times (ns) either run measured.
-fn work_figures(c: &Comparison, d: &DeviceChange) -> Vec<Figure> {
+fn work_figures(d: &DeviceChange) -> Vec<Figure> {
     let pick = |f: fn(&super::DeviceWork) -> Option<f64>| {
         (d.a.as_ref().and_then(f), d.b.as_ref().and_then(f))
     };
-    let per = format!("per {}", c.device_unit);
-    let ns_per = format!("ns per {}", c.device_unit);
+    let unit = d.unit();
+    let per = format!("per {unit}");
+    let ns_per = format!("ns per {unit}");
     let counts = [
         ("DMA maps", pick(|w| w.dma_maps)),
         ("IOMMU page-table maps", pick(|w| w.iommu_maps)),
@@ -213,39 +231,35 @@ fn work_figures(c: &Comparison, d: &DeviceChange) -> Vec<Figure> {
 }
 
 /// `per transaction, A → B: IOMMU page-table maps 0.00 → 3.00, ...`: [`work_figures`] as text.
-pub(super) fn work_line(c: &Comparison, d: &DeviceChange) -> String {
-    let parts: Vec<String> = work_figures(c, d)
+pub(super) fn work_line(d: &DeviceChange) -> String {
+    let parts: Vec<String> = work_figures(d)
         .iter()
         .map(|f| {
             let show = if f.unit.starts_with("ns ") { ns } else { f2 };
             format!("{} {} → {}", f.what, show(f.a), show(f.b))
         })
         .collect();
-    format!(
-        "{} per {}, A → B: {}",
-        d.label,
-        c.device_unit,
-        parts.join(", ")
-    )
+    format!("{} per {}, A → B: {}", d.label, d.unit(), parts.join(", "))
 }
 
 /// Every figure of `devices`' work lines, device by device.
-fn devices_figures(c: &Comparison, devices: &[&DeviceChange]) -> Vec<Figure> {
-    devices.iter().flat_map(|d| work_figures(c, d)).collect()
+fn devices_figures(devices: &[&DeviceChange]) -> Vec<Figure> {
+    devices.iter().flat_map(|d| work_figures(d)).collect()
 }
 
 /// `DMA map+unmap ns per transaction`: what a device finding's numbers measure.
-fn dma_time_quantity(c: &Comparison) -> String {
-    format!("DMA map+unmap ns per {}", c.unit)
+fn dma_time_quantity(unit: &str) -> String {
+    format!("DMA map+unmap ns per {unit}")
 }
 
 /// `ns per transaction`: the unit of a device finding's numbers.
-fn dma_time_unit(c: &Comparison) -> String {
-    format!("ns per {}", c.unit)
+fn dma_time_unit(unit: &str) -> String {
+    format!("ns per {unit}")
 }
 
 /// The devices' time in DMA map and unmap per unit, summed, in A and B. The noise is judged
-/// per device, so it is given for a finding about one device only.
+/// per device, so it is given for a finding about one device only. Devices counted in one unit
+/// in A and another in B have no change: A's and B's are in different units.
 fn dma_time_numbers(devices: &[&DeviceChange]) -> Numbers {
     let sum = |side: fn(&DeviceChange) -> Option<f64>| {
         devices
@@ -257,11 +271,20 @@ fn dma_time_numbers(devices: &[&DeviceChange]) -> Numbers {
         [one] => one.dma_time,
         _ => None,
     };
-    Numbers::of(
+    let numbers = Numbers::of(
         sum(|d| d.a.as_ref().and_then(|w| w.dma_ns)),
         sum(|d| d.b.as_ref().and_then(|w| w.dma_ns)),
         significance,
-    )
+    );
+    if devices.iter().all(|d| d.like_for_like()) {
+        numbers
+    } else {
+        Numbers {
+            change: None,
+            delta_pct: None,
+            ..numbers
+        }
+    }
 }
 
 fn share_sum(devices: &[&DeviceChange]) -> Option<f64> {
@@ -271,7 +294,12 @@ fn share_sum(devices: &[&DeviceChange]) -> Option<f64> {
         .try_fold(0.0, |sum, s| s.map(|s| sum + s))
 }
 
-fn translation_finding(c: &Comparison, devices: &[&DeviceChange], on: &str, off: &str) -> Finding {
+fn translation_finding(
+    c: &Comparison,
+    devices: &[&DeviceChange],
+    unit: &str,
+    (on, off): (&str, &str),
+) -> Finding {
     let plural = devices.len() > 1;
     let headline = format!(
         "IOMMU translation on {} is the difference: {on} translates {} DMA, {off} does not",
@@ -298,7 +326,7 @@ fn translation_finding(c: &Comparison, devices: &[&DeviceChange], on: &str, off:
         );
     }
     for d in devices {
-        details.push(work_line(c, d));
+        details.push(work_line(d));
     }
     details.push(format!(
         "the page-table maps, IOTLB syncs and invalidations above are work only the translated \
@@ -309,45 +337,48 @@ fn translation_finding(c: &Comparison, devices: &[&DeviceChange], on: &str, off:
         share_of_gap: share_sum(devices),
         headline,
         details,
-        quantity: dma_time_quantity(c),
-        unit: dma_time_unit(c),
+        quantity: dma_time_quantity(unit),
+        unit: dma_time_unit(unit),
         numbers: dma_time_numbers(devices),
-        figures: devices_figures(c, devices),
+        figures: devices_figures(devices),
     }
 }
 
 /// Both runs translate a device, through different code: the per-unit work and time each path
-/// costs it, side by side.
-fn code_path_finding(c: &Comparison) -> Option<Finding> {
-    let path = c.host.iter().find(|h| h.what == super::DMA_PATH)?;
+/// costs it, side by side (a finding per unit the devices count in).
+fn code_path_findings(c: &Comparison) -> Vec<Finding> {
+    let Some(path) = c.host.iter().find(|h| h.what == super::DMA_PATH) else {
+        return Vec::new();
+    };
     let devices = by_key(
         c.devices
             .iter()
             .filter(|d| d.transition == Transition::Both)
             .collect(),
     );
-    if devices.is_empty() {
-        return None;
-    }
-    let mut details = vec![format!("A: {}", path.a), format!("B: {}", path.b)];
-    for d in &devices {
-        details.push(work_line(c, d));
-    }
-    Some(Finding {
-        kind: FindingKind::CodePath,
-        share_of_gap: share_sum(&devices),
-        headline: format!(
-            "{} translated through different kernel code in A and B: the IOMMU work per {} \
-             below is what each path costs",
-            who(&devices),
-            c.unit
-        ),
-        details,
-        quantity: dma_time_quantity(c),
-        unit: dma_time_unit(c),
-        numbers: dma_time_numbers(&devices),
-        figures: devices_figures(c, &devices),
-    })
+    by_unit(&devices)
+        .into_iter()
+        .map(|(unit, devices)| {
+            let mut details = vec![format!("A: {}", path.a), format!("B: {}", path.b)];
+            for d in &devices {
+                details.push(work_line(d));
+            }
+            Finding {
+                kind: FindingKind::CodePath,
+                share_of_gap: share_sum(&devices),
+                headline: format!(
+                    "{} translated through different kernel code in A and B: the IOMMU work per \
+                     {unit} below is what each path costs",
+                    who(&devices),
+                ),
+                details,
+                quantity: dma_time_quantity(&unit),
+                unit: dma_time_unit(&unit),
+                numbers: dma_time_numbers(&devices),
+                figures: devices_figures(&devices),
+            }
+        })
+        .collect()
 }
 
 fn invalidation_findings(c: &Comparison) -> Vec<Finding> {
@@ -361,35 +392,37 @@ fn invalidation_findings(c: &Comparison) -> Vec<Finding> {
         })
         .collect();
     let devices = by_key(devices);
-    if devices.is_empty() {
-        return Vec::new();
-    }
-    let mut details = Vec::new();
     let causes = host_causes(c, Role::Invalidation);
-    if causes.is_empty() {
-        details.push(format!(
-            "cause: the IOMMU group's domain type ({}), set at run time",
-            domain_change(&devices).join("; ")
-        ));
-    } else {
-        let list: Vec<String> = causes.iter().map(|h| h.sentence()).collect();
-        details.push(format!("cause: {}", list.join("; ")));
-    }
-    details.extend(devices.iter().map(|d| work_line(c, d)));
-    vec![Finding {
-        kind: FindingKind::Invalidation,
-        share_of_gap: share_sum(&devices),
-        headline: format!(
-            "IOTLB invalidation differs on {}: DMA is strict (an invalidation per unmap), \
-             DMA-FQ lazy (batched by the flush queue)",
-            who(&devices)
-        ),
-        details,
-        quantity: dma_time_quantity(c),
-        unit: dma_time_unit(c),
-        numbers: dma_time_numbers(&devices),
-        figures: devices_figures(c, &devices),
-    }]
+    by_unit(&devices)
+        .into_iter()
+        .map(|(unit, devices)| {
+            let mut details = Vec::new();
+            if causes.is_empty() {
+                details.push(format!(
+                    "cause: the IOMMU group's domain type ({}), set at run time",
+                    domain_change(&devices).join("; ")
+                ));
+            } else {
+                let list: Vec<String> = causes.iter().map(|h| h.sentence()).collect();
+                details.push(format!("cause: {}", list.join("; ")));
+            }
+            details.extend(devices.iter().map(|d| work_line(d)));
+            Finding {
+                kind: FindingKind::Invalidation,
+                share_of_gap: share_sum(&devices),
+                headline: format!(
+                    "IOTLB invalidation differs on {}: DMA is strict (an invalidation per \
+                     unmap), DMA-FQ lazy (batched by the flush queue)",
+                    who(&devices)
+                ),
+                details,
+                quantity: dma_time_quantity(&unit),
+                unit: dma_time_unit(&unit),
+                numbers: dma_time_numbers(&devices),
+                figures: devices_figures(&devices),
+            }
+        })
+        .collect()
 }
 
 fn cost_findings(c: &Comparison) -> Vec<Finding> {
@@ -400,88 +433,89 @@ fn cost_findings(c: &Comparison) -> Vec<Finding> {
         .filter(|d| d.dma_time.is_some_and(|s| s.beyond_noise))
         .collect();
     let devices = by_key(devices);
-    if devices.is_empty() {
-        return Vec::new();
-    }
-    let mut details: Vec<String> = devices
-        .iter()
-        .map(|d| {
-            let s = d.dma_time.map(|s| {
-                format!(
-                    " ({:+.1}%, beyond its noise of ±{:.1}%)",
-                    s.change * 100.0,
-                    s.band * 100.0
-                )
-            });
-            format!("{}{}", work_line(c, d), s.unwrap_or_default())
-        })
-        .collect();
     let candidates: Vec<String> = c
         .host
         .iter()
         .filter(|h| h.role != Role::Context || h.what == "kernel")
         .map(HostDifference::sentence)
         .collect();
-    if c.lab {
-        details.push(LAB_CAVEAT.into());
-    }
-    if candidates.is_empty() {
-        details.push("no host difference in the reports: same kernel and IOMMU settings".into());
-    } else {
-        details.push(format!(
-            "host differences that can change this cost (candidates, not a measured cause): {}",
-            candidates.join("; ")
-        ));
-    }
-    vec![Finding {
-        kind: FindingKind::Cost,
-        share_of_gap: share_sum(&devices),
-        headline: format!(
-            "translation time per {} changed on {} beyond run-to-run noise",
-            c.unit,
-            who(&devices)
-        ),
-        details,
-        quantity: dma_time_quantity(c),
-        unit: dma_time_unit(c),
-        numbers: dma_time_numbers(&devices),
-        figures: devices_figures(c, &devices),
-    }]
+    by_unit(&devices)
+        .into_iter()
+        .map(|(unit, devices)| {
+            let mut details: Vec<String> = devices
+                .iter()
+                .map(|d| {
+                    let s = d.dma_time.map(|s| {
+                        format!(
+                            " ({:+.1}%, beyond its noise of ±{:.1}%)",
+                            s.change * 100.0,
+                            s.band * 100.0
+                        )
+                    });
+                    format!("{}{}", work_line(d), s.unwrap_or_default())
+                })
+                .collect();
+            if c.lab {
+                details.push(LAB_CAVEAT.into());
+            }
+            if candidates.is_empty() {
+                details.push(
+                    "no host difference in the reports: same kernel and IOMMU settings".into(),
+                );
+            } else {
+                details.push(format!(
+                    "host differences that can change this cost (candidates, not a measured \
+                     cause): {}",
+                    candidates.join("; ")
+                ));
+            }
+            Finding {
+                kind: FindingKind::Cost,
+                share_of_gap: share_sum(&devices),
+                headline: format!(
+                    "translation time per {unit} changed on {} beyond run-to-run noise",
+                    who(&devices)
+                ),
+                details,
+                quantity: dma_time_quantity(&unit),
+                unit: dma_time_unit(&unit),
+                numbers: dma_time_numbers(&devices),
+                figures: devices_figures(&devices),
+            }
+        })
+        .collect()
 }
 
+/// Devices whose counts per unit changed, a finding per unit they count in (a device counted in
+/// different units in A and B never has changed counts: they do not compare).
 fn count_findings(c: &Comparison) -> Vec<Finding> {
-    if c.unit == "second" {
-        return Vec::new();
-    }
     let devices: Vec<&DeviceChange> = c
         .devices
         .iter()
         .filter(|d| d.transition == Transition::Both && d.counts_changed)
         .collect();
     let devices = by_key(devices);
-    if devices.is_empty() {
-        return Vec::new();
-    }
-    let mut details: Vec<String> = devices.iter().map(|d| work_line(c, d)).collect();
-    details.push(
-        "counts per unit repeat run to run (unlike times), so this is a change in how the \
-         driver or the IOMMU code maps"
-            .into(),
-    );
-    vec![Finding {
-        kind: FindingKind::Counts,
-        share_of_gap: share_sum(&devices),
-        headline: format!(
-            "translation work per {} changed on {}",
-            c.unit,
-            who(&devices)
-        ),
-        details,
-        quantity: dma_time_quantity(c),
-        unit: dma_time_unit(c),
-        numbers: dma_time_numbers(&devices),
-        figures: devices_figures(c, &devices),
-    }]
+    by_unit(&devices)
+        .into_iter()
+        .map(|(unit, devices)| {
+            let mut details: Vec<String> = devices.iter().map(|d| work_line(d)).collect();
+            details.push(
+                "counts per unit repeat run to run (unlike times), so this is a change in how \
+                 the driver or the IOMMU code maps"
+                    .into(),
+            );
+            Finding {
+                kind: FindingKind::Counts,
+                share_of_gap: share_sum(&devices),
+                headline: format!("translation work per {unit} changed on {}", who(&devices)),
+                details,
+                quantity: dma_time_quantity(&unit),
+                unit: dma_time_unit(&unit),
+                numbers: dma_time_numbers(&devices),
+                figures: devices_figures(&devices),
+            }
+        })
+        .collect()
 }
 
 /// Waiting inside translation, per device where either run's DMA calls waited enough to be a
@@ -515,7 +549,7 @@ fn waiting_findings(c: &Comparison) -> Vec<Finding> {
                 "waiting inside translation on {}: of its DMA map+unmap time (per {}), {}, {}; \
                  the times compared are on-CPU and leave it out",
                 who(&[d]),
-                c.device_unit,
+                d.unit(),
                 side("A", &d.a),
                 side("B", &d.b),
             ),
@@ -534,7 +568,7 @@ fn waiting_findings(c: &Comparison) -> Vec<Finding> {
                     d.a.as_ref().and_then(|w| w.dma_offcpu_ns),
                     d.b.as_ref().and_then(|w| w.dma_offcpu_ns),
                 ),
-                format!("ns per {}", c.device_unit),
+                format!("ns per {}", d.unit()),
             )],
         }
     })
@@ -565,7 +599,7 @@ fn same_finding(c: &Comparison) -> Finding {
             ),
             None => " (noise not measurable)".into(),
         };
-        details.push(format!("{}{noise}", work_line(c, d)));
+        details.push(format!("{}{noise}", work_line(d)));
     }
     if !c.host.is_empty() {
         let list: Vec<String> = c.host.iter().map(HostDifference::sentence).collect();
@@ -575,19 +609,25 @@ fn same_finding(c: &Comparison) -> Finding {
             list.join("; ")
         ));
     }
+    // Summed only over devices that count in one unit.
+    let groups = by_unit(&translated);
+    let (unit, numbers) = match groups.as_slice() {
+        [(unit, _)] => (unit.clone(), dma_time_numbers(&translated)),
+        [] => (c.device_unit.clone(), dma_time_numbers(&[])),
+        _ => (super::OWN_UNITS.to_string(), Numbers::of(None, None, None)),
+    };
     Finding {
         kind: FindingKind::Same,
         share_of_gap: None,
         headline: format!(
             "translation is the same in both runs: no device gained or lost it, and each \
-             device's translation time per {} is the same within noise",
-            c.unit
+             device's translation time per {unit} is the same within noise"
         ),
         details,
-        quantity: dma_time_quantity(c),
-        unit: dma_time_unit(c),
-        numbers: dma_time_numbers(&translated),
-        figures: devices_figures(c, &translated),
+        quantity: dma_time_quantity(&unit),
+        unit: dma_time_unit(&unit),
+        numbers,
+        figures: devices_figures(&translated),
     }
 }
 
@@ -643,8 +683,11 @@ fn workload_finding(c: &Comparison, m: &MetricChange) -> Finding {
 /// `transaction/s` for the workload's headline rate; the metric's name for another number (its
 /// unit is not stated).
 fn workload_unit(c: &Comparison, m: &MetricChange) -> String {
-    match c.a.units.rate_metric.as_deref() {
-        Some(rate) if rate == m.metric && c.unit != "second" => format!("{}/s", c.unit),
+    match (
+        c.a.units.rate_metric.as_deref(),
+        super::common_unit(&c.a.units, &c.b.units),
+    ) {
+        (Some(rate), Some(unit)) if rate == m.metric => format!("{unit}/s"),
         _ => m.metric.clone(),
     }
 }
@@ -654,16 +697,18 @@ fn workload_unit(c: &Comparison, m: &MetricChange) -> String {
 /// sentence and its two figures.
 fn attribution(c: &Comparison, m: &MetricChange) -> Option<(String, Vec<Figure>)> {
     let rate_metric = c.a.units.rate_metric.as_deref()?;
-    if m.metric != rate_metric || c.unit == "second" || m.a <= 0.0 || m.b <= 0.0 {
+    let unit = &super::common_unit(&c.a.units, &c.b.units)?;
+    if m.metric != rate_metric || m.a <= 0.0 || m.b <= 0.0 {
         return None;
     }
     let time_gap = 1e9 / m.b - 1e9 / m.a;
-    let translation_gap: f64 = c.devices.iter().map(|d| d.gap_ns).sum();
-    if time_gap == 0.0 {
+    // Only the devices the workload drove: another device's time is not per its unit.
+    let driven: Vec<f64> = c.devices.iter().filter_map(|d| d.workload_gap_ns).collect();
+    if time_gap == 0.0 || driven.is_empty() {
         return None;
     }
+    let translation_gap: f64 = driven.iter().sum();
     let ratio = translation_gap / time_gap;
-    let unit = &c.unit;
     let figures = vec![
         Figure::new(
             None,

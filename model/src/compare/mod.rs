@@ -5,9 +5,10 @@
 //!   parameters of the command line and the IOMMU kernel config, each with the [`Role`] it plays:
 //!   deciding whether DMA is translated at all, strict or lazy invalidation, translation cost, or
 //!   only context.
-//! - **Devices** ([`DeviceChange`]): per device, the work per unit of the workload (transaction,
-//!   read, else completed I/O) in A and B — DMA maps, IOMMU page-table maps, IOTLB syncs and
-//!   invalidations, time — and each device's share of the translation-time gap.
+//! - **Devices** ([`DeviceChange`]): per device, the work per unit in A and B — DMA maps, IOMMU
+//!   page-table maps, IOTLB syncs and invalidations, time — and each device's share of the
+//!   translation-time gap. A device's unit is the workload's (transaction, read) where the
+//!   workload drove it, else its own completed I/O or packet ([`WorkUnits::of_device`]).
 //! - **Workload** ([`MetricChange`]): the workload's own numbers, judged against the run-to-run
 //!   noise measured in each report's interval samples ([`noise`]).
 //! - **Findings** ([`explain`]): the sentences, ranked by share of the gap, that name a cause only
@@ -109,7 +110,8 @@ pub struct DeviceChange {
     /// Translation differs beyond noise: translated in one run only, another domain type, more
     /// or fewer maps, syncs or invalidations per unit, or time per unit beyond its noise.
     pub changed: bool,
-    /// Change in translation time per unit (B - A), ns; per second when the units are unknown.
+    /// Change in translation time per unit (B - A), ns, in the comparison's `unit`: per second
+    /// when the devices do not all count in one unit.
     pub gap_ns: f64,
     /// `|gap_ns|` over the sum over the devices that changed; `None` for the others.
     pub share_of_gap: Option<f64>,
@@ -117,7 +119,34 @@ pub struct DeviceChange {
     pub dma_time: Option<Significance>,
     /// A count per unit differs by more than the runs' probes may have missed of it.
     pub counts_changed: bool,
+    /// Change in translation time per unit of the workload (B - A), ns, when the workload drove
+    /// the device in each run it is in: what the time per unit of the workload can owe it.
+    #[serde(skip)]
+    pub workload_gap_ns: Option<f64>,
 }
+
+impl DeviceChange {
+    /// What the device's figures are per: its unit in both runs (`transaction`, `completed
+    /// I/O`), or `packet in A, transaction in B` when the runs count it in different units.
+    pub fn unit(&self) -> String {
+        match (&self.a, &self.b) {
+            (Some(a), Some(b)) if a.unit != b.unit => format!("{} in A, {} in B", a.unit, b.unit),
+            (Some(w), _) | (None, Some(w)) => w.unit.clone(),
+            (None, None) => "completed I/O".into(),
+        }
+    }
+
+    /// Whether A's and B's figures of the device are in the same unit (or it is in one run).
+    pub fn like_for_like(&self) -> bool {
+        match (&self.a, &self.b) {
+            (Some(a), Some(b)) => a.unit == b.unit,
+            _ => true,
+        }
+    }
+}
+
+/// `device_unit` when the devices count in different units.
+pub const OWN_UNITS: &str = "device's own unit";
 
 /// A workload number in A and B.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -175,11 +204,14 @@ pub struct Comparison {
     pub workload: Vec<MetricChange>,
     /// What the differences mean, most important first.
     pub findings: Vec<Finding>,
-    /// What the per-device gaps and findings' times are per: `transaction`, `read`, `completed
-    /// I/O`, or `second` when A and B count in different units.
+    /// What the per-device gaps (`devices[].gap_ns`) are per: the unit every device counts in
+    /// (`transaction`, `read`, `completed I/O`, `packet`), or `second` when they count in
+    /// different units (a device the workload drove and one it did not, or A and B in different
+    /// units).
     pub unit: String,
-    /// What the per-device figures (`devices[].a`, `devices[].b`) are per: the common unit, or
-    /// `completed I/O in A, transaction in B` when A and B count in different units.
+    /// What the per-device figures (`devices[].a`, `devices[].b`) are per: the unit every device
+    /// counts in, `completed I/O in A, transaction in B` when every device counts so, else
+    /// [`OWN_UNITS`] (each device's `a.unit` and `b.unit` say it).
     pub device_unit: String,
     /// A and B are not like for like: they ran different workloads or measured different devices.
     pub warnings: Vec<String>,
@@ -235,14 +267,21 @@ impl NoiseBasis {
 /// Compares A (the baseline) with B.
 pub fn compare(a: &Report, b: &Report) -> Comparison {
     let units = (work_units(a), work_units(b));
-    let unit = common_unit(&units.0, &units.1);
+    let common = common_unit(&units.0, &units.1);
     let host = host_differences(a, b);
-    let devices = device_changes(a, b, &units, unit.as_deref());
+    let (devices, unit) = device_changes(a, b, &units);
+    let unit = match unit {
+        GapUnit::Common(unit) => Some(unit),
+        GapUnit::Second => None,
+        GapUnit::NoDevice => common.clone(),
+    };
     let workload = workload_changes(a, b, &units.0, &units.1);
-    let device_unit = unit
-        .clone()
-        .unwrap_or_else(|| format!("{} in A, {} in B", units.0.unit, units.1.unit));
-    let warnings = unlike_runs(a, b, &units);
+    let device_unit = device_unit(&devices).unwrap_or_else(|| {
+        common
+            .clone()
+            .unwrap_or_else(|| format!("{} in A, {} in B", units.0.unit, units.1.unit))
+    });
+    let warnings = unlike_runs(a, b, &units, &devices);
     let mut comparison = Comparison {
         a: side(a, units.0),
         b: side(b, units.1),
@@ -274,18 +313,47 @@ fn workload_kind(report: &Report) -> String {
         })
 }
 
-/// Warnings that A and B are not like for like: different workloads (or units of work), or
-/// devices with DMA in one run only.
-fn unlike_runs(a: &Report, b: &Report, units: &(WorkUnits, WorkUnits)) -> Vec<String> {
+/// Warnings that A and B are not like for like: different workloads (or units of work), with
+/// the devices whose figures are per one unit in A and another in B; or devices with DMA in one
+/// run only.
+fn unlike_runs(
+    a: &Report,
+    b: &Report,
+    units: &(WorkUnits, WorkUnits),
+    devices: &[DeviceChange],
+) -> Vec<String> {
     let mut warnings = Vec::new();
     let (ka, kb) = (workload_kind(a), workload_kind(b));
     if ka != kb || units.0.unit != units.1.unit {
         let mut warning = format!("A and B ran different workloads ({ka} in A, {kb} in B)");
-        if units.0.unit != units.1.unit {
+        // The devices counted in one unit in A and another in B, by that pair of units.
+        let mut unlike: Vec<((&str, &str), Vec<&str>)> = Vec::new();
+        for d in devices {
+            let (Some(wa), Some(wb)) = (&d.a, &d.b) else {
+                continue;
+            };
+            if wa.unit == wb.unit {
+                continue;
+            }
+            let pair = (wa.unit.as_str(), wb.unit.as_str());
+            match unlike.iter_mut().find(|(p, _)| *p == pair) {
+                Some((_, keys)) => keys.push(&d.key),
+                None => unlike.push((pair, vec![&d.key])),
+            }
+        }
+        let clauses: Vec<String> = unlike
+            .iter()
+            .map(|((ua, ub), keys)| {
+                format!(
+                    "the figures of {} are per {ua} in A and per {ub} in B",
+                    keys.join(" and ")
+                )
+            })
+            .collect();
+        if !clauses.is_empty() {
             warning.push_str(&format!(
-                ": per-device figures are per {} in A and per {} in B, which do not compare one \
-                 to one",
-                units.0.unit, units.1.unit
+                ": {}, which do not compare one to one",
+                clauses.join("; ")
             ));
         }
         warnings.push(warning);
@@ -324,8 +392,19 @@ fn unlike_runs(a: &Report, b: &Report, units: &(WorkUnits, WorkUnits)) -> Vec<St
     warnings
 }
 
-/// The unit both runs count in, if they count in the same one.
-fn common_unit(a: &WorkUnits, b: &WorkUnits) -> Option<String> {
+/// What the devices' figures are per, if they all count in one unit (or none is compared):
+/// that unit, else [`OWN_UNITS`].
+fn device_unit(devices: &[DeviceChange]) -> Option<String> {
+    let first = devices.first()?.unit();
+    Some(if devices.iter().all(|d| d.unit() == first) {
+        first
+    } else {
+        OWN_UNITS.into()
+    })
+}
+
+/// The workload's unit, if both runs count their work in the same one.
+pub fn common_unit(a: &WorkUnits, b: &WorkUnits) -> Option<String> {
     match (a.count, b.count) {
         (Some(_), Some(_)) if a.unit == b.unit => Some(a.unit.clone()),
         (None, None) => Some(a.unit.clone()),
@@ -541,22 +620,32 @@ fn host_differences(a: &Report, b: &Report) -> Vec<HostDifference> {
     out
 }
 
-/// Translation time per unit (or per second when units are unknown).
-fn translation_per_unit(d: &Device, report: &Report, units: &WorkUnits, per_unit: bool) -> f64 {
+/// What the devices' gaps are per.
+enum GapUnit {
+    /// The unit every device counts in, in both runs.
+    Common(String),
+    /// The devices count in different units: translation time per second of each run.
+    Second,
+    /// No device to compare.
+    NoDevice,
+}
+
+/// A device's translation time (ns) per `count` units, or per second of the run without one.
+fn translation_per(d: &Device, report: &Report, count: Option<f64>) -> f64 {
     let ns = d.derived.translation_ns.unwrap_or(0) as f64;
-    match (per_unit, units.count) {
-        (true, Some(count)) if count > 0.0 => ns / count,
-        (true, None) if d.completions > 0 => ns / d.completions as f64,
-        _ => ns / report.run.duration_s.max(f64::MIN_POSITIVE),
+    match count.filter(|c| *c > 0.0) {
+        Some(count) => ns / count,
+        None => ns / report.run.duration_s.max(f64::MIN_POSITIVE),
     }
 }
 
+/// Every device with DMA in either run, in A and B, largest share of the gap first; and what
+/// the gaps are per.
 fn device_changes(
     a: &Report,
     b: &Report,
     units: &(WorkUnits, WorkUnits),
-    unit: Option<&str>,
-) -> Vec<DeviceChange> {
+) -> (Vec<DeviceChange>, GapUnit) {
     let busy = |d: &&Device| d.op(Op::DmaMap).count > 0 && d.pci_address.is_some();
     let mut rows: Vec<&Device> = b.devices.iter().filter(busy).collect();
     rows.extend(
@@ -565,13 +654,19 @@ fn device_changes(
             .filter(busy)
             .filter(|d| same_device(&b.devices, d).is_none()),
     );
-    let per_unit = unit.is_some();
-    let mut changes: Vec<DeviceChange> = rows
+    let pairs: Vec<(&Device, Option<&Device>, Option<&Device>)> = rows
         .into_iter()
         .map(|row| {
-            let (da, db) = (same_device(&a.devices, row), same_device(&b.devices, row));
-            let in_a = da.map_or(0.0, |d| translation_per_unit(d, a, &units.0, per_unit));
-            let in_b = db.map_or(0.0, |d| translation_per_unit(d, b, &units.1, per_unit));
+            (
+                row,
+                same_device(&a.devices, row),
+                same_device(&b.devices, row),
+            )
+        })
+        .collect();
+    let mut changes: Vec<DeviceChange> = pairs
+        .iter()
+        .map(|&(row, da, db)| {
             let wa = da.map(|d| DeviceWork::of(d, &units.0));
             let wb = db.map(|d| DeviceWork::of(d, &units.1));
             let translated = |w: &Option<DeviceWork>| w.as_ref().is_some_and(|w| w.translated);
@@ -581,39 +676,71 @@ fn device_changes(
                 (false, true) => Transition::OnlyB,
                 (true, false) => Transition::OnlyA,
             };
-            let dma_time = match (da, db, &wa, &wb) {
-                (Some(da), Some(db), Some(wa), Some(wb)) => wa
-                    .dma_ns
-                    .zip(wb.dma_ns)
-                    .and_then(|(ta, tb)| noise::judge_device((a, &da.key), (b, &db.key), ta, tb)),
-                _ => None,
-            };
-            let counts_changed = per_unit
-                && counts_changed(
-                    wa.as_ref(),
-                    wb.as_ref(),
-                    &CountSlack::of(a, b, da.or(db).map(|d| d.completions), units),
-                );
-            let changed = transition == Transition::OnlyA
-                || transition == Transition::OnlyB
-                || wa.as_ref().map(|w| &w.domain_type) != wb.as_ref().map(|w| &w.domain_type)
-                || dma_time.is_some_and(|s| s.beyond_noise)
-                || counts_changed;
-            DeviceChange {
-                changed,
+            let mut change = DeviceChange {
+                changed: false,
                 key: row.key.to_string(),
                 label: label(db.or(da).unwrap_or(row)),
                 is_nic: db.or(da).is_some_and(is_nic),
                 a: wa,
                 b: wb,
                 transition,
-                gap_ns: in_b - in_a,
+                gap_ns: 0.0,
                 share_of_gap: None,
-                dma_time,
-                counts_changed,
-            }
+                dma_time: None,
+                counts_changed: false,
+                workload_gap_ns: None,
+            };
+            let like = change.like_for_like();
+            // Per-unit figures judged against each other only when A's and B's are in one unit.
+            change.dma_time = match (da, db, &change.a, &change.b) {
+                (Some(da), Some(db), Some(wa), Some(wb)) if like => {
+                    wa.dma_ns.zip(wb.dma_ns).and_then(|times| {
+                        noise::judge_device((a, &da.key), (b, &db.key), times, wa.of_workload)
+                    })
+                }
+                _ => None,
+            };
+            let divisor = |d: Option<&Device>, u: &WorkUnits| d.and_then(|d| u.of_device(d).count);
+            change.counts_changed = like
+                && counts_changed(
+                    change.a.as_ref(),
+                    change.b.as_ref(),
+                    &CountSlack::of(a, b, (divisor(da, &units.0), divisor(db, &units.1))),
+                );
+            change.changed = transition == Transition::OnlyA
+                || transition == Transition::OnlyB
+                || change.a.as_ref().map(|w| &w.domain_type)
+                    != change.b.as_ref().map(|w| &w.domain_type)
+                || change.dma_time.is_some_and(|s| s.beyond_noise)
+                || change.counts_changed;
+            change.workload_gap_ns = workload_gap((a, da), (b, db), units);
+            change
         })
         .collect();
+    let first = changes.first().map(DeviceChange::unit);
+    let gap_unit = match first {
+        None => GapUnit::NoDevice,
+        Some(unit)
+            if changes
+                .iter()
+                .all(|c| c.like_for_like() && c.unit() == unit) =>
+        {
+            GapUnit::Common(unit)
+        }
+        Some(_) => GapUnit::Second,
+    };
+    for (change, &(_, da, db)) in changes.iter_mut().zip(&pairs) {
+        let per = |d: Option<&Device>, report: &Report, u: &WorkUnits| {
+            d.map_or(0.0, |d| {
+                let count = match gap_unit {
+                    GapUnit::Common(_) => u.of_device(d).count,
+                    _ => None,
+                };
+                translation_per(d, report, count)
+            })
+        };
+        change.gap_ns = per(db, b, &units.1) - per(da, a, &units.0);
+    }
     let total: f64 = changes
         .iter()
         .filter(|c| c.changed)
@@ -628,7 +755,24 @@ fn device_changes(
             .total_cmp(&x.share_of_gap.unwrap_or(0.0))
             .then_with(|| x.key.cmp(&y.key))
     });
-    changes
+    (changes, gap_unit)
+}
+
+/// A device's change in translation time per unit of the workload, when A and B count their
+/// work in the same unit and the workload drove the device in each run it is in (a run it is
+/// absent from adds nothing); `None` otherwise.
+fn workload_gap(
+    (a, da): (&Report, Option<&Device>),
+    (b, db): (&Report, Option<&Device>),
+    units: &(WorkUnits, WorkUnits),
+) -> Option<f64> {
+    common_unit(&units.0, &units.1)?;
+    let per = |d: Option<&Device>, report: &Report, u: &WorkUnits| match d {
+        None => Some(0.0),
+        Some(d) if u.drove(d) => Some(translation_per(d, report, u.count)),
+        Some(_) => None,
+    };
+    Some(per(db, b, &units.1)? - per(da, a, &units.0)?)
 }
 
 /// Relative change in a count per unit that counts as a change (counts repeat run to run; the
@@ -660,25 +804,17 @@ struct CountSlack {
 }
 
 impl CountSlack {
-    fn of(
-        a: &Report,
-        b: &Report,
-        completions: Option<u64>,
-        units: &(WorkUnits, WorkUnits),
-    ) -> CountSlack {
-        let per_unit = |report: &Report, units: &WorkUnits, op: Op| -> f64 {
+    /// The calls A and B may have missed, over the device's units in A and in B (`counts`).
+    fn of(a: &Report, b: &Report, counts: (Option<f64>, Option<f64>)) -> CountSlack {
+        let per_unit = |report: &Report, count: Option<f64>, op: Op| -> f64 {
             let missed = report
                 .health
                 .get(&format!("missed_calls.{}", op.name()))
                 .copied()
                 .unwrap_or(0) as f64;
-            let count = units
-                .count
-                .filter(|c| *c > 0.0)
-                .or_else(|| completions.filter(|c| *c > 0).map(|c| c as f64));
-            count.map_or(0.0, |c| missed / c)
+            count.filter(|c| *c > 0.0).map_or(0.0, |c| missed / c)
         };
-        let both = |op: Op| per_unit(a, &units.0, op) + per_unit(b, &units.1, op);
+        let both = |op: Op| per_unit(a, counts.0, op) + per_unit(b, counts.1, op);
         CountSlack {
             dma_maps: both(Op::DmaMap),
             iommu_maps: both(Op::IommuMap),

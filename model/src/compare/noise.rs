@@ -230,12 +230,13 @@ pub fn repeat_workload_spread(repeats: &Repeats, metric: &str) -> Option<Spread>
     Spread::of_repeats(&values)
 }
 
-/// The spread of a device's translation time per unit of work across the runs of `repeats`.
-pub fn repeat_device_spread(repeats: &Repeats, key: &str) -> Option<Spread> {
+/// The spread of a device's translation time per unit across the runs of `repeats`: per unit
+/// of the workload's work when `of_workload`, else per the device's own I/O.
+pub fn repeat_device_spread(repeats: &Repeats, key: &str, of_workload: bool) -> Option<Spread> {
     let values: Vec<f64> = repeats
         .runs
         .iter()
-        .filter_map(|run| run.translation_ns_per_unit(key))
+        .filter_map(|run| run.translation_ns_per_unit(key, of_workload))
         .collect();
     Spread::of_repeats(&values)
 }
@@ -270,13 +271,14 @@ pub fn judge_workload(
 }
 
 /// A device's time per unit from A (`ta`, row `key_a`) to B (`tb`, row `key_b`) judged against
-/// its noise: its translation time per unit across repeated runs when both reports have them,
-/// else its translation time per I/O across interval samples.
+/// its noise: its translation time per unit across repeated runs when both reports have them
+/// (per unit of the workload's work when `of_workload`, else per the device's own I/O), else
+/// its translation time per I/O across interval samples.
 pub fn judge_device(
     (a, key_a): (&Report, &RowKey),
     (b, key_b): (&Report, &RowKey),
-    ta: f64,
-    tb: f64,
+    (ta, tb): (f64, f64),
+    of_workload: bool,
 ) -> Option<Significance> {
     let (text_a, text_b) = (key_a.text(), key_b.text());
     let (key_a, key_b) = (&*text_a, &*text_b);
@@ -286,8 +288,8 @@ pub fn judge_device(
             judge(
                 ta,
                 tb,
-                repeat_device_spread(ra, key_a),
-                repeat_device_spread(rb, key_b),
+                repeat_device_spread(ra, key_a, of_workload),
+                repeat_device_spread(rb, key_b, of_workload),
             )
         })
         .or_else(|| {

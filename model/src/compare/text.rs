@@ -19,7 +19,7 @@ impl Comparison {
         shown: &mut Vec<(&'a str, usize)>,
     ) -> std::borrow::Cow<'a, str> {
         for d in &self.devices {
-            let figures = work_line(self, d);
+            let figures = work_line(d);
             let Some(rest) = detail.strip_prefix(figures.as_str()) else {
                 continue;
             };
@@ -79,13 +79,24 @@ impl Comparison {
             }
         }
         if !self.devices.is_empty() {
-            let _ = writeln!(out, "\ndevices, per {} (A → B):", self.device_unit);
+            // Devices that count in different units each say their own.
+            let own_units = self.device_unit == super::OWN_UNITS;
+            if own_units {
+                let _ = writeln!(out, "\ndevices, each per its own unit (A → B):");
+            } else {
+                let _ = writeln!(out, "\ndevices, per {} (A → B):", self.device_unit);
+            }
             for d in &self.devices {
                 let share = d
                     .share_of_gap
                     .map(|s| format!("  [{:.0}% of the gap]", s * 100.0))
                     .unwrap_or_default();
-                let _ = writeln!(out, "  {}{share}", d.label);
+                let unit = if own_units {
+                    format!(", per {}", d.unit())
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(out, "  {}{unit}{share}", d.label);
                 let text = |w: &Option<super::DeviceWork>, f: fn(&super::DeviceWork) -> String| {
                     w.as_ref().map_or("-".to_string(), f)
                 };

@@ -378,8 +378,8 @@ impl Threshold {
 
     /// The unit of the value the path reads in `report`, as `compare --json`'s findings name
     /// theirs: a workload's headline rate per second of its unit, else the metric's own name;
-    /// a device's times in ns, its counts per unit of the workload (or per I/O for the derived
-    /// overhead). `None` for text and yes/no values.
+    /// a device's times in ns, its counts per its unit (the workload's if it drove the device,
+    /// else its own I/O; per I/O for the derived overhead). `None` for text and yes/no values.
     fn unit(&self, report: &Report) -> Option<String> {
         let unit = match &self.path {
             Path::Workload(metric) => {
@@ -402,7 +402,14 @@ impl Threshold {
                     _ => "ns".into(),
                 },
                 DeviceField::PerUnit(name) => {
-                    let per = work_units(report).unit;
+                    // The device's own unit: the workload's if it drove the device.
+                    let units = work_units(report);
+                    let per = match &self.path {
+                        Path::Device { selector, .. } => self
+                            .select(report, selector, "B")
+                            .map_or_else(|_| units.unit.clone(), |d| units.of_device(d).name),
+                        _ => units.unit.clone(),
+                    };
                     if name.ends_with("_ns") {
                         format!("ns per {per}")
                     } else {

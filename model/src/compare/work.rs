@@ -1,12 +1,18 @@
-//! What one unit of the workload's work cost each device: DMA maps, IOMMU page-table maps, IOTLB
-//! syncs and invalidations, and time, per transaction (TCP_RR), per read (fio, dd) or, when the
-//! report carries no workload numbers, per completed I/O.
+//! What one unit of work cost each device: DMA maps, IOMMU page-table maps, IOTLB syncs and
+//! invalidations, and time, per transaction (TCP_RR), per read (fio, dd), or per the device's
+//! own completed I/O or packet.
 //!
-//! The unit is what the workload stated ([`Headline`] in `results.work`). Reports written before
+//! The workload's unit is what it stated ([`Headline`] in `results.work`). Reports written before
 //! workloads stated it are read by [`legacy_units`], which recognises the result keys those builds
 //! wrote; nothing else reads units from key names.
+//!
+//! Each device's unit is decided on its own ([`WorkUnits::of_device`]): the workload's unit for a
+//! device the workload drove (its results name it: netperf's NICs, fio's target, ...), else the
+//! device's own I/O as its row counts them ([`crate::derive::io_count`]: completed I/Os, packets
+//! for a NIC). A run with two workloads (TCP_RR on the NICs while something else reads the NVMe)
+//! thus never puts one device's cost per another workload's transaction.
 
-use crate::derive::enclosing;
+use crate::derive::{enclosing, io_count};
 use crate::report::{Report, WorkloadReport};
 use crate::results::PerUnit;
 use crate::sample::Op;
@@ -14,7 +20,7 @@ use crate::snapshot::Device;
 use crate::waiting::DmaWaiting;
 use crate::workload::Headline;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The workload "metric" every report has: completed I/Os per second over all devices.
 pub const COMPLETIONS_PER_S: &str = "completions_per_s";
@@ -35,6 +41,22 @@ pub struct WorkUnits {
     /// the run's set-up.
     #[serde(skip)]
     pub window: BTreeMap<String, PerUnit>,
+    /// The devices the workload drove, as its results and parameters name them (PCI addresses,
+    /// NIC and disk names): only their figures are per the workload's unit.
+    #[serde(skip)]
+    pub driven: BTreeSet<String>,
+}
+
+/// What one device's figures are per.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceUnit {
+    /// The workload's unit (`transaction`), or the device's own I/O: `completed I/O`, `packet`
+    /// (a NIC's, sent and received), `DMA map` (a device that completed nothing the probes saw).
+    pub name: String,
+    /// How many the run did; `None` when not known.
+    pub count: Option<f64>,
+    /// The workload's unit: the workload drove the device and counted its units.
+    pub workload: bool,
 }
 
 impl WorkUnits {
@@ -46,6 +68,38 @@ impl WorkUnits {
             rate_metric: None,
             rate: None,
             window: BTreeMap::new(),
+            driven: BTreeSet::new(),
+        }
+    }
+
+    /// Whether the workload drove `device` and counted its units: then the device's figures are
+    /// per the workload's unit.
+    pub fn drove(&self, device: &Device) -> bool {
+        self.count.is_some_and(|c| c > 0.0)
+            && self.driven.iter().any(|name| device.answers_to(name))
+    }
+
+    /// What `device`'s figures are per: the workload's unit if it drove the device, else the
+    /// device's own I/O (completions, a NIC's packets, else its DMA maps).
+    pub fn of_device(&self, device: &Device) -> DeviceUnit {
+        if self.drove(device) {
+            return DeviceUnit {
+                name: self.unit.clone(),
+                count: self.count,
+                workload: true,
+            };
+        }
+        match io_count(&device.ops) {
+            Some((count, basis)) => DeviceUnit {
+                name: basis.unit().into(),
+                count: Some(count as f64),
+                workload: false,
+            },
+            None => DeviceUnit {
+                name: "completed I/O".into(),
+                count: None,
+                workload: false,
+            },
         }
     }
 }
@@ -64,8 +118,23 @@ pub fn work_units(report: &Report) -> WorkUnits {
             .count
             .map(|_| workload.results.window_counts())
             .unwrap_or_default(),
+        driven: driven_devices(workload),
         ..units
     }
+}
+
+/// The devices `workload` drove: those its results name, and the block device its `filename`
+/// parameter names (`/dev/nvme0n1`: `nvme0n1`).
+fn driven_devices(workload: &WorkloadReport) -> BTreeSet<String> {
+    let mut names = workload.results.devices();
+    let device_file = workload
+        .params
+        .get("filename")
+        .and_then(|value| value.as_str())
+        .and_then(|path| path.strip_prefix("/dev/"))
+        .filter(|name| !name.is_empty() && !name.contains('/'));
+    names.extend(device_file.map(str::to_string));
+    names
 }
 
 /// What the workload stated; per completion when it counted neither units nor their rate.
@@ -79,6 +148,7 @@ fn stated_units(headline: &Headline) -> WorkUnits {
         rate_metric: headline.rate_metric.clone(),
         rate: headline.rate_per_s,
         window: BTreeMap::new(),
+        driven: BTreeSet::new(),
     }
 }
 
@@ -135,6 +205,7 @@ fn legacy_units(workload: &WorkloadReport) -> WorkUnits {
             rate_metric,
             rate: rate_value,
             window: BTreeMap::new(),
+            driven: BTreeSet::new(),
         };
     }
     match rate {
@@ -146,6 +217,7 @@ fn legacy_units(workload: &WorkloadReport) -> WorkUnits {
             rate_metric,
             rate: rate_value,
             window: BTreeMap::new(),
+            driven: BTreeSet::new(),
         },
         None => WorkUnits::completions(),
     }
@@ -154,6 +226,13 @@ fn legacy_units(workload: &WorkloadReport) -> WorkUnits {
 /// What a device did per unit of work.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeviceWork {
+    /// What the figures are per ([`WorkUnits::of_device`]): the workload's unit (`transaction`)
+    /// for a device the workload drove, else the device's own `completed I/O`, `packet` or `DMA
+    /// map`.
+    pub unit: String,
+    /// The figures are per the workload's unit.
+    #[serde(skip)]
+    pub of_workload: bool,
     pub domain_type: Option<String>,
     /// Its DMA went through IOMMU translation: a `DMA`/`DMA-FQ` domain, or page-table maps seen.
     pub translated: bool,
@@ -182,17 +261,19 @@ pub struct DeviceWork {
 }
 
 impl DeviceWork {
-    /// A device's work per unit of `units` (else per completion). Its counts are the workload's
-    /// own window's where the workload measured them ([`WorkUnits::window`]): a run's set-up
-    /// (a NIC's receive ring filled as its link comes up) spread over fewer units would
-    /// otherwise read as more work per unit. Its times are the whole run's.
+    /// A device's work per its unit ([`WorkUnits::of_device`]: the workload's if it drove the
+    /// device, else the device's own I/O). Its counts are the workload's own window's where the
+    /// workload measured them ([`WorkUnits::window`]): a run's set-up (a NIC's receive ring
+    /// filled as its link comes up) spread over fewer units would otherwise read as more work
+    /// per unit. Its times are the whole run's.
     pub fn of(device: &Device, units: &WorkUnits) -> DeviceWork {
-        let divisor = units
-            .count
-            .filter(|c| *c > 0.0)
-            .or_else(|| (device.completions > 0).then_some(device.completions as f64));
+        let unit = units.of_device(device);
+        let divisor = unit.count.filter(|c| *c > 0.0);
         let per = |value: f64| divisor.map(|u| value / u);
-        let window = units.window.get(&device.key.to_string());
+        let window = units
+            .window
+            .get(&device.key.to_string())
+            .filter(|_| unit.workload);
         let counted = |op: Op| match window.and_then(|w| w.of(op)) {
             Some(in_window) => Some(in_window),
             None => per(device.op(op).count as f64),
@@ -207,6 +288,8 @@ impl DeviceWork {
             .and_then(|ns| per(ns as f64));
         let waiting = DmaWaiting::of(device);
         DeviceWork {
+            unit: unit.name,
+            of_workload: unit.workload,
             dma_offcpu_ns: waiting.and_then(|w| per(w.offcpu_ns as f64)),
             dma_waiting_share: waiting.map(|w| w.share()),
             dma_waited_calls: waiting.map(|w| w.waited_calls),
@@ -334,6 +417,7 @@ mod tests {
                 rate_metric: Some("iops".into()),
                 rate: Some(100.0),
                 window: BTreeMap::new(),
+                driven: BTreeSet::new(),
             }
         );
         let uncounted = json!({"work": Headline::uncounted(crate::workload::WorkUnit::Access)});
@@ -379,6 +463,111 @@ mod tests {
         assert_eq!(work.iommu_maps, Some(0.0));
         assert_eq!(work.iommu_ns, Some(0.0));
         assert_eq!(label(nvme), "0000:00:02.0 (nvme0n1, nvme)");
+    }
+
+    fn device<'a>(report: &'a Report, key: &str) -> &'a Device {
+        report
+            .devices
+            .iter()
+            .find(|d| d.key == key)
+            .unwrap_or_else(|| panic!("no row {key}"))
+    }
+
+    /// In a run with two workloads, only the devices the report's workload drove count per its
+    /// unit: netperf's NICs per transaction; the NVMe it did not drive per its own completed
+    /// I/O; a NIC it did not name per its own packets, sent and received.
+    #[test]
+    fn a_device_the_workload_did_not_drive_counts_per_its_own_io() {
+        let mut report = crate::report::fixtures::two_workloads_report("DMA-FQ");
+        let units = work_units(&report);
+        assert_eq!(units.unit, "transaction");
+        let nvme = device(&report, "0000:00:04.0");
+        assert!(!units.drove(nvme));
+        assert_eq!(
+            units.of_device(nvme),
+            DeviceUnit {
+                name: "completed I/O".into(),
+                count: Some(8000.0),
+                workload: false
+            }
+        );
+        let work = DeviceWork::of(nvme, &units);
+        assert_eq!(work.unit, "completed I/O");
+        assert!(!work.of_workload);
+        assert_eq!(work.dma_maps, Some(1.0));
+        assert_eq!(work.iommu_maps, Some(1.0));
+        assert_eq!(work.dma_ns, Some(15_300.0));
+        assert_eq!(work.iommu_ns, Some(1_530.0));
+        assert_eq!(
+            work.dma_ns, nvme.derived.translation_ns_per_io,
+            "the report's own figure per I/O"
+        );
+        for (key, dma_ns) in [("0000:00:05.0", 18_000.0), ("0000:00:06.0", 12_000.0)] {
+            let nic = device(&report, key);
+            assert!(units.drove(nic), "{key}");
+            let work = DeviceWork::of(nic, &units);
+            assert_eq!(work.unit, "transaction", "{key}");
+            assert!(work.of_workload, "{key}");
+            assert_eq!(work.dma_maps, Some(3.0), "{key}");
+            assert_eq!(work.dma_ns, Some(dma_ns), "{key}");
+        }
+        // netperf names eth0 only: eth1 counts per its own packets.
+        if let Some(WorkloadResults::Netperf(netperf)) =
+            report.run.workload.as_mut().map(|w| &mut w.results)
+        {
+            netperf.nics.retain(|nic| nic.name == "eth0");
+            if let Some(windows) = netperf.per_transaction.as_mut() {
+                windows.remove("0000:00:06.0");
+            }
+        }
+        let units = work_units(&report);
+        let eth1 = device(&report, "0000:00:06.0");
+        let work = DeviceWork::of(eth1, &units);
+        assert_eq!(work.unit, "packet");
+        assert_eq!(work.dma_maps, Some(0.75), "three maps for four packets");
+        assert_eq!(work.dma_ns, Some(3_000.0));
+        assert_eq!(work.dma_ns, eth1.derived.translation_ns_per_io);
+        assert_eq!(
+            DeviceWork::of(device(&report, "0000:00:05.0"), &units).unit,
+            "transaction"
+        );
+    }
+
+    /// The devices a workload drove are those its results name (typed or not), or the block
+    /// device its `filename` names; results that name none drove none, whatever they counted.
+    #[test]
+    fn a_workload_drove_the_devices_its_results_or_its_filename_name() {
+        let nvme = |report: &Report| DeviceWork::of(&report.devices[0], &work_units(report)).unit;
+        let counted = json!({"reads": 4000, "read_iops": 2000.0});
+        assert_eq!(
+            nvme(&with_results(counted.clone(), json!({}))),
+            "completed I/O"
+        );
+        let by_filename = with_results(counted.clone(), json!({"filename": "/dev/nvme0n1"}));
+        assert_eq!(nvme(&by_filename), "read");
+        assert_eq!(
+            DeviceWork::of(&by_filename.devices[0], &work_units(&by_filename)).dma_maps,
+            Some(1.0)
+        );
+        assert_eq!(
+            nvme(&with_results(
+                counted.clone(),
+                json!({"filename": "/tmp/file"})
+            )),
+            "completed I/O"
+        );
+        for named in [
+            json!({"target": {"disk": "nvme0n1"}}),
+            json!({"target": {"pci_address": "0000:00:02.0"}}),
+            json!({"per_io": {"0000:00:02.0": {}}}),
+            json!({"device": {"pci_address": "0000:00:02.0"}}),
+        ] {
+            let mut results = counted.clone();
+            if let (Some(results), Some(named)) = (results.as_object_mut(), named.as_object()) {
+                results.extend(named.clone());
+            }
+            assert_eq!(nvme(&with_results(results, json!({}))), "read", "{named}");
+        }
     }
 
     /// A NIC's set-up (its receive ring filled as the link came up) is in the run's counts but

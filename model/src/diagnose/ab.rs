@@ -24,6 +24,7 @@ pub struct AbOutcome {
     pub device_key: String,
     pub device: String,
     pub metric: String,
+    /// What the work figures of both modes are per: the device's unit in the translated run.
     pub unit: String,
     pub translated: AbMode,
     pub identity: AbMode,
@@ -55,6 +56,12 @@ pub fn ab_outcome(translated: &Report, identity: &Report, device_key: &str) -> A
     };
     let t = mode(translated, "translated");
     let i = mode(identity, "identity");
+    // The device's own unit in the translated run (the workload's if it drove the device).
+    let unit = t
+        .work
+        .as_ref()
+        .or(i.work.as_ref())
+        .map_or_else(|| units.unit.clone(), |w| w.unit.clone());
     let (change, significance) = match (t.rate, i.rate) {
         (Some(a), Some(b)) if a > 0.0 => (
             Some((b - a) / a),
@@ -82,7 +89,7 @@ pub fn ab_outcome(translated: &Report, identity: &Report, device_key: &str) -> A
     AbOutcome {
         device_key: device_key.to_string(),
         device,
-        unit: units.unit,
+        unit,
         metric,
         translated: t,
         identity: i,
@@ -239,8 +246,10 @@ mod tests {
             text.starts_with("A/B on 0000:00:02.0 (nvme0n1, nvme): the same workload"),
             "{text}"
         );
-        assert!(text.contains("  translated (DMA-FQ): 2000.0 read_iops; per read: 1.00 DMA maps, 1.00 IOMMU page-table maps"), "{text}");
-        assert!(text.contains("  identity   (identity): 2400.0 read_iops; per read: 1.00 DMA maps, 0.00 IOMMU page-table maps"), "{text}");
+        // fio counted no reads here: the figures are per the NVMe's own completed I/O.
+        assert_eq!(ab.unit, "completed I/O");
+        assert!(text.contains("  translated (DMA-FQ): 2000.0 read_iops; per completed I/O: 1.00 DMA maps, 1.00 IOMMU page-table maps"), "{text}");
+        assert!(text.contains("  identity   (identity): 2400.0 read_iops; per completed I/O: 1.00 DMA maps, 0.00 IOMMU page-table maps"), "{text}");
         assert!(
             text.contains("difference: +20.0% read_iops in identity, beyond run-to-run noise"),
             "{text}"

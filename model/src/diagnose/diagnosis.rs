@@ -25,8 +25,9 @@ pub struct Diagnosis {
     pub system: Vec<String>,
     /// The verdict, as the text prints it, a line each.
     pub verdict: Vec<String>,
-    /// What the devices' work figures are per: the workload's unit (`transaction`), or
-    /// `completed I/O`.
+    /// What the work figures of the devices the workload drove are per: the workload's unit
+    /// (`transaction`), or `completed I/O` when it counted none. Each device's own is its
+    /// `work.unit`: a device the workload did not drive counts per its own I/O.
     pub unit: String,
     /// The devices the verdict is about, busiest first, with their work per unit.
     pub devices: Vec<DiagnosedDevice>,
@@ -136,10 +137,19 @@ impl Diagnosis {
 
 impl Diagnosis {
     /// The devices of the verdict as a table, for the Markdown and the page: the headers, each
-    /// naming its unit, and a row of cells per device (`-` where not measured).
+    /// naming its unit, and a row of cells per device (`-` where not measured). Devices that
+    /// count in different units get a `per` column, and the headers say `per unit`.
     pub fn devices_table(&self) -> (Vec<String>, Vec<Vec<String>>) {
-        let unit = &self.unit;
-        let headers = vec![
+        let first = self.devices.first().map(|d| d.work.unit.as_str());
+        let one_unit = self
+            .devices
+            .iter()
+            .all(|d| Some(d.work.unit.as_str()) == first);
+        let unit = match first {
+            Some(unit) if one_unit => unit,
+            _ => "unit",
+        };
+        let mut headers = vec![
             "device".to_string(),
             "domain".to_string(),
             "translated".to_string(),
@@ -150,6 +160,9 @@ impl Diagnosis {
             "CPU, % of one".to_string(),
             "switched out, % of DMA map+unmap".to_string(),
         ];
+        if !one_unit {
+            headers.insert(3, "per".to_string());
+        }
         let number = |value: Option<f64>, decimals: usize| {
             value.map_or("-".into(), |v| format!("{v:.decimals$}"))
         };
@@ -158,7 +171,7 @@ impl Diagnosis {
             .iter()
             .map(|device| {
                 let w = &device.work;
-                vec![
+                let mut row = vec![
                     device.label.clone(),
                     w.domain_type
                         .clone()
@@ -170,7 +183,11 @@ impl Diagnosis {
                     number(w.iommu_ns, 0),
                     number(w.cpu_share.map(|s| s * 100.0), 2),
                     number(w.dma_waiting_share.map(|s| s * 100.0), 1),
-                ]
+                ];
+                if !one_unit {
+                    row.insert(3, w.unit.clone());
+                }
+                row
             })
             .collect();
         (headers, rows)

@@ -152,13 +152,14 @@ fn health_line(report: &Report) -> Option<String> {
     Some(format!("numbers may be incomplete: {}", parts.join("; ")))
 }
 
-/// The verdict in one sentence: what translation costs the translated devices together, and
-/// where most of it goes.
+/// The verdict in one sentence: what translation costs each translated device per its unit (the
+/// workload's for the devices it drove, else the device's own I/O), the share of the time per
+/// unit of the devices the workload drove, the CPU it takes, and where most of it goes. Figures
+/// in different units are stated apart, never added up.
 fn headline(devices: &[&Device], units: &WorkUnits) -> Option<String> {
     if devices.is_empty() {
         return None;
     }
-    let unit = per(units);
     let translated: Vec<(&Device, DeviceWork)> = devices
         .iter()
         .map(|d| (*d, DeviceWork::of(d, units)))
@@ -171,14 +172,17 @@ fn headline(devices: &[&Device], units: &WorkUnits) -> Option<String> {
                 .into(),
         );
     }
-    let costs: Vec<String> = translated
-        .iter()
-        .filter_map(|(d, w)| {
-            w.dma_ns
-                .map(|ns| format!("{} {}", label(d), human_ns(ns.round() as u64)))
-        })
-        .collect();
-    if costs.is_empty() {
+    // The timed devices by unit, in the order their first device comes (busiest first).
+    let mut by_unit: Vec<(&str, Vec<String>)> = Vec::new();
+    for (d, w) in &translated {
+        let Some(ns) = w.dma_ns else { continue };
+        let cost = format!("{} {}", label(d), human_ns(ns.round() as u64));
+        match by_unit.iter_mut().find(|(unit, _)| *unit == w.unit) {
+            Some((_, costs)) => costs.push(cost),
+            None => by_unit.push((&w.unit, vec![cost])),
+        }
+    }
+    if by_unit.is_empty() {
         return Some(format!(
             "verdict: {} translated, but the DMA path was only counted, not timed",
             translated
@@ -188,20 +192,48 @@ fn headline(devices: &[&Device], units: &WorkUnits) -> Option<String> {
                 .join(", ")
         ));
     }
-    let total: f64 = translated.iter().filter_map(|(_, w)| w.dma_ns).sum();
+    let costs: Vec<String> = by_unit
+        .iter()
+        .map(|(unit, costs)| format!("{} per {unit}", costs.join(" and ")))
+        .collect();
     let cpu: f64 = translated.iter().filter_map(|(_, w)| w.cpu_share).sum();
     let mut line = format!(
-        "verdict: IOMMU translation costs {} per {unit} in DMA map+unmap",
+        "verdict: IOMMU translation costs {} in DMA map+unmap",
         costs.join(" and ")
     );
-    if let Some(time_share) = share_of_time(units, total) {
-        let _ = write!(
-            line,
-            ", together {:.0}% of the time per {unit}",
-            time_share * 100.0
-        );
+    // The share of the time per unit: only of the devices the workload drove, whose time is
+    // per its unit.
+    let driven: Vec<f64> = translated
+        .iter()
+        .filter(|(_, w)| w.of_workload)
+        .filter_map(|(_, w)| w.dma_ns)
+        .collect();
+    let time_share = share_of_time(units, driven.iter().sum())
+        .filter(|_| !driven.is_empty())
+        .map(|share| share * 100.0);
+    if by_unit.len() == 1 {
+        if let Some(share) = time_share {
+            let _ = write!(
+                line,
+                ", together {share:.0}% of the time per {}",
+                units.unit
+            );
+        }
+        let _ = write!(line, " and {:.1}% of one CPU", cpu * 100.0);
+    } else {
+        if let Some(share) = time_share {
+            let (who, together) = match driven.len() {
+                1 => ("the device", ""),
+                _ => ("the devices", " together"),
+            };
+            let _ = write!(
+                line,
+                "; {who} per {unit}{together} {share:.0}% of the time per {unit}",
+                unit = units.unit
+            );
+        }
+        let _ = write!(line, "; {:.1}% of one CPU in all", cpu * 100.0);
     }
-    let _ = write!(line, " and {:.1}% of one CPU", cpu * 100.0);
     let heaviest = translated
         .iter()
         .flat_map(|(d, _)| {
@@ -220,7 +252,8 @@ fn headline(devices: &[&Device], units: &WorkUnits) -> Option<String> {
     Some(line)
 }
 
-/// `1 per transaction` / `1 per completed I/O`.
+/// What the figures of the devices the workload drove are per: its unit when it counted them,
+/// else `completed I/O`.
 fn per(units: &WorkUnits) -> String {
     if units.count.is_some() {
         units.unit.clone()
@@ -249,7 +282,7 @@ fn device_verdict(
 ) -> String {
     let mut out = String::new();
     let work = DeviceWork::of(d, units);
-    let unit = per(units);
+    let unit = work.unit.clone();
     let group = d.iommu_group.map_or_else(
         || "no IOMMU group".to_string(),
         |g| format!("IOMMU group {g}"),
@@ -287,7 +320,7 @@ fn device_verdict(
                 );
             }
             let _ = write!(line, ", {:.1}% of one CPU", share * 100.0);
-            if let Some(time_share) = share_of_time(units, dma_ns) {
+            if let Some(time_share) = share_of_time(units, dma_ns).filter(|_| work.of_workload) {
                 let _ = write!(line, ", {:.0}% of the time per {unit}", time_share * 100.0);
             }
             let _ = writeln!(out, "{line}");
@@ -427,6 +460,7 @@ pub fn folded_stacks(report: &Report) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diagnose::Diagnosis;
     use crate::report::fixtures::full_report;
     use crate::report::StackSample;
 
@@ -625,6 +659,108 @@ mod tests {
         assert_eq!(
             folded_stacks(&report),
             ["0000:00:05.0;dma_map;e1000_xmit_frame;dma_map_page_attrs 7"]
+        );
+    }
+
+    /// A run with two workloads divided the NVMe's cost by the transactions of netperf, which
+    /// drove only the NICs: each device now goes per its own unit, and the share of the time
+    /// per transaction is only the NICs'.
+    #[test]
+    fn the_verdict_never_puts_a_device_per_another_workloads_transaction() {
+        let report = crate::report::fixtures::two_workloads_report("DMA-FQ");
+        let text = verdict(&report, None, None);
+        let headline = text
+            .lines()
+            .find(|l| l.starts_with("verdict: "))
+            .expect("a verdict line");
+        assert_eq!(
+            headline,
+            "verdict: IOMMU translation costs 0000:00:04.0 (nvme0n1, nvme) 15.3us per completed \
+             I/O and 0000:00:05.0 (eth0, e1000e) 18.0us and 0000:00:06.0 (eth1, e1000e) 12.0us \
+             per transaction in DMA map+unmap; the devices per transaction together 3% of the \
+             time per transaction; 9.1% of one CPU in all; the largest part: IOVA allocation, \
+             10% of it"
+        );
+        assert!(
+            text.contains(
+                "0000:00:04.0 (nvme0n1, nvme), IOMMU group 1, translated, lazy\n  per completed \
+                 I/O: 1.00 DMA maps of 4096 bytes, 1.00 IOMMU page-table maps, 1.00 IOTLB \
+                 syncs, 0.00 IOTLB invalidations\n  translation costs 15.3us per completed I/O \
+                 in DMA map+unmap (1.53us of it IOMMU work), 6.1% of one CPU\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "0000:00:05.0 (eth0, e1000e), IOMMU group 2, translated, lazy\n  per \
+                 transaction: 3.00 DMA maps of 900 bytes, 3.00 IOMMU page-table maps, 3.00 \
+                 IOTLB syncs, 0.00 IOTLB invalidations\n  translation costs 18.0us per \
+                 transaction in DMA map+unmap (0ns of it IOMMU work), 1.8% of one CPU, 2% of \
+                 the time per transaction\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("gain: expected to save 1.53us to 15.3us per completed I/O"),
+            "{text}"
+        );
+        let d = Diagnosis::of_run(crate::report::fixtures::host(), report, None, None, None);
+        assert_eq!(d.unit, "transaction");
+        let units: Vec<(&str, &str)> = d
+            .devices
+            .iter()
+            .map(|d| (d.key.as_str(), d.work.unit.as_str()))
+            .collect();
+        assert_eq!(
+            units,
+            [
+                ("0000:00:04.0", "completed I/O"),
+                ("0000:00:05.0", "transaction"),
+                ("0000:00:06.0", "transaction")
+            ]
+        );
+        let json = serde_json::to_value(&d).expect("serializes");
+        assert_eq!(json["devices"][0]["work"]["unit"], "completed I/O");
+        assert_eq!(json["devices"][0]["work"]["dma_ns"], 15_300.0);
+        let (headers, rows) = d.devices_table();
+        assert_eq!(headers[3], "per");
+        assert_eq!(headers[6], "DMA map+unmap, ns per unit");
+        assert_eq!(
+            (rows[0][3].as_str(), rows[0][6].as_str()),
+            ("completed I/O", "15300")
+        );
+        assert_eq!(
+            (rows[1][3].as_str(), rows[1][6].as_str()),
+            ("transaction", "18000")
+        );
+    }
+
+    /// With only a device the workload did not drive translated, the verdict states it per its
+    /// own I/O and claims no share of the time per transaction.
+    #[test]
+    fn devices_the_workload_did_not_drive_claim_no_share_of_its_time() {
+        let mut report = crate::report::fixtures::two_workloads_report("DMA-FQ");
+        for nic in report
+            .devices
+            .iter_mut()
+            .filter(|d| d.driver.as_deref() == Some("e1000e"))
+        {
+            nic.domain_type = Some("identity".into());
+            nic.ops.remove(&Op::IommuMap);
+            nic.ops.remove(&Op::IotlbSync);
+        }
+        let text = verdict(&report, None, None);
+        assert!(
+            text.contains(
+                "verdict: IOMMU translation costs 0000:00:04.0 (nvme0n1, nvme) 15.3us per \
+                 completed I/O in DMA map+unmap and 6.1% of one CPU; the largest part"
+            ),
+            "{text}"
+        );
+        let headline = text.lines().find(|l| l.starts_with("verdict: "));
+        assert!(
+            headline.is_some_and(|l| !l.contains("of the time per")),
+            "{text}"
         );
     }
 

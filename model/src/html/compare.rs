@@ -30,11 +30,16 @@ pub fn render_comparison(
         );
     }
     body.push_str("</dl>\n");
+    let per_device = if comparison.device_unit == crate::compare::OWN_UNITS {
+        "each device's own unit (its section says which)".to_string()
+    } else {
+        comparison.device_unit.clone()
+    };
     let _ = writeln!(
         body,
         "<p>{}. Per-device figures are per {}.</p>",
         escape(&comparison.noise.sentence()),
-        escape(&comparison.unit)
+        escape(&per_device)
     );
     body.push_str(&findings(comparison));
     body.push_str(&host(comparison));
@@ -47,13 +52,7 @@ pub fn render_comparison(
             .find(|d| d.key == change.key)
             .or_else(|| in_a.and_then(|d| same_device(&b.devices, d)));
         let in_a = in_a.or_else(|| in_b.and_then(|d| same_device(&a.devices, d)));
-        body.push_str(&device_section(
-            (a, b),
-            (in_a, in_b),
-            change,
-            &comparison.device_unit,
-            index,
-        ));
+        body.push_str(&device_section((a, b), (in_a, in_b), change, index));
     }
     page(
         &format!("iommutop compare: {} against {}", names.0, names.1),
@@ -146,7 +145,6 @@ fn device_section(
     (a, b): (&Report, &Report),
     (in_a, in_b): (Option<&Device>, Option<&Device>),
     change: &DeviceChange,
-    device_unit: &str,
     index: usize,
 ) -> String {
     let change_label = change.label.as_str();
@@ -169,7 +167,7 @@ fn device_section(
         }
     }
     out.push_str(&ops_table(&sides));
-    out.push_str(&waiting(change, device_unit));
+    out.push_str(&waiting(change));
     out.push_str("<h3>Where the time goes</h3>\n");
     for (tag, d) in &sides {
         let _ = writeln!(out, "<h4 class=\"side-{}\">{tag}</h4>", tag.to_lowercase());
@@ -231,7 +229,7 @@ fn device_section(
 /// The time a device's DMA map and unmap calls spent switched out (waiting), in A and B, as the
 /// text's `switched out (waiting)` line says it: shown where either run measured some, since the
 /// times above are on-CPU and leave it out.
-fn waiting(change: &DeviceChange, device_unit: &str) -> String {
+fn waiting(change: &DeviceChange) -> String {
     let waited = |w: &Option<DeviceWork>| {
         w.as_ref()
             .and_then(|w| w.dma_offcpu_ns)
@@ -247,7 +245,7 @@ fn waiting(change: &DeviceChange, device_unit: &str) -> String {
          <td>preempted, or asleep on a lock; the times above are on-CPU and leave it out</td>\
          <td class=\"num\" data-side=\"a\">{}</td><td class=\"num\" data-side=\"b\">{}</td></tr>\
          </tbody></table>\n",
-        escape(device_unit),
+        escape(&change.unit()),
         escape(&figure(&change.a)),
         escape(&figure(&change.b)),
     )

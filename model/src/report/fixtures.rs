@@ -279,3 +279,194 @@ pub fn repeated_report() -> Report {
     report.repeats = Some(Repeats::new(1, runs));
     report
 }
+
+/// The NICs of [`two_workloads_report`]: address, netdev, IOMMU group, and the time of each DMA
+/// map and unmap call (ns).
+const TWO_WORKLOADS_NICS: [(&str, &str, u32, u64, u64); 2] = [
+    ("0000:00:05.0", "eth0", 2, 4_000, 2_000),
+    ("0000:00:06.0", "eth1", 3, 3_000, 1_000),
+];
+
+/// A run with two workloads at once: netperf TCP_RR between eth0 and eth1, the report's
+/// workload, while something else read the NVMe, which netperf did not drive. Every device's
+/// calls take the same time each, so each figure per unit is exact. Every group is `domain`
+/// (`DMA-FQ`, or `identity`: no IOMMU work at all).
+pub fn two_workloads_report(domain: &str) -> Report {
+    use crate::results::netperf::{NetperfResults, Nic, NicPerTransaction};
+    use crate::results::PerUnit;
+    use crate::workload::{Headline, WorkUnit};
+    const TRANSACTIONS: u64 = 2_000;
+    const READS: u64 = 8_000;
+    let translated = domain != "identity";
+    let iommu = |count: u64| if translated { count } else { 0 };
+    let fact = |address: &str, driver: &str, group: u32| DeviceFacts {
+        pci_address: address.parse().expect("address"),
+        driver: Some(driver.into()),
+        iommu_group: Some(group),
+        domain_type: Some(domain.into()),
+        iommu_unit: Some("dmar0".into()),
+        ..DeviceFacts::default()
+    };
+    let mut devices = vec![DeviceFacts {
+        disks: vec!["nvme0n1".into()],
+        children: vec!["nvme0".into()],
+        ..fact("0000:00:04.0", "nvme", 1)
+    }];
+    for (address, netdev, group, _, _) in TWO_WORKLOADS_NICS {
+        devices.push(DeviceFacts {
+            netdevs: vec![netdev.into()],
+            ..fact(address, "e1000e", group)
+        });
+    }
+    let host = HostFacts {
+        groups: devices
+            .iter()
+            .map(|d| IommuGroup {
+                id: d.iommu_group.unwrap_or_default(),
+                domain_type: Some(domain.into()),
+                devices: vec![d.pci_address.to_string()],
+            })
+            .collect(),
+        devices,
+        ..self::host()
+    };
+    let timed = |count: u64, bytes: u64, ns: u64| counters(count, bytes, &vec![ns; count as usize]);
+    let source = |kind: SourceKind, id: u64, name: &str, ops: Vec<(Op, OpCounters)>| RawSource {
+        kind,
+        id,
+        name: name.into(),
+        generation: 0,
+        driver: None,
+        row: 0,
+        ops: ops.into_iter().collect(),
+    };
+    let mut sources = vec![
+        source(
+            SourceKind::Device,
+            1,
+            "0000:00:04.0",
+            vec![
+                (Op::DmaMap, timed(READS, 4096, 10_000)),
+                (Op::DmaUnmap, timed(READS, 4096, 5_300)),
+                (Op::IovaAlloc, timed(iommu(READS), 4096, 1_530)),
+                (Op::IommuMap, counters(iommu(READS), 4096, &[])),
+                (Op::IotlbSync, counters(iommu(READS), 0, &[])),
+            ],
+        ),
+        source(
+            SourceKind::Disk,
+            2,
+            "nvme0n1",
+            vec![(Op::Completion, counters(READS, 4096, &[]))],
+        ),
+    ];
+    let maps = 3 * TRANSACTIONS;
+    for (i, (address, netdev, _, map_ns, unmap_ns)) in TWO_WORKLOADS_NICS.into_iter().enumerate() {
+        let id = 10 + 2 * i as u64;
+        sources.push(source(
+            SourceKind::Device,
+            id,
+            address,
+            vec![
+                (Op::DmaMap, timed(maps, 900, map_ns)),
+                (Op::DmaUnmap, timed(maps, 900, unmap_ns)),
+                (Op::IommuMap, counters(iommu(maps), 900, &[])),
+                (Op::IotlbSync, counters(iommu(maps), 0, &[])),
+            ],
+        ));
+        sources.push(source(
+            SourceKind::Netdev,
+            id + 1,
+            netdev,
+            vec![
+                (Op::Completion, counters(2 * TRANSACTIONS, 1024, &[])),
+                (Op::TxPackets, counters(2 * TRANSACTIONS, 0, &[])),
+            ],
+        ));
+    }
+    let first = RawSample {
+        monotonic_ns: 1_000_000_000,
+        ..RawSample::default()
+    };
+    let last = RawSample {
+        monotonic_ns: 3_000_000_000,
+        sources,
+        ..RawSample::default()
+    };
+    let interval = Snapshot::between(&first, &last, &host.devices);
+    let per_transaction = TWO_WORKLOADS_NICS
+        .iter()
+        .zip(["client", "server"])
+        .map(|((address, netdev, ..), role)| {
+            let counts = PerUnit {
+                completion: 2.0,
+                dma_map: 3.0,
+                dma_unmap: 3.0,
+                iommu_map: if translated { 3.0 } else { 0.0 },
+                iotlb_sync: if translated { 3.0 } else { 0.0 },
+                ..PerUnit::default()
+            };
+            let nic = NicPerTransaction {
+                counts,
+                name: (*netdev).into(),
+                role: role.into(),
+            };
+            ((*address).to_string(), nic)
+        })
+        .collect();
+    let netperf = NetperfResults {
+        transactions_per_s: 1_000.0,
+        transactions: TRANSACTIONS,
+        elapsed_s: 2.0,
+        test: "TCP_RR".into(),
+        mode: "local".into(),
+        nics: TWO_WORKLOADS_NICS
+            .iter()
+            .zip(["client", "server"])
+            .map(|((address, netdev, ..), role)| Nic {
+                role: role.into(),
+                name: (*netdev).into(),
+                pci_address: Some(address.parse().expect("address")),
+                namespace: None,
+                address: None,
+            })
+            .collect(),
+        per_transaction: Some(per_transaction),
+        work: Some(Headline::counted(
+            WorkUnit::Transaction,
+            TRANSACTIONS as f64,
+            "transactions_per_s",
+            1_000.0,
+        )),
+        ..NetperfResults::default()
+    };
+    Report::build(ReportInputs {
+        tool_version: "0.1.0",
+        host: &host,
+        run: Run {
+            started_at: "2026-11-22T12:00:00Z".into(),
+            duration_s: 2.0,
+            interval_s: 2.0,
+            profile: Some("tcp-rr-1k".into()),
+            command: vec![],
+            exit_status: Some(0),
+            workload: Some(WorkloadReport {
+                name: "netperf".into(),
+                params: serde_json::from_value(json!({"test": "TCP_RR"})).expect("params"),
+                results: netperf.into(),
+            }),
+            device_filter: None,
+            task_filter: None,
+        },
+        first: &first,
+        last: &last,
+        probes: probes(),
+        bpf_stats_enabled_by_iommutop: false,
+        intervals: vec![IntervalPoint::from_snapshot(
+            2.0,
+            &interval,
+            Some(json!({"transactions_per_s": 1_000.0})),
+        )],
+        warnings: vec![],
+    })
+}

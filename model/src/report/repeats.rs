@@ -127,14 +127,21 @@ impl RepeatRun {
         (self.duration_s > 0.0).then(|| completions as f64 / self.duration_s)
     }
 
-    /// A device's translation time per unit of work (the run's count, else the device's
-    /// completions), as compare's per-unit figures are; `None` when not timed or not countable.
-    pub fn translation_ns_per_unit(&self, key: &str) -> Option<f64> {
+    /// A device's translation time per unit, as compare's per-unit figures are: per unit of
+    /// the run's work when `of_workload` (the workload drove the device), else per the device's
+    /// own completions (else its DMA maps; a NIC's sent packets are not kept per run, so its
+    /// received ones stand for them). `None` when not timed or not countable.
+    pub fn translation_ns_per_unit(&self, key: &str, of_workload: bool) -> Option<f64> {
         let device = self.devices.get(key)?;
-        let units = self
-            .work_count
-            .filter(|c| *c > 0.0)
-            .or_else(|| (device.completions > 0).then_some(device.completions as f64))?;
+        let own = [device.completions, device.dma_maps]
+            .into_iter()
+            .find(|&n| n > 0)
+            .map(|n| n as f64);
+        let units = if of_workload {
+            self.work_count.filter(|c| *c > 0.0)
+        } else {
+            own
+        }?;
         Some(device.translation_ns? as f64 / units)
     }
 }
@@ -322,10 +329,15 @@ mod tests {
         assert_eq!(d.translation_ns.map(|t| t.mean), Some(11000.0));
         assert_eq!(repeats.runs[0].completions_per_s(), Some(5.0));
         assert_eq!(
-            repeats.runs[0].translation_ns_per_unit("0000:00:02.0"),
+            repeats.runs[0].translation_ns_per_unit("0000:00:02.0", true),
             Some(10.0),
             "10000 ns over 1000 transactions"
         );
-        assert_eq!(repeats.runs[0].translation_ns_per_unit("nope"), None);
+        assert_eq!(
+            repeats.runs[0].translation_ns_per_unit("0000:00:02.0", false),
+            Some(200.0),
+            "10000 ns over the device's own 50 completions"
+        );
+        assert_eq!(repeats.runs[0].translation_ns_per_unit("nope", true), None);
     }
 }

@@ -54,6 +54,14 @@ impl VfioNvmeResults {
         }
     }
 
+    /// The controller the run or the sweep drove.
+    pub fn device(&self) -> &DeviceInfo {
+        match self {
+            VfioNvmeResults::Run(run) => &run.device,
+            VfioNvmeResults::Sweep(sweep) => &sweep.device,
+        }
+    }
+
     pub fn set_work(&mut self, work: Option<Headline>) {
         match self {
             VfioNvmeResults::Run(run) => run.work = work,

@@ -170,13 +170,17 @@ fn workload_host_and_per_unit_paths_read_the_report() {
 }
 
 /// A threshold's numbers carry their unit, as findings do (`compare --format markdown` shows it
-/// beside A and B): from the path and the report's unit of work; text and yes/no have none.
+/// beside A and B): from the path and the report's unit of work, a device's figures per unit in
+/// the device's own unit (the fixture's fio counted no reads: per completed I/O, as the figures
+/// are); text and yes/no have none.
 #[test]
 fn a_thresholds_numbers_carry_their_unit() {
     let report = full_report();
     let key = report.devices[0].key.clone();
-    let per = crate::compare::work_units(&report).unit;
     let units = crate::compare::work_units(&report);
+    let per = units.unit.clone();
+    let per_device = units.of_device(&report.devices[0]).name;
+    assert_eq!(per_device, "completed I/O");
     let rate = units
         .rate_metric
         .clone()
@@ -197,11 +201,11 @@ fn a_thresholds_numbers_carry_their_unit() {
         ),
         (
             format!("device[{key}].per_unit.dma_ns > 1"),
-            Some(format!("ns per {per}")),
+            Some(format!("ns per {per_device}")),
         ),
         (
             format!("device[{key}].per_unit.iotlb_syncs > 1"),
-            Some(format!("per {per}")),
+            Some(format!("per {per_device}")),
         ),
         (format!("device[{key}].domain_type == DMA"), None),
         ("host.lab == yes".to_string(), None),

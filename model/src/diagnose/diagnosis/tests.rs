@@ -85,7 +85,9 @@ fn without_an_iommu_the_verdict_says_translation_costs_nothing() {
 }
 
 /// The Markdown holds the text's system and verdict as they print, and a row per device of the
-/// verdict whose figures are that device's work per unit, each column naming the unit.
+/// verdict whose figures are that device's work per unit: each column names the unit when the
+/// devices share one, else a `per` column gives each device's (the load cells' NICs count per
+/// packet, their NVMe per completed I/O).
 #[test]
 fn the_markdown_holds_the_text_and_a_row_of_figures_per_device() {
     for path in EXAMPLES.iter().chain([&WAITING]) {
@@ -101,30 +103,47 @@ fn the_markdown_holds_the_text_and_a_row_of_figures_per_device() {
             markdown.contains(&format!("```text\n{}```", verdict(&report, None, None))),
             "{path}: {markdown}"
         );
-        let unit = unit_of(&report);
         let header = markdown
             .lines()
             .find(|l| l.starts_with("| device |"))
             .unwrap_or_else(|| panic!("{path}: no devices table in {markdown}"));
+        let devices = dma_devices(&report, None);
+        assert!(!devices.is_empty(), "{path}");
+        let units = work_units(&report);
+        let works: Vec<DeviceWork> = devices.iter().map(|d| DeviceWork::of(d, &units)).collect();
+        let one_unit = works.iter().all(|w| w.unit == works[0].unit);
+        let unit = if one_unit {
+            works[0].unit.as_str()
+        } else {
+            "unit"
+        };
         assert!(
             header.contains(&format!("| DMA map+unmap, ns per {unit} |")),
             "{header}"
         );
-        let devices = dma_devices(&report, None);
-        assert!(!devices.is_empty(), "{path}");
-        for device in devices {
-            let work = DeviceWork::of(device, &work_units(&report));
+        assert_eq!(header.contains("| per |"), !one_unit, "{header}");
+        let shift = usize::from(!one_unit);
+        for (device, work) in devices.iter().zip(&works) {
+            let expected = if device.names.iter().any(|n| n.starts_with("eth")) {
+                "packet"
+            } else {
+                "completed I/O"
+            };
+            assert_eq!(work.unit, expected, "{path}: {}", device.key);
             let row = markdown
                 .lines()
                 .find(|l| l.starts_with(&format!("| {} |", label(device))))
                 .unwrap_or_else(|| panic!("{path}: no row of {}", device.key));
             let cells: Vec<&str> = row.trim_matches('|').split(" | ").map(str::trim).collect();
+            if !one_unit {
+                assert_eq!(cells[3], work.unit, "{row}");
+            }
             let dma_ns = work.dma_ns.map_or("-".into(), |ns| format!("{ns:.0}"));
-            assert_eq!(cells[5], dma_ns, "{row}");
+            assert_eq!(cells[5 + shift], dma_ns, "{row}");
             let waiting = work
                 .dma_waiting_share
                 .map_or("-".into(), |s| format!("{:.1}", s * 100.0));
-            assert_eq!(cells[8], waiting, "{row}");
+            assert_eq!(cells[8 + shift], waiting, "{row}");
         }
     }
     let waited = Diagnosis::of_run(host(), lab_report(WAITING), None, None, None);
