@@ -58,6 +58,7 @@ fn two_thousand_reads() -> Totals {
             .into_iter()
             .collect(),
         health: [("device_map_full".to_string(), 0)].into_iter().collect(),
+        ..RawSample::default()
     };
     let mut totals = Totals::default();
     totals.add(&Snapshot::between(
