@@ -79,7 +79,7 @@ mod tests {
         names.iter().copied().collect()
     }
 
-    fn group<'a>(groups: &'a [EntryGroup], op: Op) -> &'a EntryGroup {
+    fn group(groups: &[EntryGroup], op: Op) -> &EntryGroup {
         groups
             .iter()
             .find(|g| g.ops.contains(&op))
