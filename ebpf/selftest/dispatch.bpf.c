@@ -113,6 +113,51 @@ int BPF_PROG(calibrate__exit, __u64 a, void *b, short c, int d, void *e, __u64 f
 	return 0;
 }
 
+/* Where the probes' timed programs have understudies (ebpf/lib/role.bpf.h), each call runs two
+ * more programs, after the pair's: an understudy's entry, which looks at the top of its context's
+ * stack and finds its lead's frame, and an understudy's exit, which looks and finds none. These
+ * stand in for them, at the same work: the current task, a stack's lookup, a frame's fields
+ * compared. Their runs are in the gap of the pair's call (the entry's) and in what a nested call
+ * costs the call around it (both), untimed, as the understudies' are. */
+struct stand_in_stack {
+	__u32 depth;
+	__u32 owner;
+	__u64 call;
+	__u64 flags;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stand_in_stack);
+} stand_in_stack SEC(".maps");
+
+static __always_inline int stand_in_look(void *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 zero = 0;
+	struct stand_in_stack *stack = bpf_map_lookup_elem(&stand_in_stack, &zero);
+
+	if (!stack || stack->owner != task->pid)
+		return 0;
+	return stack->depth && stack->call == (__u64)ctx && (stack->flags & 16);
+}
+
+SEC("fentry/bpf_fentry_test6")
+int BPF_PROG(calibrate__understudy_entry)
+{
+	stand_in_look(ctx);
+	return 0;
+}
+
+SEC("fexit/bpf_fentry_test6")
+int BPF_PROG(calibrate__understudy_exit)
+{
+	stand_in_look(ctx);
+	return 0;
+}
+
 /* Around the whole test run, with and without the pair: what the pair adds to the call around
  * it beyond what its programs timed is what a nested probe costs its caller untimed. */
 SEC("fentry/bpf_prog_test_run_tracing")

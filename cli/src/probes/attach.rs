@@ -1,11 +1,12 @@
 //! Attaching a probe point: each of its hooks on the cheapest tier that takes it (fentry, kprobe,
 //! tracepoint), with what the running kernel offers learnt on the way, and the scheduler's switch.
 
+use super::fentry_jobs::OwnLoader;
 use super::fentry_jobs::{self, FunctionJob, TracepointJob};
 use super::hook_error::HookError;
 use super::kallsyms::KallsymsFacts;
 use super::load::program;
-use super::multi::{MultiAttached, MultiObject};
+use super::multi::MultiAttached;
 use super::status::{HookOutcome, PointStatus, Refusal};
 use super::table::{FunctionHook, Point, Programs, Tier, TracepointHook};
 use super::vendors::MachineVendors;
@@ -208,17 +209,18 @@ impl KernelSupport {
         &mut self,
         ebpf: &mut Ebpf,
         btf: &Btf,
-        multi: Option<&MultiObject>,
+        own: Option<OwnLoader>,
         points: impl IntoIterator<Item = &'p Point> + Clone,
         threads: usize,
     ) -> MultiAttached {
         let functions = self.fentry_jobs(points.clone());
         let tracepoints = tracepoint_jobs(points);
         let started = Instant::now();
-        let outcomes = fentry_jobs::attach_all(ebpf, btf, multi, &functions, &tracepoints, threads);
+        let outcomes = fentry_jobs::attach_all(ebpf, btf, own, &functions, &tracepoints, threads);
         let multi = MultiAttached {
             links: outcomes.multi,
             served: outcomes.served_by_multi,
+            understudies: outcomes.understudies,
         };
         if !multi.served.is_empty() {
             log::info!(

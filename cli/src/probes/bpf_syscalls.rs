@@ -1,6 +1,7 @@
-//! The BPF syscalls the multi-function programs need ([`super::multi`]), which aya 0.14 does not
-//! make: loading a BTF, loading a tracing program with any attach type (aya's bind it to one
-//! function), and linking one to many functions (`BPF_TRACE_FENTRY_MULTI`/`FEXIT_MULTI`, 7.x).
+//! The BPF syscalls our own loader makes ([`super::object_copy`]), which aya 0.14 does not: loading
+//! a BTF, loading a tracing program with any attach type and target (aya loads each program once),
+//! linking one to its function, and linking one to many functions
+//! (`BPF_TRACE_FENTRY_MULTI`/`FEXIT_MULTI`, 7.x).
 //! Each attr is a `union bpf_attr` prefix of exactly its fields: padding would reach the kernel
 //! uninitialised, and it refuses, without a word in the verifier's log, what it does not know
 //! to be zero.
@@ -9,6 +10,9 @@ use aya_obj::generated::{bpf_func_info, bpf_insn, bpf_line_info};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+/// `enum bpf_attach_type` values of fentry and fexit programs.
+pub(super) const BPF_TRACE_FENTRY: u32 = 24;
+pub(super) const BPF_TRACE_FEXIT: u32 = 25;
 /// `enum bpf_attach_type` values of the multi-function links (7.x uapi).
 pub(super) const BPF_TRACE_FENTRY_MULTI: u32 = 59;
 pub(super) const BPF_TRACE_FEXIT_MULTI: u32 = 60;
@@ -82,7 +86,18 @@ struct TracingMultiLinkAttr {
     unused: u32,
 }
 
+/// `union bpf_attr` for BPF_LINK_CREATE of a tracing program to the function it was loaded for.
+#[repr(C)]
+#[derive(Default)]
+struct TracingLinkAttr {
+    prog_fd: u32,
+    target_fd: u32,
+    attach_type: u32,
+    flags: u32,
+}
+
 const _: () = assert!(std::mem::size_of::<BtfLoadAttr>() == 32);
+const _: () = assert!(std::mem::size_of::<TracingLinkAttr>() == 16);
 const _: () = assert!(std::mem::size_of::<ProgLoadAttr>() == 120);
 const _: () = assert!(std::mem::size_of::<TracingMultiLinkAttr>() == 40);
 
@@ -115,13 +130,15 @@ pub(super) fn load_btf(btf: &[u8]) -> std::io::Result<OwnedFd> {
     bpf_fd(BPF_BTF_LOAD, &mut attr)
 }
 
-/// Loads `program` as a tracing program of `attach_type` bound to no function, its records
-/// typed by `btf`; the verifier writes its log into `log` (level 1) when one is given.
+/// Loads `program` as a tracing program of `attach_type` for the kernel function of BTF id
+/// `attach_btf_id` (0: for none, a multi-function program), its records typed by `btf`; the
+/// verifier writes its log into `log` (level 1) when one is given.
 pub(super) fn load_tracing(
     program: &TracingProgram,
     license: &CString,
     btf: &OwnedFd,
     attach_type: u32,
+    attach_btf_id: u32,
     log: Option<&mut [u8]>,
 ) -> std::io::Result<OwnedFd> {
     let mut prog_name = [0u8; 16];
@@ -149,9 +166,20 @@ pub(super) fn load_tracing(
         line_info_rec_size: program.line_info_rec_size as u32,
         line_info: program.line_info.as_ptr() as u64,
         line_info_cnt: program.line_info.len() as u32,
+        attach_btf_id,
         ..ProgLoadAttr::default()
     };
     bpf_fd(BPF_PROG_LOAD, &mut attr)
+}
+
+/// Links `program` (a fentry or fexit program loaded as `attach_type` for one function) to it.
+pub(super) fn link_tracing(program: &OwnedFd, attach_type: u32) -> std::io::Result<OwnedFd> {
+    let mut attr = TracingLinkAttr {
+        prog_fd: program.as_raw_fd() as u32,
+        attach_type,
+        ..TracingLinkAttr::default()
+    };
+    bpf_fd(BPF_LINK_CREATE, &mut attr)
 }
 
 /// Links `program` (loaded as `attach_type`) to the functions of kernel BTF `ids`, each run with

@@ -48,10 +48,13 @@ const ATTEMPTS: usize = 3;
 /// that may have been busy in between) and is made again, at most [`ATTEMPTS`] times, then
 /// reported as not measured. Kept for the boot (dispatch_cache.rs), a disturbed figure would be
 /// every later run's.
-pub fn calibrate(btf: &Btf) -> Result<Dispatch, String> {
+///
+/// With `understudies`, the pair runs with stand-ins for its understudies after it
+/// (ebpf/selftest/dispatch.bpf.c), as the probes' timed programs then do.
+pub fn calibrate(btf: &Btf, understudies: bool) -> Result<Dispatch, String> {
     let mut attempt = 1;
     loop {
-        let measured = measure(btf)?;
+        let measured = measure(btf, understudies)?;
         match measured.nested_ns {
             Ok(nested) if nested <= measured.gap_ns => {
                 log::info!(
@@ -74,7 +77,7 @@ pub fn calibrate(btf: &Btf) -> Result<Dispatch, String> {
     }
 }
 
-fn measure(btf: &Btf) -> Result<Dispatch, String> {
+fn measure(btf: &Btf, understudies: bool) -> Result<Dispatch, String> {
     let mut ebpf: Ebpf = EbpfLoader::new()
         .btf(Some(btf))
         .load(OBJECT)
@@ -94,6 +97,17 @@ fn measure(btf: &Btf) -> Result<Dispatch, String> {
         }
         Err(e) => Err(e),
     };
+    // Linked first, they run after the pair: the kernel runs a function's programs last linked
+    // first.
+    if understudies {
+        attach_pair(
+            &mut ebpf,
+            "calibrate__understudy_entry",
+            "calibrate__understudy_exit",
+            TEST_FUNCTION,
+            btf,
+        )?;
+    }
     attach_pair(
         &mut ebpf,
         "calibrate__entry",

@@ -19,6 +19,9 @@ pub struct Conditions {
     pub object: String,
     /// Whether the kernel's BPF run-time statistics were on.
     pub bpf_stats: bool,
+    /// Whether the pair ran with its understudies' stand-ins.
+    #[serde(default)]
+    pub understudies: bool,
 }
 
 /// A calibration as kept: only one whose both figures were measured is.
@@ -30,11 +33,12 @@ struct Kept {
 
 impl Conditions {
     /// This boot's, for the calibration object this binary carries; `None` without a boot id.
-    pub fn now(bpf_stats: bool) -> Option<Conditions> {
+    pub fn now(bpf_stats: bool, understudies: bool) -> Option<Conditions> {
         Some(Conditions {
             boot_id: boot_cache::boot_id()?,
             object: format!("{:016x}", super::dispatch::object_fingerprint()),
             bpf_stats,
+            understudies,
         })
     }
 }
@@ -49,7 +53,7 @@ pub fn kept_or_calibrated(
     let Some(conditions) = conditions else {
         return calibrate();
     };
-    let path = entry_path(dir, conditions.bpf_stats);
+    let path = entry_path(dir, conditions);
     if let Some(kept) = boot_cache::kept::<_, Kept>(&path, conditions) {
         log::info!(
             "probe dispatch: this boot's calibration, kept in {}",
@@ -76,9 +80,18 @@ pub fn kept_or_calibrated(
     Ok(dispatch)
 }
 
-fn entry_path(dir: &Path, bpf_stats: bool) -> PathBuf {
-    let stats = if bpf_stats { "with" } else { "without" };
-    dir.join(format!("dispatch-{stats}-bpf-stats.json"))
+fn entry_path(dir: &Path, conditions: &Conditions) -> PathBuf {
+    let stats = if conditions.bpf_stats {
+        "with"
+    } else {
+        "without"
+    };
+    let understudies = if conditions.understudies {
+        "-understudies"
+    } else {
+        ""
+    };
+    dir.join(format!("dispatch-{stats}-bpf-stats{understudies}.json"))
 }
 
 #[cfg(test)]
@@ -91,6 +104,7 @@ mod tests {
             boot_id: boot_id.into(),
             object: "00000000000000aa".into(),
             bpf_stats,
+            understudies: false,
         }
     }
 
@@ -128,10 +142,15 @@ mod tests {
         kept_or_calibrated(dir.path(), Some(&kept), calibrate).expect("kept");
         let mut other_object = kept.clone();
         other_object.object = "00000000000000bb".into();
+        let with_understudies = Conditions {
+            understudies: true,
+            ..kept.clone()
+        };
         for other in [
             conditions("boot-b", true),
             other_object,
             conditions("boot-a", false),
+            with_understudies,
         ] {
             let before = runs.get();
             kept_or_calibrated(dir.path(), Some(&other), calibrate).expect("other");
@@ -159,7 +178,7 @@ mod tests {
     fn an_unreadable_entry_is_calibrated_over() {
         let dir = tempfile::tempdir().expect("tempdir");
         let here = conditions("boot-a", true);
-        std::fs::write(entry_path(dir.path(), true), "{ not json").expect("write");
+        std::fs::write(entry_path(dir.path(), &here), "{ not json").expect("write");
         let got = kept_or_calibrated(dir.path(), Some(&here), || Ok(measured(7, Ok(8))));
         assert_eq!(got, Ok(measured(7, Ok(8))));
         let again = kept_or_calibrated(dir.path(), Some(&here), || Err("not run".into()));

@@ -9,10 +9,13 @@
 //! multi-function programs ([`super::multi`]), each family is a job of its own, taken first; a
 //! family the kernel refuses queues its functions' own jobs behind the rest.
 
+use super::bpf_syscalls::{BPF_TRACE_FENTRY, BPF_TRACE_FEXIT};
 use super::hook_error::HookError;
-use super::multi::{MultiLinks, MultiObject, Served};
+use super::multi::{attach_family, MultiLinks, Served};
 use super::multi_shapes::{shape_of, Family};
+use super::object_copy::ObjectCopy;
 use super::timing::{log_verified_size, timed};
+use super::understudy::{self, Understudy};
 use super::LOADER_LOG;
 use aya::programs::{FEntry, Program};
 use aya::{Btf, Ebpf};
@@ -38,7 +41,8 @@ pub(super) struct TracepointJob {
 }
 
 /// How each job fared: by function, and by tracepoint program (verified, not yet attached); the
-/// multi-function programs' links, and the functions they serve.
+/// multi-function programs' links, and the functions they serve; the per-function programs'
+/// understudies.
 #[derive(Default)]
 pub(super) struct Outcomes {
     pub functions: HashMap<&'static str, Result<(), HookError>>,
@@ -46,6 +50,17 @@ pub(super) struct Outcomes {
     pub multi: Vec<MultiLinks>,
     /// Each function a multi-function program serves.
     pub served_by_multi: Vec<Served>,
+    pub understudies: Vec<Understudy>,
+}
+
+/// What our own loader loads from ([`super::object_copy`]), and whether each timed program gets
+/// an understudy ([`super::understudy`]).
+#[derive(Clone, Copy)]
+pub(super) struct OwnLoader<'a> {
+    pub copy: &'a ObjectCopy,
+    /// Multi-function families are tried (the kernel links one program to many functions).
+    pub multi: bool,
+    pub understudies: bool,
 }
 
 /// Threads to verify and attach on: the CPUs this process may run on, at most 8.
@@ -62,11 +77,13 @@ pub(super) fn threads() -> usize {
 pub(super) fn attach_all(
     ebpf: &mut Ebpf,
     btf: &Btf,
-    multi: Option<&MultiObject>,
+    own: Option<OwnLoader>,
     functions: &[FunctionJob],
     tracepoints: &[TracepointJob],
     threads: usize,
 ) -> Outcomes {
+    let multi = own.filter(|own| own.multi);
+    let understudies = own.filter(|own| own.understudies).map(|own| own.copy);
     let mut programs: HashMap<&str, &mut Program> = ebpf.programs_mut().collect();
     let mut outcomes = Outcomes::default();
     let mut ready = VecDeque::new();
@@ -110,16 +127,16 @@ pub(super) fn attach_all(
     }
     // The families first: each is the most a thread can verify at once, and a family the kernel
     // refuses falls back to its functions' own programs, queued behind.
-    if let Some(multi) = multi {
+    if let Some(own) = multi {
         for (family, members) in families.into_iter().rev() {
-            ready.push_front(Job::Multi(multi, family, members));
+            ready.push_front(Job::Multi(own, family, members));
         }
     }
     let queue = Mutex::new(ready);
     let no_func_ret = AtomicBool::new(false);
     let finished = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads.max(1))
-            .map(|_| scope.spawn(|| work_through(&queue, btf, &no_func_ret)))
+            .map(|_| scope.spawn(|| work_through(&queue, btf, understudies, &no_func_ret)))
             .collect();
         workers
             .into_iter()
@@ -132,8 +149,9 @@ pub(super) fn attach_all(
     });
     for done in finished {
         match done {
-            Done::Function(function, outcome) => {
+            Done::Function(function, outcome, understudies) => {
                 outcomes.functions.insert(function, outcome);
+                outcomes.understudies.extend(understudies);
             }
             Done::Tracepoint(job, outcome) => {
                 outcomes.tracepoints.insert(job, outcome);
@@ -174,11 +192,11 @@ struct Member<'p> {
 enum Job<'p> {
     Function(FunctionJob, &'p mut Program, Option<&'p mut Program>),
     Tracepoint(TracepointJob, &'p mut Program),
-    Multi(&'p MultiObject, Family, Vec<Member<'p>>),
+    Multi(OwnLoader<'p>, Family, Vec<Member<'p>>),
 }
 
 enum Done {
-    Function(&'static str, Result<(), HookError>),
+    Function(&'static str, Result<(), HookError>, Vec<Understudy>),
     Tracepoint(TracepointJob, Result<(), HookError>),
     Multi(Family, Vec<FunctionJob>, MultiLinks),
 }
@@ -186,16 +204,17 @@ enum Done {
 fn work_through<'p>(
     queue: &Mutex<VecDeque<Job<'p>>>,
     btf: &Btf,
+    understudies: Option<&ObjectCopy>,
     no_func_ret: &AtomicBool,
 ) -> Vec<Done> {
     let mut done = Vec::new();
     loop {
         let next = queue.lock().map(|mut jobs| jobs.pop_front());
         match next {
-            Ok(Some(Job::Multi(multi, family, members))) => {
+            Ok(Some(Job::Multi(own, family, members))) => {
                 let functions: Vec<(u32, u64)> = members.iter().map(|m| (m.id, m.cookie)).collect();
                 let (entry, _) = family.programs();
-                match multi.attach(btf, family, &functions) {
+                match attach_family(own.copy, btf, family, &functions, own.understudies) {
                     Ok(links) => {
                         log::debug!(target: LOADER_LOG, "{entry}: serves {} functions", members.len());
                         done.push(Done::Multi(
@@ -215,15 +234,15 @@ fn work_through<'p>(
                 }
             }
             Ok(Some(Job::Function(job, exit, entry))) => {
-                let outcome = if no_func_ret.load(Ordering::Relaxed) {
-                    Err(HookError::NoFuncRet)
+                let (outcome, understudies) = if no_func_ret.load(Ordering::Relaxed) {
+                    (Err(HookError::NoFuncRet), Vec::new())
                 } else {
-                    attach_function(btf, job, exit, entry)
+                    attach_function(btf, job, exit, entry, understudies)
                 };
                 if outcome == Err(HookError::NoFuncRet) {
                     no_func_ret.store(true, Ordering::Relaxed);
                 }
-                done.push(Done::Function(job.function, outcome));
+                done.push(Done::Function(job.function, outcome, understudies));
             }
             Ok(Some(Job::Tracepoint(job, program))) => {
                 done.push(Done::Tracepoint(job, verify_tracepoint(btf, job, program)));
@@ -233,23 +252,45 @@ fn work_through<'p>(
     }
 }
 
+/// Attaches a function's exit program, then its entry program (aya's); with `understudies`,
+/// each one's understudy is linked just before it ([`super::understudy`]), so that it runs after
+/// its lead. An understudy that cannot be attached leaves its lead alone, and says why.
 fn attach_function(
     btf: &Btf,
     job: FunctionJob,
     exit: &mut Program,
     entry: Option<&mut Program>,
-) -> Result<(), HookError> {
-    let Program::FExit(fexit) = exit else {
-        return Err(wrong_type(job.exit, "an fentry/fexit"));
+    understudies: Option<&ObjectCopy>,
+) -> (Result<(), HookError>, Vec<Understudy>) {
+    let mut attached = Vec::new();
+    let mut understudy_of = |lead: &'static str, attach_type: u32| {
+        let Some(copy) = understudies else {
+            return;
+        };
+        match understudy::attach(copy, btf, lead, job.function, attach_type) {
+            Ok(understudy) => attached.push(understudy),
+            Err(e) => log::info!(target: LOADER_LOG, "{lead}: no understudy: {e}"),
+        }
     };
-    timed(job.exit, "verified", || fexit.load(job.function, btf))?;
+    let Program::FExit(fexit) = exit else {
+        return (Err(wrong_type(job.exit, "an fentry/fexit")), attached);
+    };
+    if let Err(e) = timed(job.exit, "verified", || fexit.load(job.function, btf)) {
+        return (Err(e.into()), attached);
+    }
     log_verified_size(job.exit, || fexit.info());
-    let exit_link = timed(job.exit, "attached", || fexit.attach())?;
+    understudy_of(job.exit, BPF_TRACE_FEXIT);
+    let exit_link = match timed(job.exit, "attached", || fexit.attach()) {
+        Ok(link) => link,
+        Err(e) => return (Err(e.into()), attached),
+    };
     let (Some(entry_name), Some(entry)) = (job.entry, entry) else {
-        return Ok(());
+        return (Ok(()), attached);
     };
     let entry_result = match entry {
-        Program::FEntry(fentry) => attach_entry(btf, job.function, entry_name, fentry),
+        Program::FEntry(fentry) => attach_entry(btf, job.function, entry_name, fentry, || {
+            understudy_of(entry_name, BPF_TRACE_FENTRY)
+        }),
         _ => Err(wrong_type(entry_name, "an fentry/fexit")),
     };
     if entry_result.is_err() {
@@ -257,17 +298,20 @@ fn attach_function(
             log::debug!(target: LOADER_LOG, "{}: detaching after its entry failed: {e}", job.exit);
         }
     }
-    entry_result
+    (entry_result, attached)
 }
 
+/// Loads and attaches an entry program, its understudy linked (`understudy`) in between.
 fn attach_entry(
     btf: &Btf,
     function: &str,
     name: &str,
     fentry: &mut FEntry,
+    understudy: impl FnOnce(),
 ) -> Result<(), HookError> {
     timed(name, "verified", || fentry.load(function, btf))?;
     log_verified_size(name, || fentry.info());
+    understudy();
     timed(name, "attached", || fentry.attach())?;
     Ok(())
 }

@@ -108,6 +108,8 @@ pub struct Knobs {
     pub kernel_stack_size: u64,
     /// Where each fexit program finds its return value ([`fexit_return_slots`]).
     pub return_slots: Vec<(String, u32)>,
+    /// The timed programs get understudies: leads mark the frames they push for them.
+    pub understudies: bool,
 }
 
 /// The kernel's BTF, from where the settings say.
@@ -132,7 +134,9 @@ pub fn load_probes<'a>(
     let preempt_count_at: u64 = knobs.preempt.map_or(0, |p| p.symbol);
     let in_pcpu_hot = u32::from(knobs.preempt.is_some_and(|p| p.in_pcpu_hot));
     let virtual_netdevs = u32::from(settings.virtual_netdevs);
+    let understudies = u32::from(knobs.understudies);
     with_target(loader, btf, &knobs.return_slots)
+        .override_global("iommutop_understudies", &understudies, true)
         .override_global("iommutop_virtual_netdevs", &virtual_netdevs, true)
         .override_global(
             "iommutop_stack_interval_ns",

@@ -4,6 +4,7 @@
 
 use super::attach::{attach_point, attach_waiting, WAITING_EVENT, WAITING_PROGRAM};
 use super::detach::EarlierDetaches;
+use super::fentry_jobs::OwnLoader;
 use super::load::LoadError;
 use super::maps::{ProbeMaps, SampleError};
 use super::multi::MultiAttached;
@@ -75,15 +76,22 @@ impl Probes {
             symbols,
             stats_fd,
             dispatch,
+            copy,
             multi,
+            understudies,
         } = relocate(settings, enable_stats, tasks)?;
         let maps = ProbeMaps::take(&mut ebpf)?;
         let tells_interrupts = symbols.preempt.is_some();
         let mut kernel = symbols.support;
+        let own = copy.as_ref().ok().map(|copy| OwnLoader {
+            copy,
+            multi: multi.is_ok(),
+            understudies: understudies.on,
+        });
         let multi = kernel.attach_ahead(
             &mut ebpf,
             &btf,
-            multi.as_ref().ok(),
+            own,
             POINTS.iter().filter(|point| selection.includes(point)),
             fentry_jobs::threads(),
         );

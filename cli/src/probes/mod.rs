@@ -26,6 +26,8 @@ mod maps;
 mod multi;
 mod multi_cast;
 mod multi_shapes;
+mod object_copy;
+mod preemption;
 mod relocate;
 pub mod rows;
 pub mod selection;
@@ -36,6 +38,7 @@ pub mod table;
 mod timing;
 #[cfg(test)]
 mod tracker_test;
+mod understudy;
 mod vendors;
 mod verifier_log;
 mod verify;

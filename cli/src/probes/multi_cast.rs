@@ -76,6 +76,13 @@ fn marked(value: i32, mark: u32) -> Option<u32> {
     (value & MARK_MASK == mark & MARK_MASK).then_some(value & !MARK_MASK)
 }
 
+/// Whether `instructions` hold a cast to complete (only the multi-function programs do).
+pub(super) fn casts_in(instructions: &[bpf_insn]) -> bool {
+    instructions.iter().any(|i| {
+        i.code == CALL && i.src_reg() == KFUNC_CALL && i.imm as u32 == IOMMUTOP_CAST_CALL_MARK
+    })
+}
+
 /// Gives every cast in `instructions` the kernel's ids; returns how many there were.
 pub(super) fn complete(instructions: &mut [bpf_insn], ids: &CastIds) -> Result<usize, CastError> {
     let mut casts = 0;

@@ -17,9 +17,12 @@ use super::kernel_btf_cache;
 use super::load::{
     fentry_functions, load_btf, load_probes, return_slots, Knobs, LoadError, TaskStacks,
 };
-use super::multi::{self, MultiObject};
+use super::multi;
 use super::multi_cast;
-use super::settings::ProbeSettings;
+use super::multi_shapes::Family;
+use super::object_copy::ObjectCopy;
+use super::preemption::Preemption;
+use super::settings::{ProbeSettings, Understudies};
 use super::table::symbols_asked_about;
 use super::table::POINTS;
 use super::timing::timed;
@@ -28,6 +31,7 @@ use super::LOADER_LOG;
 use super::{dispatch, dispatch_cache, kallsyms_cache};
 use aya::{Btf, Ebpf};
 use iommutop_model::TaskFilter;
+use std::collections::BTreeSet;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
@@ -42,9 +46,57 @@ pub(super) struct Relocated {
     /// The kernel's BPF run-time statistics, on for as long as this lives (`enable_stats`).
     pub stats_fd: Option<OwnedFd>,
     pub dispatch: Result<dispatch::Dispatch, String>,
-    /// The multi-function programs, ready to load, where the kernel links one program to many
-    /// functions ([`super::multi`]); or why not.
-    pub multi: Result<MultiObject, String>,
+    /// What our own loader loads from ([`super::object_copy`]): the multi-function programs,
+    /// where the kernel links one program to many functions ([`super::multi`]), and the timed
+    /// programs' understudies' copies ([`super::understudy`]); or why not.
+    pub copy: Result<ObjectCopy, String>,
+    /// Whether multi-function families are tried, or why not.
+    pub multi: Result<(), String>,
+    /// Whether the timed programs get understudies, and why.
+    pub understudies: UnderstudyChoice,
+}
+
+/// Whether the timed programs get understudies ([`super::understudy`]), and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnderstudyChoice {
+    pub on: bool,
+    pub why: String,
+}
+
+impl UnderstudyChoice {
+    /// As `setting` says, or, left to auto, where the running kernel preempts tasks inside BPF
+    /// programs ([`Preemption`]) or does not say whether it does.
+    fn for_this_kernel(setting: Understudies) -> UnderstudyChoice {
+        let choice = |on: bool, why: String| UnderstudyChoice { on, why };
+        match setting {
+            Understudies::On => choice(true, "IOMMUTOP_UNDERSTUDIES=on".into()),
+            Understudies::Off => choice(false, "IOMMUTOP_UNDERSTUDIES=off".into()),
+            Understudies::Auto => {
+                let (config, cmdline) = crate::sysinfo::kernel_config_and_cmdline(Path::new("/"));
+                let model = config.and_then(|config| Preemption::of_kernel(&config, &cmdline));
+                match model {
+                    Some(model) if model.inside_programs() => choice(
+                        true,
+                        format!(
+                            "the kernel's preemption is {}: a task can be switched out inside a probe program",
+                            model.name()
+                        ),
+                    ),
+                    Some(model) => choice(
+                        false,
+                        format!(
+                            "the kernel's preemption is {}: no task is switched out inside a probe program",
+                            model.name()
+                        ),
+                    ),
+                    None => choice(
+                        true,
+                        "the kernel's preemption model is not in a config it can read".into(),
+                    ),
+                }
+            }
+        }
+    }
 }
 
 /// Relocates the object with every knob set and creates its maps. `enable_stats` turns the
@@ -93,14 +145,22 @@ pub(super) fn relocate(
             None
         };
         let bpf_stats = stats_fd.is_some() || bpf_stats_sysctl_on();
-        let dispatch =
-            calibrated_dispatch(bpf_stats, || load_btf(settings).map_err(|e| e.to_string()));
+        let understudies = UnderstudyChoice::for_this_kernel(settings.understudies);
+        let dispatch = calibrated_dispatch(bpf_stats, understudies.on, || {
+            load_btf(settings).map_err(|e| e.to_string())
+        });
         let dispatch_ns = dispatch.as_ref().map_or(0, |d| d.gap_ns);
         let nested_dispatch_ns = dispatch
             .as_ref()
             .map_or(0, |d| *d.nested_ns.as_ref().unwrap_or(&(2 * d.gap_ns)));
         log::info!("calls in flight per task: in {}", task_stacks.describe());
+        log::info!(
+            "understudies {}: {}",
+            if understudies.on { "on" } else { "off" },
+            understudies.why
+        );
         let knobs = Knobs {
+            understudies: understudies.on,
             dispatch_ns,
             nested_dispatch_ns,
             filter_tgid: tasks.and_then(|t| t.pid).unwrap_or(0),
@@ -121,22 +181,26 @@ pub(super) fn relocate(
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
         let has_multi_links = symbols.support.has_multi_links();
-        let multi_links = match (settings.multi_links, has_multi_links) {
+        let multi: Result<(), String> = match (settings.multi_links, has_multi_links) {
             (true, true) => Ok(()),
-            (true, false) => Err("this kernel links a tracing program to one function only (multi-function links are 7.x's)"),
-            (false, _) => Err("IOMMUTOP_LINKS=per-function"),
+            (true, false) => Err("this kernel links a tracing program to one function only (multi-function links are 7.x's)".into()),
+            (false, _) => Err("IOMMUTOP_LINKS=per-function".into()),
         };
-        let (ebpf, multi) = match core_target {
+        if let Err(why) = &multi {
+            log::debug!(target: LOADER_LOG, "one program per function: {why}");
+        }
+        let wanted = copied_programs(multi.is_ok(), understudies.on, &symbols);
+        let (ebpf, copy) = match core_target {
             Ok(target) => {
                 let ebpf = load_probes(loader, &target, settings, &knobs)?;
-                let multi = multi_object(multi_links, &ebpf, &target, &knobs);
-                (ebpf, multi)
+                let copy = object_copy(&wanted, &ebpf, &target, &knobs);
+                (ebpf, copy)
             }
             Err(_) => {
                 let btf = load_btf(settings)?;
                 let ebpf = load_probes(loader, &btf, settings, &knobs)?;
-                let multi = multi_object(multi_links, &ebpf, &btf, &knobs);
-                (ebpf, multi)
+                let copy = object_copy(&wanted, &ebpf, &btf, &knobs);
+                (ebpf, copy)
             }
         };
         let targets = attach_targets.map(|making| {
@@ -158,42 +222,65 @@ pub(super) fn relocate(
             symbols,
             stats_fd,
             dispatch,
+            copy,
             multi,
+            understudies,
         })
     })
 }
 
-/// The multi-function programs relocated as the object was, where the kernel has such links.
-fn multi_object(
-    wanted: Result<(), &str>,
+/// The programs our own loader will load: the multi-function families' (`multi`), and with
+/// `understudies` every timed program of a function this kernel has, and the families'.
+fn copied_programs(
+    multi: bool,
+    understudies: bool,
+    symbols: &KernelSymbols,
+) -> BTreeSet<&'static str> {
+    let mut wanted = BTreeSet::new();
+    if multi {
+        wanted.extend(Family::every_program());
+    }
+    if understudies {
+        let jobs = symbols.support.fentry_jobs(POINTS);
+        wanted.extend(
+            jobs.iter()
+                .flat_map(|job| job.entry.into_iter().chain([job.exit])),
+        );
+    }
+    wanted
+}
+
+/// The programs `wanted` relocated as the object was, for our own loader; none wanted, none.
+fn object_copy(
+    wanted: &BTreeSet<&'static str>,
     ebpf: &Ebpf,
     target: &Btf,
     knobs: &Knobs,
-) -> Result<MultiObject, String> {
-    if let Err(why) = wanted {
-        log::debug!(target: LOADER_LOG, "one program per function: {why}");
-        return Err(why.into());
+) -> Result<ObjectCopy, String> {
+    if wanted.is_empty() {
+        return Err("no program for our own loader to load".into());
     }
-    timed("the multi-function programs", "relocated", || {
-        MultiObject::prepare(knobs.task_stacks.object(), ebpf, target)
+    timed("the programs our own loader loads", "relocated", || {
+        ObjectCopy::prepare(knobs.task_stacks.object(), ebpf, target, wanted)
     })
-    .inspect_err(|e| log::info!(target: LOADER_LOG, "multi-function programs: {e}: one program per function"))
+    .inspect_err(|e| log::info!(target: LOADER_LOG, "our own loader's programs: {e}: one program per function, no understudies"))
 }
 
 /// The kernel's dispatch around probe programs, as this boot's first run measured it, or
 /// measured now (timed, -vv) and kept; logged, or why not.
 fn calibrated_dispatch(
     bpf_stats: bool,
+    understudies: bool,
     btf: impl FnOnce() -> Result<Btf, String>,
 ) -> Result<dispatch::Dispatch, String> {
-    let conditions = dispatch_cache::Conditions::now(bpf_stats);
+    let conditions = dispatch_cache::Conditions::now(bpf_stats, understudies);
     let dispatch = dispatch_cache::kept_or_calibrated(
         std::path::Path::new(super::RUN_DIR),
         conditions.as_ref(),
         || {
             let btf = btf()?;
             timed("the dispatch calibration", "ran", || {
-                dispatch::calibrate(&btf)
+                dispatch::calibrate(&btf, understudies)
             })
         },
     );

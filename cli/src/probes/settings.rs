@@ -44,6 +44,19 @@ pub struct ProbeSettings {
     /// Whether packets of netdevs without a parent device (veth, tun, lo) are counted, each on a
     /// row of its own (`--netdev all`); the environment never sets it.
     pub virtual_netdevs: bool,
+    /// Whether each timed program gets an understudy (`IOMMUTOP_UNDERSTUDIES`): `auto`, the
+    /// default, where the kernel preempts tasks inside programs (`cli/src/probes/understudy.rs`).
+    pub understudies: Understudies,
+}
+
+/// `IOMMUTOP_UNDERSTUDIES`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Understudies {
+    /// Where the kernel can preempt a task inside a BPF program (PREEMPT_RT, full or lazy
+    /// preemption), or its preemption model cannot be read.
+    Auto,
+    On,
+    Off,
 }
 
 impl ProbeSettings {
@@ -62,6 +75,8 @@ impl ProbeSettings {
                 .unwrap_or_else(|_| DEFAULT_KERNEL_BTF.into()),
             multi_links: setting("IOMMUTOP_LINKS", links_setting)?.unwrap_or(true),
             virtual_netdevs: false,
+            understudies: setting("IOMMUTOP_UNDERSTUDIES", understudies_setting)?
+                .unwrap_or(Understudies::Auto),
         })
     }
 }
@@ -127,9 +142,32 @@ fn links_setting(value: &str) -> Result<bool, String> {
     }
 }
 
+fn understudies_setting(value: &str) -> Result<Understudies, String> {
+    match value {
+        "auto" => Ok(Understudies::Auto),
+        "on" => Ok(Understudies::On),
+        "off" => Ok(Understudies::Off),
+        _ => Err(format!(
+            "IOMMUTOP_UNDERSTUDIES={value}: give auto (where the kernel preempts tasks inside BPF programs), on or off, or unset it"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn understudies_are_auto_on_or_off() {
+        assert_eq!(understudies_setting("auto"), Ok(Understudies::Auto));
+        assert_eq!(understudies_setting("on"), Ok(Understudies::On));
+        assert_eq!(understudies_setting("off"), Ok(Understudies::Off));
+        for bad in ["", "yes", "On", "1"] {
+            let error = understudies_setting(bad).expect_err(bad);
+            assert!(error.starts_with(&format!("IOMMUTOP_UNDERSTUDIES={bad}: ")));
+            assert!(!error.contains('\n'), "one line: {error}");
+        }
+    }
 
     #[test]
     fn links_are_multi_or_per_function() {

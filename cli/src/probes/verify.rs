@@ -2,11 +2,14 @@
 //! target it serves, so that the verifier judges all of them, not only the winners of a tier.
 
 use super::attach::{load_once, WAITING_EVENT, WAITING_PROGRAM};
-use super::bpf_syscalls::{BPF_TRACE_FENTRY_MULTI, BPF_TRACE_FEXIT_MULTI};
+use super::bpf_syscalls::{
+    BPF_TRACE_FENTRY, BPF_TRACE_FENTRY_MULTI, BPF_TRACE_FEXIT, BPF_TRACE_FEXIT_MULTI,
+};
 use super::hook_error::HookError;
 use super::load::{load_btf, load_for_verification, program, LoadError, TaskStacks};
-use super::multi::{self, MultiObject};
+use super::multi;
 use super::multi_shapes::Family;
+use super::object_copy::{ObjectCopy, Role};
 use super::settings::ProbeSettings;
 use super::status::HookOutcome;
 use super::table::{Tier, POINTS};
@@ -87,11 +90,14 @@ pub fn verify_all_programs(settings: &ProbeSettings) -> Result<Vec<ProgramVerdic
     );
     for (program, result) in verify_multi(&ebpf, &btf) {
         record(
-            program,
+            &program,
             "functions of its family (a multi-function link)".into(),
             Tier::Fentry,
             result,
         );
+    }
+    for (program, function, result) in verify_understudies(&ebpf, &btf) {
+        record(&program, function.into(), Tier::Fentry, result);
     }
     let orphans: Vec<String> = ebpf
         .programs()
@@ -110,33 +116,89 @@ pub fn verify_all_programs(settings: &ProbeSettings) -> Result<Vec<ProgramVerdic
     Ok(verdicts)
 }
 
-/// Loads every multi-function program ([`super::multi`]) where the kernel has such links; absent
-/// where it has not.
-fn verify_multi(ebpf: &Ebpf, btf: &Btf) -> Vec<(&'static str, Result<(), HookError>)> {
-    let programs = Family::ALL.iter().flat_map(|family| {
-        let (entry, exit) = family.programs();
-        [
-            (entry, BPF_TRACE_FENTRY_MULTI),
-            (exit, BPF_TRACE_FEXIT_MULTI),
-        ]
-    });
+/// Loads every multi-function program ([`super::multi`]), and its understudy, where the kernel
+/// has such links; absent where it has not.
+fn verify_multi(ebpf: &Ebpf, btf: &Btf) -> Vec<(String, Result<(), HookError>)> {
+    let programs: Vec<(&'static str, u32)> = Family::ALL
+        .iter()
+        .flat_map(|family| {
+            let (entry, exit) = family.programs();
+            [
+                (entry, BPF_TRACE_FENTRY_MULTI),
+                (exit, BPF_TRACE_FEXIT_MULTI),
+            ]
+        })
+        .collect();
+    let roles = [Role::Lead, Role::Understudy];
+    let every = programs
+        .iter()
+        .flat_map(|&program| roles.map(|role| (program, role)));
     if btf
         .id_by_type_name_kind(multi::KERNEL_MARKER, BtfKind::Func)
         .is_err()
     {
         let absent = "this kernel links a tracing program to one function only (multi-function links are 7.x's)";
-        return programs
-            .map(|(name, _)| (name, Err(HookError::Absent(absent.into()))))
+        return every
+            .map(|((name, _), role)| {
+                (
+                    role.program_name(name),
+                    Err(HookError::Absent(absent.into())),
+                )
+            })
             .collect();
     }
-    let object = MultiObject::prepare(TaskStacks::for_this_kernel().object(), ebpf, btf);
-    programs
-        .map(|(name, attach_type)| {
-            let result = match &object {
-                Ok(object) => object.verify(btf, name, attach_type),
+    let wanted = programs.iter().map(|(name, _)| *name).collect();
+    let copy = ObjectCopy::prepare(TaskStacks::for_this_kernel().object(), ebpf, btf, &wanted);
+    every
+        .map(|((name, attach_type), role)| {
+            let result = match &copy {
+                Ok(copy) => copy.verify(btf, name, role, attach_type, 0),
                 Err(e) => Err(e.clone()),
             };
-            (name, result.map_err(HookError::Refused))
+            (role.program_name(name), result.map_err(HookError::Refused))
+        })
+        .collect()
+}
+
+/// Loads the understudy of every fentry and fexit program ([`super::understudy`]) for each
+/// function of its hook this kernel has: its role's other branches judged too.
+fn verify_understudies(
+    ebpf: &Ebpf,
+    btf: &Btf,
+) -> Vec<(String, &'static str, Result<(), HookError>)> {
+    let timed: Vec<(&'static str, &'static str, u32, u32)> = POINTS
+        .iter()
+        .flat_map(|point| point.functions)
+        .filter_map(|hook| {
+            let id = btf.id_by_type_name_kind(hook.symbol, BtfKind::Func).ok()?;
+            Some((hook, id))
+        })
+        .flat_map(|(hook, id)| {
+            let programs = hook.fentry.into_iter();
+            programs.flat_map(move |p| {
+                let entry = p
+                    .entry
+                    .map(|entry| (entry, hook.symbol, BPF_TRACE_FENTRY, id));
+                entry
+                    .into_iter()
+                    .chain([(p.exit, hook.symbol, BPF_TRACE_FEXIT, id)])
+            })
+        })
+        .collect();
+    let wanted = timed.iter().map(|(name, ..)| *name).collect();
+    let copy = ObjectCopy::prepare(TaskStacks::for_this_kernel().object(), ebpf, btf, &wanted);
+    timed
+        .into_iter()
+        .map(|(name, function, attach_type, id)| {
+            let result = match &copy {
+                Ok(copy) => copy.verify(btf, name, Role::Understudy, attach_type, id),
+                Err(e) => Err(e.clone()),
+            };
+            (
+                Role::Understudy.program_name(name),
+                function,
+                result.map_err(HookError::Refused),
+            )
         })
         .collect()
 }

@@ -57,11 +57,17 @@ pub fn is_lab(cmdline: &str) -> bool {
 /// The IOMMU options of the running kernel's config, from `/proc/config.gz` or else
 /// `/boot/config-RELEASE`; empty if neither can be read.
 pub fn kernel_config(root: &Path, release: Option<&str>) -> BTreeMap<String, String> {
-    let text = read_gzip(&root.join("proc/config.gz")).or_else(|| {
+    config_text(root, release)
+        .map(|text| iommu_options(&text))
+        .unwrap_or_default()
+}
+
+/// The running kernel's whole config, from `/proc/config.gz` or else `/boot/config-RELEASE`.
+pub fn config_text(root: &Path, release: Option<&str>) -> Option<String> {
+    read_gzip(&root.join("proc/config.gz")).or_else(|| {
         let release = release?;
         std::fs::read_to_string(root.join("boot").join(format!("config-{release}"))).ok()
-    });
-    text.map(|text| iommu_options(&text)).unwrap_or_default()
+    })
 }
 
 fn read_gzip(path: &Path) -> Option<String> {

@@ -13,7 +13,7 @@ mod pci;
 
 use iommu::iommu_groups;
 pub(crate) use iommu::iommu_units;
-use kernel::{cmdline, is_lab, kernel_config, kernel_release};
+use kernel::{cmdline, config_text, is_lab, kernel_config, kernel_release};
 use pci::pci_devices;
 
 use iommutop_model::facts::{effective_domain_type, HostFacts};
@@ -26,6 +26,15 @@ pub enum SysinfoError {
         root: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// The running kernel's whole config (None: not readable) and its command line, under `root`.
+pub(crate) fn kernel_config_and_cmdline(root: &Path) -> (Option<String>, String) {
+    let release = kernel_release(root);
+    (
+        config_text(root, release.as_deref()),
+        cmdline(root).unwrap_or_default(),
+    )
 }
 
 /// Everything sysinfo knows about the host under `root`.

@@ -1,0 +1,256 @@
+//! The object aya loaded, parsed and relocated again for programs aya 0.14 cannot load: each
+//! program is loaded by aya once, for one function. Our own loader ([`super::bpf_syscalls`]) loads
+//! from this copy the multi-function programs ([`super::multi`]), which serve many functions, and
+//! the understudies ([`super::understudy`]), second copies of the timed programs: the programs
+//! wanted are relocated against the same BTF as aya's and linked to the maps aya created, and
+//! loaded with the attach type and target each needs, in the role it plays.
+
+use super::bpf_syscalls::{load_btf, load_tracing, TracingProgram};
+use super::multi_cast::{self, CastIds};
+use super::timing::{log_walked, timed};
+use super::understudy;
+use super::verifier_log::describe_text;
+use aya::maps::{Map, MapData};
+use aya::{Btf, Ebpf};
+use aya_obj::btf::BtfFeatures;
+use aya_obj::Object;
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::CString;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::sync::OnceLock;
+
+/// Programs of the object, relocated and ready to load, and the object's BTF in the kernel.
+pub(super) struct ObjectCopy {
+    programs: HashMap<&'static str, TracingProgram>,
+    license: CString,
+    btf_fd: OwnedFd,
+    /// The kernel's ids the programs' casts need ([`multi_cast`]), found at the first load that
+    /// has any.
+    casts: OnceLock<Result<CastIds, String>>,
+}
+
+/// The role a copy of a timed program plays (ebpf/lib/role.bpf.h).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Role {
+    /// As built: the program that times its calls.
+    Lead,
+    /// The same instructions with their role patched: acts where its lead's run was skipped.
+    Understudy,
+}
+
+impl Role {
+    /// The name a program's copy in this role goes by (the lead's own, or
+    /// [`understudy::name_of`] it).
+    pub(super) fn program_name(self, lead: &str) -> String {
+        match self {
+            Role::Lead => lead.to_string(),
+            Role::Understudy => understudy::name_of(lead),
+        }
+    }
+}
+
+impl ObjectCopy {
+    /// Parses `object` (the bytes aya loaded into `ebpf`) again and relocates the programs
+    /// `wanted` against `target`, linked to `ebpf`'s maps. Before the maps are taken from it.
+    pub(super) fn prepare(
+        object: &[u8],
+        ebpf: &Ebpf,
+        target: &Btf,
+        wanted: &BTreeSet<&'static str>,
+    ) -> Result<ObjectCopy, String> {
+        let mut obj = Object::parse(object).map_err(|e| format!("parsing the object: {e}"))?;
+        obj.programs
+            .retain(|name, _| wanted.contains(name.as_str()));
+        if let Some(absent) = wanted
+            .iter()
+            .find(|name| !obj.programs.contains_key(**name))
+        {
+            return Err(format!("the object has no program `{absent}` (rebuild)"));
+        }
+        let btf = obj
+            .fixup_and_sanitize_btf(&every_btf_feature())
+            .map_err(|e| format!("the object's BTF: {e}"))?
+            .ok_or("the object has no BTF (rebuild)")?
+            .to_bytes();
+        let btf_fd = load_btf(&btf).map_err(|e| format!("loading the object's BTF: {e}"))?;
+        obj.relocate_btf(target)
+            .map_err(|e| format!("relocating against the kernel's BTF: {e}"))?;
+        let fds = map_fds(ebpf);
+        let object_maps = std::mem::take(&mut obj.maps);
+        let maps = object_maps
+            .iter()
+            .map(|(name, map)| {
+                fds.get(name.as_str())
+                    .map(|fd| (name.as_str(), *fd, map))
+                    .ok_or_else(|| format!("map `{name}` was not created"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let text_sections = obj.functions.keys().map(|(section, _)| *section).collect();
+        obj.relocate_maps(maps.into_iter(), &text_sections)
+            .map_err(|e| format!("relocating maps: {e}"))?;
+        obj.relocate_calls(&text_sections)
+            .map_err(|e| format!("relocating calls: {e}"))?;
+        let programs = wanted
+            .iter()
+            .map(|&name| {
+                let program = &obj.programs[name];
+                let function = &obj.functions[&program.function_key()];
+                let relocated = TracingProgram {
+                    name,
+                    instructions: function.instructions.clone(),
+                    func_info: function.func_info.func_info.clone(),
+                    func_info_rec_size: function.func_info_rec_size,
+                    line_info: function.line_info.line_info.clone(),
+                    line_info_rec_size: function.line_info_rec_size,
+                };
+                (name, relocated)
+            })
+            .collect();
+        Ok(ObjectCopy {
+            programs,
+            license: obj.license.clone(),
+            btf_fd,
+            casts: OnceLock::new(),
+        })
+    }
+
+    /// Loads the program `name` in `role` as `attach_type` for the function of BTF id
+    /// `attach_btf_id` (0: none, a multi-function program), timed, and says how much the verifier
+    /// walked (-vv), under the name of the copy (`shown`).
+    pub(super) fn load_timed(
+        &self,
+        btf: &Btf,
+        name: &'static str,
+        role: Role,
+        attach_type: u32,
+        attach_btf_id: u32,
+    ) -> Result<OwnedFd, String> {
+        let shown = role.program_name(name);
+        let fd = timed(&shown, "verified", || {
+            self.load(btf, name, role, attach_type, attach_btf_id)
+        })?;
+        log_walked(&shown, fd.as_fd());
+        Ok(fd)
+    }
+
+    /// Loads the program `name` in `role` as `attach_type` (for the function of BTF id
+    /// `attach_btf_id`, or none) and lets it go: the verifier's verdict.
+    pub(super) fn verify(
+        &self,
+        btf: &Btf,
+        name: &'static str,
+        role: Role,
+        attach_type: u32,
+        attach_btf_id: u32,
+    ) -> Result<(), String> {
+        self.load(btf, name, role, attach_type, attach_btf_id)
+            .map(drop)
+    }
+
+    /// The program `name` in `role`, its casts given the kernel's ids from `btf`.
+    fn completed(
+        &self,
+        btf: &Btf,
+        name: &'static str,
+        role: Role,
+    ) -> Result<TracingProgram, String> {
+        let mut program = self.programs[name].clone();
+        if multi_cast::casts_in(&program.instructions) {
+            let ids = self
+                .casts
+                .get_or_init(|| CastIds::find(btf).map_err(|e| e.to_string()))
+                .as_ref()
+                .map_err(|e| format!("{name}: {e}"))?;
+            multi_cast::complete(&mut program.instructions, ids)
+                .map_err(|e| format!("{name}: {e}"))?;
+        }
+        if role == Role::Understudy {
+            understudy::cast_as_understudy(&mut program.instructions)
+                .map_err(|e| format!("{name}: {e}"))?;
+        }
+        Ok(program)
+    }
+
+    /// Loads the program `name` in `role` as `attach_type` (for the function of BTF id
+    /// `attach_btf_id`, or none); refused, again with the verifier's log, for its verdict.
+    fn load(
+        &self,
+        btf: &Btf,
+        name: &'static str,
+        role: Role,
+        attach_type: u32,
+        attach_btf_id: u32,
+    ) -> Result<OwnedFd, String> {
+        let program = &self.completed(btf, name, role)?;
+        let load = |log: Option<&mut [u8]>| {
+            load_tracing(
+                program,
+                &self.license,
+                &self.btf_fd,
+                attach_type,
+                attach_btf_id,
+                log,
+            )
+        };
+        load(None)
+            .or_else(|_| {
+                let mut log = vec![0u8; 1 << 20];
+                load(Some(&mut log)).map_err(|e| {
+                    let end = log.iter().position(|b| *b == 0).unwrap_or(log.len());
+                    describe_text(&format!(
+                        "the BPF_PROG_LOAD syscall returned {e}. Verifier output: {}",
+                        String::from_utf8_lossy(&log[..end])
+                    ))
+                })
+            })
+            .map_err(|e| format!("{}: {e}", role.program_name(name)))
+    }
+}
+
+/// The BTF features of the kernels our own loader is used on (multi-function links are 7.x's,
+/// understudies are for preemptible kernels, all 6.x or later): every one.
+fn every_btf_feature() -> BtfFeatures {
+    BtfFeatures::new(true, true, true, true, true, true, true, true)
+}
+
+/// The descriptor of each map aya created, by the name the object gives it.
+fn map_fds(ebpf: &Ebpf) -> HashMap<&str, RawFd> {
+    ebpf.maps()
+        .map(|(name, map)| (name, map_data(map).fd().as_fd().as_raw_fd()))
+        .collect()
+}
+
+fn map_data(map: &Map) -> &MapData {
+    match map {
+        Map::Array(data)
+        | Map::ArrayOfMaps(data)
+        | Map::BloomFilter(data)
+        | Map::CgroupArray(data)
+        | Map::CgroupStorage(data)
+        | Map::CgrpStorage(data)
+        | Map::CpuMap(data)
+        | Map::DevMap(data)
+        | Map::DevMapHash(data)
+        | Map::HashMap(data)
+        | Map::HashOfMaps(data)
+        | Map::InodeStorage(data)
+        | Map::LpmTrie(data)
+        | Map::LruHashMap(data)
+        | Map::PerCpuArray(data)
+        | Map::PerCpuCgroupStorage(data)
+        | Map::PerCpuHashMap(data)
+        | Map::PerCpuLruHashMap(data)
+        | Map::PerfEventArray(data)
+        | Map::ProgramArray(data)
+        | Map::Queue(data)
+        | Map::ReusePortSockArray(data)
+        | Map::RingBuf(data)
+        | Map::SockHash(data)
+        | Map::SockMap(data)
+        | Map::SkStorage(data)
+        | Map::Stack(data)
+        | Map::StackTraceMap(data)
+        | Map::Unsupported(data)
+        | Map::XskMap(data) => data,
+    }
+}
