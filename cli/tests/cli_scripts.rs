@@ -1,11 +1,41 @@
-//! The project's own scripts, on the host, with no guest: how `lab/run` reads a guest's kernel
-//! console (lab/lib/console.sh) on the logs in `cli/tests/fixtures/console/`.
+//! The project's own scripts, on the host, with no guest: `.ci/run`'s refusal to skip the lab,
+//! and how `lab/run` reads a guest's kernel console (lab/lib/console.sh) on the logs in
+//! `cli/tests/fixtures/console/`.
 
 mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use support::project_root;
+use support::{assert_one_line_error, project_root};
+
+/// CI runs every lab test: `.ci/run` with `IOMMUTOP_SKIP_LAB` set, to any value, exits 2 with one
+/// line naming the variable and the fix, before it runs any other command. Its PATH here leads
+/// nowhere, so any command it tried to run (an install, a build, the README's test command)
+/// would add a "command not found" line and another status.
+#[test]
+fn ci_refuses_to_run_with_the_lab_skipped() {
+    let nowhere = tempfile::tempdir().expect("tempdir");
+    for value in ["1", "0", ""] {
+        let output = Command::new("/bin/bash")
+            .arg(project_root().join(".ci/run"))
+            .env_clear()
+            .env("PATH", nowhere.path())
+            .env("IOMMUTOP_SKIP_LAB", value)
+            .current_dir(nowhere.path())
+            .output()
+            .expect("bash runs .ci/run");
+        assert_one_line_error(
+            &output,
+            2,
+            &["IOMMUTOP_SKIP_LAB is set", "unset IOMMUTOP_SKIP_LAB"],
+        );
+        assert!(
+            output.stdout.is_empty(),
+            "IOMMUTOP_SKIP_LAB={value:?}: .ci/run printed {:?}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+    }
+}
 
 fn console_fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/console")
