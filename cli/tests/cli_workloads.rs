@@ -495,6 +495,8 @@ fn live_tools_serving(needle: &str) -> usize {
         .count()
 }
 
+/// Waits for the workload's network namespace; the 20 s only keep a run that never makes one
+/// from blocking the test.
 fn wait_for_namespace() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while std::time::Instant::now() < deadline {

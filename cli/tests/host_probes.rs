@@ -194,7 +194,7 @@ fn record_counts_block_completions_of_direct_reads_and_writes_a_valid_report() {
 
 /// Our programs still loaded, once the kernel has finished releasing those of exited processes
 /// (links and programs are freed asynchronously after the last fd closes); fails when bpftool
-/// cannot say.
+/// cannot say. The 5 s only bound the wait for that release: no speed is asserted.
 fn programs_left_after_exit() -> Vec<String> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
@@ -452,6 +452,7 @@ fn json_dash_streams_one_object_per_interval_then_the_report() {
             "{line}"
         );
         let t_s = line["t_s"].as_f64().expect("t_s");
+        // What t_s means (the interval's end, from the start), not how fast anything ran.
         assert!(
             (t_s - (i + 1) as f64).abs() < 0.5,
             "t_s {t_s} of interval {i}"

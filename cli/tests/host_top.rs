@@ -279,7 +279,8 @@ impl Pane {
         self.tmux(&["capture-pane", "-p"])
     }
 
-    /// Waits until the pane shows `needle`; the screen as last seen.
+    /// Waits until the pane shows `needle`; the screen as last seen. (This timeout and the
+    /// others of a pane only keep a hung view from blocking the test: none is a speed.)
     fn wait_for(&self, needle: &str, timeout: Duration) -> String {
         let deadline = Instant::now() + timeout;
         loop {

@@ -5,6 +5,8 @@
 # shellcheck disable=SC2034
 readonly EX_USAGE=2    # bad arguments
 readonly EX_ENV=3      # missing tool, not root, cache not writable, download failed
+readonly EX_KERNEL=123  # COMMAND finished, but the guest kernel reported trouble (an oops, BUG,
+                        # WARNING, RCU stall, ...) while the guest ran (lib/console.sh)
 readonly EX_TIMEOUT=124 # the guest did not finish within --timeout
 readonly EX_GUEST=125  # QEMU or the guest failed before COMMAND finished
 

@@ -41,7 +41,7 @@ fn lab_command(args: &[&str], env: &[(&str, &str)]) -> Output {
         .output()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", lab.display()));
     let options = args.split(|a| *a == "--").next().unwrap_or_default();
-    support::record_lab_time(options, started);
+    support::record_lab_time(options, started, &output);
     output
 }
 
@@ -61,8 +61,9 @@ fn fetched(kernel: &str) {
 }
 
 /// Runs `lab/run ARGS` (ARGS include `-- COMMAND...`) for a test that needs the lab: fails the
-/// test, saying what is missing, when the lab cannot run here (exit 3), and with the end of the
-/// kernel log when the guest failed or hung (125, 124).
+/// test, saying what is missing, when the lab cannot run here (exit 3), with the end of the
+/// kernel log when the guest failed or hung (125, 124), and with the kernel's lines when it
+/// reported trouble (123).
 fn lab_run(args: &[&str]) -> Output {
     let output = lab_command(args, &[]);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -70,6 +71,7 @@ fn lab_run(args: &[&str]) -> Output {
         Some(3) => panic!(
             "the lab cannot run here (lab/run exit 3; set IOMMUTOP_SKIP_LAB=1 to skip the lab tests): {stderr}"
         ),
+        Some(support::LAB_KERNEL_TROUBLE) => panic!("{}", support::kernel_trouble_message(&stderr)),
         Some(code @ (124 | 125)) => panic!(
             "lab/run {args:?} failed in the guest (exit {code}): {stderr}\n--- kernel log (end) ---\n{}",
             kernel_log_tail(&stderr)

@@ -123,18 +123,51 @@ pub fn loaded_iommutop_programs() -> Vec<String> {
         .collect()
 }
 
-/// Runs `lab/run ARGS -- COMMAND` and returns its output; fails the test if the lab cannot run.
-/// A command that failed because its guest's kernel crashed outside BPF code is run once more in
-/// a fresh guest, saying so ([`emulator_crash`]); any other failure is the test's.
+/// Runs `lab/run ARGS -- COMMAND` and returns its output; fails the test if the lab cannot run
+/// (exit 3, 124), and when the guest kernel reported trouble (exit 123: an oops, BUG, WARNING,
+/// RCU stall ... while the command ran or before it started), naming the kernel's lines, whatever
+/// the command did. A guest the emulator crashed (lab/run says so: an `int3` oops, a register
+/// dump no CPU can hold; lab/lib/console.sh) is booted once more for the command, saying so and
+/// counting it ([`record_lab_time`]); a crash that is not the emulator's is never retried.
 pub fn lab_run(lab_args: &[&str], command: &[&str]) -> Output {
-    let output = lab_run_once(lab_args, command);
-    match emulator_crash(&output) {
-        Some(crash) => {
-            eprintln!("lab: the guest kernel crashed: {crash}; booting it once more");
-            lab_run_once(lab_args, command)
-        }
-        None => output,
+    let mut output = lab_run_once(lab_args, command);
+    if let Some(crash) = emulator_crash(&output) {
+        eprintln!("lab: the emulator crashed the guest ({crash}): running the command once more in a fresh guest");
+        output = lab_run_once(lab_args, command);
     }
+    fail_on_kernel_trouble(&output);
+    output
+}
+
+/// lab/run's status when the command finished but the guest kernel reported trouble.
+pub const LAB_KERNEL_TROUBLE: i32 = 123;
+
+/// Fails the test when lab/run exited [`LAB_KERNEL_TROUBLE`], with the kernel's lines lab/run
+/// printed first (`lab: while the command ran: …`, `lab: before it started: …`), then the rest of
+/// its stderr.
+#[track_caller]
+pub fn fail_on_kernel_trouble(output: &Output) {
+    if output.status.code() != Some(LAB_KERNEL_TROUBLE) {
+        return;
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    panic!("{}", kernel_trouble_message(&stderr));
+}
+
+/// What a test says when lab/run reported kernel trouble: the kernel's lines, then lab/run's and
+/// the command's stderr.
+pub fn kernel_trouble_message(stderr: &str) -> String {
+    let kernel_lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| {
+            l.starts_with("lab: while the command ran: ")
+                || l.starts_with("lab: before it started: ")
+        })
+        .collect();
+    format!(
+        "the guest kernel reported trouble (lab/run exit {LAB_KERNEL_TROUBLE}), which fails the test whatever the command did:\n{}\n--- lab/run's stderr ---\n{stderr}",
+        kernel_lines.join("\n")
+    )
 }
 
 /// The kernel log lab/run names in its last line when its guest failed or hung.
@@ -143,33 +176,38 @@ pub fn kernel_log_path(stderr: &str) -> Option<PathBuf> {
     Some(PathBuf::from(path.lines().next()?.trim()))
 }
 
-/// Why a failed command's guest died of the emulator rather than of what the test runs, from the
-/// kernel log lab/run names: an `Oops: int3` (QEMU's multi-threaded TCG meeting a breakpoint the
-/// kernel's text patching, such as the probes' detach, had already taken out; lab/run's
-/// `boot_oopsed`), or an oops, double fault or panic whose call trace runs through no BPF code
-/// (seen under a heavily loaded host: a double fault in `ip`'s execve, with an EFLAGS no CPU can
-/// hold). A crash with BPF in its trace may be ours: never retried.
+/// What lab/run said of the emulator's crashes in one run: each boot it made again (`the guest
+/// kernel oopsed while booting (…): the emulator's crash; boot N of 3`), then the crash that
+/// ended the run, if the emulator's (`the emulator crashed the guest: …`).
+pub fn emulator_crashes(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter_map(|l| {
+            if let Some(rest) = l.strip_prefix("lab: the guest kernel oopsed while booting (") {
+                let what = rest.rsplit_once("): ").map_or(rest, |(what, _)| what);
+                Some(format!("{what}, while booting"))
+            } else {
+                l.strip_prefix("lab: the emulator crashed the guest: ")
+                    .map(str::to_string)
+            }
+        })
+        .collect()
+}
+
+/// The emulator's crash that ended a run (lab/run exit 123 or 125, `the emulator crashed the
+/// guest: LINE`): QEMU's multi-threaded TCG running a breakpoint the kernel's text patching (a
+/// static key, the probes' attach or detach) had already taken out (`Oops: int3`), or a register
+/// dump with an EFLAGS no CPU can hold (seen on a heavily loaded host: a double fault in `ip`'s
+/// execve). lab/lib/console.sh decides, from the first trouble the kernel reported; any other
+/// crash is the kernel's or ours, and is not retried.
 fn emulator_crash(output: &Output) -> Option<String> {
-    if output.status.success() {
+    if !matches!(output.status.code(), Some(LAB_KERNEL_TROUBLE) | Some(125)) {
         return None;
     }
-    let log = kernel_log_path(&String::from_utf8_lossy(&output.stderr))?;
-    let text = String::from_utf8_lossy(&std::fs::read(&log).ok()?).into_owned();
-    let lines: Vec<&str> = text.lines().collect();
-    let crash = lines.iter().position(|l| {
-        ["Oops: ", "traps: PANIC", "Kernel panic"]
-            .iter()
-            .any(|mark| l.contains(mark))
-    })?;
-    let what = lines[crash].trim();
-    if what.contains("Oops: int3") {
-        return Some(format!("{what} ({})", log.display()));
-    }
-    let trace = &lines[crash..lines.len().min(crash + 60)];
-    if trace.iter().any(|l| l.to_ascii_lowercase().contains("bpf")) {
-        return None;
-    }
-    Some(format!("{what}, no BPF in its trace ({})", log.display()))
+    String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .find_map(|l| l.strip_prefix("lab: the emulator crashed the guest: "))
+        .map(str::to_string)
 }
 
 fn lab_run_once(lab_args: &[&str], command: &[&str]) -> Output {
@@ -183,7 +221,7 @@ fn lab_run_once(lab_args: &[&str], command: &[&str]) -> Output {
         .current_dir(project_root())
         .output()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", lab.display()));
-    record_lab_time(lab_args, started);
+    record_lab_time(lab_args, started, &output);
     if matches!(output.status.code(), Some(3) | Some(124)) {
         panic!(
             "the lab could not run (exit {:?}): {}",
@@ -194,18 +232,38 @@ fn lab_run_once(lab_args: &[&str], command: &[&str]) -> Output {
     output
 }
 
+thread_local! {
+    /// The emulator's crashes met by the test running on this thread (libtest runs each test on
+    /// a thread of its own).
+    static EMULATOR_CRASHES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Appends how long a `lab/run` took to `target/tmp/lab-times` (seconds, the test, lab/run's
-/// options), which `scripts/test` sums and ranks at its end: the lab's share of CI's time budget
-/// in plain sight. A file that cannot be written costs the line, not the test.
-pub fn record_lab_time(lab_args: &[&str], started: std::time::Instant) {
+/// options, the emulator's crashes in that run and what they were), which `scripts/test` sums
+/// and ranks at its end: the lab's share of CI's time budget, and every boot the emulator cost,
+/// in plain sight. Each crash is also said here, counted in the test's own tally. A file that
+/// cannot be written costs the line, not the test.
+pub fn record_lab_time(lab_args: &[&str], started: std::time::Instant, output: &Output) {
     let test = std::thread::current()
         .name()
         .unwrap_or("(unnamed test)")
         .to_string();
+    let crashes = emulator_crashes(&String::from_utf8_lossy(&output.stderr));
+    for crash in &crashes {
+        let count = EMULATOR_CRASHES.with(|c| {
+            c.set(c.get() + 1);
+            c.get()
+        });
+        eprintln!(
+            "lab: the emulator crashed the guest ({crash}): emulator crash {count} in {test}"
+        );
+    }
     let line = format!(
-        "{:.0}\t{test}\t{}\n",
+        "{:.0}\t{test}\t{}\t{}\t{}\n",
         started.elapsed().as_secs_f64(),
-        lab_args.join(" ")
+        lab_args.join(" "),
+        crashes.len(),
+        crashes.join("; ")
     );
     let times = Path::new(env!("CARGO_TARGET_TMPDIR")).join("lab-times");
     let written = std::fs::OpenOptions::new()

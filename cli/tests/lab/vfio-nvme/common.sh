@@ -46,7 +46,7 @@ restored() {
 	if ! grep -qs "$PCI" /run/iommutop/*.json; then ok "$1: no record left"; else notok "$1: no record left" "$(grep -ls "$PCI" /run/iommutop/*.json)"; fi
 }
 
-# The worker's pid once it runs (empty after 30 s without one).
+# The worker's pid once it runs (empty after 30 s without one: a bound on the wait, not a speed).
 worker_pid() {
 	i=0
 	while [ $i -lt 300 ]; do

@@ -55,6 +55,7 @@ restored int-parent
 start kill-parent $long
 kill -KILL "$parent"
 wait "$parent" 2>/dev/null
+# 30 s only bound the wait: the worker follows its parent at once or not at all.
 i=0
 while pgrep -f -- --iommutop-vfio-nvme-worker >/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 if pgrep -f -- --iommutop-vfio-nvme-worker >/dev/null; then notok "kill-parent: worker followed" "still running"; else ok "kill-parent: worker followed"; fi
