@@ -28,6 +28,9 @@ readonly CACHE_DIR
 # The guest's architecture: x86_64 (the default) or arm64. lab/run and lab/fetch set it from
 # --arch before anything touches the cache; kernels, apt states and locks are kept apart by it.
 LAB_ARCH=x86_64
+# The machine: lab (the default: one NVMe, two e1000e) or server (x86_64 only: lib/server.sh).
+# lab/run sets it from --machine.
+LAB_MACHINE=lab
 
 # arch_cache_dir: where this architecture's kernels and apt states live. x86_64 keeps the
 # cache's top level (as before there was a second architecture); arm64 has its own directory.
@@ -46,10 +49,11 @@ lock_name() {
   esac
 }
 
-# qemu_binary: the emulator for this architecture.
+# qemu_binary: the emulator for this architecture and machine (the server's: lib/server.sh).
 qemu_binary() {
-  case $LAB_ARCH in
-    arm64) echo "${IOMMUTOP_QEMU_ARM64:-qemu-system-aarch64}";;
+  case $LAB_ARCH-$LAB_MACHINE in
+    arm64-*) echo "${IOMMUTOP_QEMU_ARM64:-qemu-system-aarch64}";;
+    *-server) server_qemu_binary;;
     *) echo "${IOMMUTOP_QEMU:-qemu-system-x86_64}";;
   esac
 }

@@ -14,6 +14,10 @@ readonly ROOT_MODULES="virtio_pci 9pnet_virtio 9p overlay"
 # The devices under test and VFIO. Everything else the command needs is loaded inside the guest
 # by modprobe from the bind-mounted /lib/modules.
 readonly DEVICE_MODULES="nvme e1000e vfio_pci vfio_iommu_type1"
+# The server machine's igb (x86_64 only), and its virtual functions' driver, which the init loads
+# once it has enabled and named the VFs.
+readonly SERVER_MODULES="igb"
+readonly VF_MODULES="igbvf"
 
 # module_files KERNEL_DIR VERSION NAME...: the module files (relative to KERNEL_DIR) that NAMEs
 # need, dependencies first, each once. Built-in modules produce nothing.
@@ -33,17 +37,17 @@ initramfs_key() {
   { cat "$LAB_DIR/guest/init"; printf '%s\n' "$@"; sha256sum <"$busybox"; } | sha256sum | cut -c1-16
 }
 
-# build_initramfs_locked OUT KERNEL_DIR BUSYBOX EARLY ROOT DEVICES (under the series' lock): the
-# three lists are newline-separated module files relative to KERNEL_DIR.
+# build_initramfs_locked OUT KERNEL_DIR BUSYBOX EARLY ROOT DEVICES SERVER VFS (under the series'
+# lock): the lists are newline-separated module files relative to KERNEL_DIR.
 build_initramfs_locked() {
-  local out=$1 dir=$2 busybox=$3 early=$4 root=$5 devices=$6 tree f base list
+  local out=$1 dir=$2 busybox=$3 early=$4 root=$5 devices=$6 server=$7 vfs=$8 tree f base list
   [ -f "$out" ] && return 0
   tree=$(mktemp -d "${out%/*}/.initramfs.XXXXXX")
   mkdir -p "$tree"/{bin,dev,proc,sys,host,ovl,newroot,modules}
   cp "$busybox" "$tree/bin/busybox"
   cp "$LAB_DIR/guest/init" "$tree/init"
   chmod 755 "$tree/init" "$tree/bin/busybox"
-  for f in $early $root $devices; do
+  for f in $early $root $devices $server $vfs; do
     base=${f##*/}
     case $base in
       *.ko.xz) xz -dc "$dir/$f" >"$tree/modules/${base%.xz}";;
@@ -52,7 +56,7 @@ build_initramfs_locked() {
       *) cp "$dir/$f" "$tree/modules/$base";;
     esac
   done
-  for list in early root devices; do
+  for list in early root devices server vfs; do
     for f in ${!list}; do base=${f##*/}; echo "${base%.ko*}.ko"; done >"$tree/modules/$list"
   done
   # Uncompressed: the kernel unpacks it faster under TCG than it would inflate a gzip.
@@ -65,7 +69,7 @@ build_initramfs_locked() {
 # ensure_initramfs SERIES [BUSYBOX]: prints the path of the kernel's initramfs, building it if
 # needed. BUSYBOX (a static one for the guest's architecture) defaults to the host's.
 ensure_initramfs() {
-  local series=$1 busybox=${2:-} dir version early root devices key out
+  local series=$1 busybox=${2:-} dir version early root devices server="" vfs="" key out
   dir=$(kernel_dir "$series")
   version=$(kernel_version "$series")
   [ -n "$busybox" ] || busybox=$(static_busybox)
@@ -75,14 +79,18 @@ ensure_initramfs() {
     kernel_has_virtio_iommu "$series" && early=$(module_files "$dir" "$version" $EARLY_MODULES)
     root=$(module_files "$dir" "$version" $ROOT_MODULES)
     devices=$(module_files "$dir" "$version" $DEVICE_MODULES)
+    if [ "$LAB_ARCH" = x86_64 ]; then
+      server=$(module_files "$dir" "$version" $SERVER_MODULES)
+      vfs=$(module_files "$dir" "$version" $VF_MODULES)
+    fi
   }
-  key=$(initramfs_key "$busybox" "$early" "$root" "$devices")
+  key=$(initramfs_key "$busybox" "$early" "$root" "$devices" "$server" "$vfs")
   out=$dir/initramfs-$key.cpio
   if [ ! -f "$out" ]; then
     require_tool cpio cpio
     require_tool xz xz-utils
     require_tool zstd zstd
-    with_lock "$series" build_initramfs_locked "$out" "$dir" "$busybox" "$early" "$root" "$devices"
+    with_lock "$series" build_initramfs_locked "$out" "$dir" "$busybox" "$early" "$root" "$devices" "$server" "$vfs"
   fi
   echo "$out"
 }

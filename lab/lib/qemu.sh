@@ -58,7 +58,8 @@ qemu_args() {
   # A path inside a QEMU option list escapes its commas by doubling them. (The run directory's
   # name, from mktemp, has none.)
   local project=${PROJECT_DIR//,/,,}
-  local args=()
+  local args=() extra=() nvme0=nvme,serial=iommutoplab,drive=nvme0,addr=04.0
+  [ "$LAB_MACHINE" = server ] && nvme0+=,max_ioqpairs=$SERVER_IOQPAIRS
   for a in $(accel_args "$icount"); do args+=("$a"); done
   for a in $(machine_args "$iommu"); do args+=("$a"); done
   # shellcheck disable=SC2054 # the commas are QEMU's option syntax
@@ -69,9 +70,14 @@ qemu_args() {
     # The kernel console (ttyS0; ttyAMA0 on arm64) goes to a file, never to the command's stdout.
     -serial "file:$run/console.log"
   )
+  if [ "$LAB_MACHINE" = server ]; then
+    mapfile -t extra < <(server_qemu_firmware_args)
+    args+=("${extra[@]}")
+  fi
   # The IOMMU comes before the devices it translates for. The PCI addresses are fixed, the same
   # with every IOMMU: NVMe 00:04.0, NICs 00:05.0 and 00:06.0, the 9p shares 00:08.0-00:0a.0;
   # virtio-iommu sits at 00:03.0 and QEMU's AMD-Vi function takes the first free slot, 00:01.0.
+  # The server machine adds its second NVMe at 00:07.0 and the igb at 00:0c.0 (lib/server.sh).
   for a in $(iommu_device_args "$iommu"); do args+=("$a"); done
   # shellcheck disable=SC2054
   args+=(
@@ -86,11 +92,15 @@ qemu_args() {
     -device virtio-9p-pci,fsdev=labio,mount_tag=labio,addr=0a.0
     # Scratch NVMe: a fresh sparse image per run; tests may write to it.
     -drive "file=$run/nvme.img,if=none,id=nvme0,format=raw"
-    -device nvme,serial=iommutoplab,drive=nvme0,addr=04.0
+    -device "$nvme0"
     # Two NICs on one hub and nothing else: they reach each other only. romfile= skips iPXE.
     -netdev hubport,id=net0,hubid=0 -device e1000e,netdev=net0,romfile=,mac=52:54:00:12:34:56,addr=05.0
     -netdev hubport,id=net1,hubid=0 -device e1000e,netdev=net1,romfile=,mac=52:54:00:12:34:57,addr=06.0
   )
+  if [ "$LAB_MACHINE" = server ]; then
+    mapfile -t extra < <(server_device_args "$run")
+    args+=("${extra[@]}")
+  fi
   if [ -n "$kernel_share" ]; then
     # shellcheck disable=SC2054
     args+=(

@@ -16,6 +16,7 @@ mod eras;
 mod exact;
 mod probes;
 mod serve;
+mod server;
 mod smoke;
 mod tasks;
 mod tui;
