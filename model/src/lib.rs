@@ -9,6 +9,7 @@ pub mod diagnose;
 pub mod facts;
 pub mod hist;
 pub mod html;
+pub mod losses;
 pub mod op_stats;
 mod ops_map;
 pub mod params;

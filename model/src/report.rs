@@ -49,6 +49,11 @@ pub struct Report {
     /// reports written before it existed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub health: BTreeMap<String, u64>,
+    /// The calls the probes did not see whole, per operation and per group of entry programs
+    /// (docs/probes.md, "How the loss figures are computed"). Absent in reports written before
+    /// it existed, whose `health` bounds them with `missed_calls.<op>` instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub losses: Option<crate::losses::Losses>,
     /// Sampled kernel call paths of DMA API calls, heaviest first (absent when not sampled).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stacks: Vec<StackSample>,
@@ -275,6 +280,10 @@ pub struct ProgramOverhead {
     pub run_time_ns: u64,
     /// Run time per run; `None` if it never ran.
     pub ns_per_event: Option<f64>,
+    /// Runs the kernel skipped because the program was already running on that CPU; absent in
+    /// reports written before it was reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recursion_misses: Option<u64>,
 }
 
 /// The headline numbers of one interval.

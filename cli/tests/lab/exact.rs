@@ -36,10 +36,10 @@ fn preempt_rt_kernel_with_three_devices_busy_counts_exactly() {
 }
 
 /// A NIC's maps and unmaps agree within 0.5%, or the fewer fall short by no more than the report
-/// names as possibly missed (`missed_calls.<op>`): under PREEMPT_RT the kernel skips a program
-/// that a task preempted inside it left running on that CPU (`recursion_misses`), and now and
-/// then both programs of one call; on 2 busy vCPUs that was 26 to 66 maps a run, all of one NIC's
-/// at times (1,803 maps against 1,869 unmaps, 66 named).
+/// names as not counted ([`named_misses`]: lost, or open at the end): under PREEMPT_RT the
+/// kernel skips a program that a task preempted inside it left running on that CPU
+/// (`recursion_misses`), and now and then both programs of one call; on 2 busy vCPUs that was 26
+/// to 66 maps a run, all of one NIC's at times (1,803 maps against 1,869 unmaps, 66 named).
 fn assert_maps_match_unmaps(report: &Value, nic: &str, row: &Value) {
     let (maps, unmaps) = (count(row, "dma_map"), count(row, "dma_unmap"));
     let (short, named) = if maps < unmaps {
@@ -305,9 +305,8 @@ fn load_cell_counts_exactly(kernel: &str) {
         0.5,
     );
     let nvme = device(&report, NVME);
-    // A call is lost only when the kernel skipped both its programs; the report names at most how
-    // many per op (`missed_calls.<op>`): a shortfall beyond 0.5% must be named there, with its
-    // size. A page-table map whose DMA call's programs the kernel skipped is charged through its
+    // A call is lost only when the kernel skipped both its programs; the report names how many
+    // per op (`losses`): a shortfall beyond 0.5% must be named there, with its size. A page-table map whose DMA call's programs the kernel skipped is charged through its
     // IOMMU domain to the device the domain serves, so the NVMe's row has one per read still,
     // whatever its dma_map lost (7.3 in CI at 4f17092: 24 of 4,468 maps lost, 80 named; the
     // page-table maps all 4,468).

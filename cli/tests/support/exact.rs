@@ -65,9 +65,16 @@ pub fn bytes(row: &Value, op: &str) -> u64 {
     op_bytes(row, op)
 }
 
-/// How many calls of `op` the report names as possibly missed (`missed_calls.<op>`: runs of its
-/// programs the kernel skipped, one already running on that CPU).
+/// How many calls of `op` the report says its counts lack: those no program saw (`losses`'
+/// `lost`, the figure of the op's group of entry programs, on no known device) and those still
+/// open at the end, on every device; in a report written before `losses`, the bound its health
+/// gave (`missed_calls.<op>`: runs of its programs the kernel skipped).
 pub fn named_misses(report: &Value, op: &str) -> u64 {
+    if report["losses"].is_object() {
+        let figures = &report["losses"]["ops"][op];
+        return figures["lost"].as_u64().unwrap_or(0)
+            + figures["open_at_end"].as_u64().unwrap_or(0);
+    }
     report["health"][format!("missed_calls.{op}")]
         .as_u64()
         .unwrap_or(0)
