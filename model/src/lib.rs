@@ -3,6 +3,7 @@
 //! BPF or a terminal, so everything is unit-tested without root.
 
 pub mod compare;
+pub mod cross_check;
 pub mod derive;
 pub mod device_filter;
 pub mod diagnose;

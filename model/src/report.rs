@@ -54,6 +54,10 @@ pub struct Report {
     /// it existed, whose `health` bounds them with `missed_calls.<op>` instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub losses: Option<crate::losses::Losses>,
+    /// The kernel's own DMA and IOMMU trace events against the probes' counts, when asked
+    /// (`record --cross-check`, `diagnose`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cross_check: Option<crate::cross_check::CrossCheck>,
     /// Sampled kernel call paths of DMA API calls, heaviest first (absent when not sampled).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stacks: Vec<StackSample>,
@@ -270,6 +274,18 @@ pub struct SelfOverhead {
     /// `dispatch_ns` are taken out instead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nested_dispatch_ns: Option<u64>,
+    /// Whether each timed program had an understudy (a copy that acts where the kernel skipped
+    /// the program's run: docs/tracker.md), and why; absent in reports of builds before them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub understudies: Option<UnderstudiesUsed>,
+}
+
+/// Whether the timed programs had understudies, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnderstudiesUsed {
+    pub on: bool,
+    /// Why (`the kernel's preemption is lazy: ...`, `IOMMUTOP_UNDERSTUDIES=off`).
+    pub why: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

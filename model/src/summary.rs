@@ -1,5 +1,6 @@
 //! A report as plain text for the terminal: host line, one row per device, the probes, warnings.
 
+use crate::cross_check::CrossCheck;
 use crate::losses::Losses;
 use crate::report::{ProbeEntry, Report};
 use crate::sample::Op;
@@ -31,6 +32,10 @@ pub fn render_summary_fitted(report: &Report, width: Option<u16>) -> String {
     if let Some(losses) = report.losses.as_ref().filter(|l| l.any()) {
         out.push('\n');
         out.push_str(&losses_table(losses, width));
+    }
+    if let Some(check) = &report.cross_check {
+        out.push('\n');
+        out.push_str(&cross_check_table(check, width));
     }
     if !report.probes.is_empty() {
         out.push('\n');
@@ -300,6 +305,49 @@ fn losses_table(losses: &Losses, width: Option<u16>) -> String {
             ),
             width,
         ));
+    }
+    out
+}
+
+/// The probes' counts against the kernel's own events, a row per device and operation, and what
+/// could not be compared.
+fn cross_check_table(check: &CrossCheck, width: Option<u16>) -> String {
+    let mut out = wrap(
+        "cross-check against the kernel's own trace events (dma:*, iommu:map and iommu:unmap):\n",
+        width,
+    );
+    if !check.rows.is_empty() {
+        let mut table = Table::new(&[
+            ("DEVICE", Align::Left),
+            ("OP", Align::Left),
+            ("PROBES", Align::Right),
+            ("KERNEL", Align::Right),
+            ("KNOWN APART", Align::Right),
+            ("AGREE", Align::Left),
+        ]);
+        for row in &check.rows {
+            table.row(vec![
+                row.device.clone().unwrap_or_else(|| "all devices".into()),
+                row.op.name().to_string(),
+                human_count(row.probes),
+                human_count(row.kernel),
+                human_count(row.kernel_skipped + row.without_event),
+                if row.agrees {
+                    "yes".into()
+                } else {
+                    format!("no, {}", percent(row.apart()))
+                },
+            ]);
+        }
+        out.push_str(&table.render(width));
+        out.push_str(&wrap(
+            "known apart: runs the kernel skipped of its own counting programs, and IOVA-API \
+             calls, which have no event\n",
+            width,
+        ));
+    }
+    for note in &check.notes {
+        out.push_str(&wrap(&format!("  {note}\n"), width));
     }
     out
 }

@@ -71,6 +71,13 @@ pub struct SampleError {
     reason: String,
 }
 
+impl SampleError {
+    /// Reading `map` failed for `reason`.
+    pub(super) fn of(map: &'static str, reason: impl std::fmt::Display) -> SampleError {
+        sample_error(map, reason)
+    }
+}
+
 /// The object's maps, each under its type.
 pub struct ProbeMaps {
     /// Rows of per-CPU statistics; `rows` says which key each row is (ebpf/lib/maps.bpf.h),
@@ -230,6 +237,7 @@ impl ProbeMaps {
             op_health: self.op_health()?,
             entry_groups,
             open_calls: Vec::new(),
+            kernel_events: Vec::new(),
         })
     }
 

@@ -44,6 +44,11 @@ impl Report {
         if let Some(losses) = &mut self.losses {
             losses.retain_devices(keeps_key);
         }
+        if let Some(check) = &mut self.cross_check {
+            check
+                .rows
+                .retain(|row| row.device.as_deref().is_none_or(keeps_key));
+        }
         self.run.device_filter = Some(filter.clone());
     }
 
@@ -76,6 +81,7 @@ impl Report {
             warnings,
             health: whole_run.health.clone(),
             losses: Some(losses),
+            cross_check: None,
             stacks: Vec::new(),
             repeats: None,
         }
@@ -121,6 +127,7 @@ impl SelfOverhead {
         SelfOverhead {
             dispatch_ns: None,
             nested_dispatch_ns: None,
+            understudies: None,
             bpf_stats_enabled_by_iommutop,
             total_ns_per_event: (snapshot.events > 0 && total_ns > 0)
                 .then(|| total_ns as f64 / snapshot.events as f64),
