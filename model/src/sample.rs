@@ -61,6 +61,9 @@ pub enum Op {
     /// Packets a NIC's driver accepted for transmit (`net:net_dev_xmit`); a NIC's `Completion` is
     /// the packets it received.
     TxPackets = 14,
+    /// Block requests requeued (`block:block_rq_requeue`): a request is mapped again when it is
+    /// issued again, for one completion (a controller's reset cancels the requests in flight).
+    Requeue = 15,
 }
 
 impl Op {
@@ -87,7 +90,13 @@ impl Op {
     pub fn is_translation_work(self) -> bool {
         !matches!(
             self,
-            Op::DmaMap | Op::DmaUnmap | Op::DmaAlloc | Op::DmaFree | Op::Completion | Op::TxPackets
+            Op::DmaMap
+                | Op::DmaUnmap
+                | Op::DmaAlloc
+                | Op::DmaFree
+                | Op::Completion
+                | Op::TxPackets
+                | Op::Requeue
         )
     }
 }

@@ -66,7 +66,9 @@ enum iommutop_op {
 	IOMMUTOP_OP_DMA_FREE = 13, /* their release: dma_free_attrs, dma_free_pages, ... */
 	IOMMUTOP_OP_TX_PACKETS =
 	    14, /* packets a NIC's driver accepted for transmit: net:net_dev_xmit, count only */
-	IOMMUTOP_OP_COUNT = 15,
+	IOMMUTOP_OP_REQUEUE = 15, /* block requests requeued (block:block_rq_requeue): each is
+				     mapped again when issued again, for one completion */
+	IOMMUTOP_OP_COUNT = 16,
 };
 
 /* One operation's aggregate on one CPU. Cumulative: user space diffs successive reads. */
@@ -163,7 +165,9 @@ enum iommutop_health {
 	IOMMUTOP_HEALTH_CLOCK_BEHIND_ENTRY = 8, /* a call's exit read an earlier time than its
 						   entry (the fast clock stepped back): counted
 						   untimed */
-	IOMMUTOP_HEALTH_COUNT = 9,
+	IOMMUTOP_HEALTH_DRIVER_REQUESTS = 9, /* block requests of no disk completed: a driver's own
+						commands (NVMe admin), whose maps are of no I/O */
+	IOMMUTOP_HEALTH_COUNT = 10,
 };
 
 /*

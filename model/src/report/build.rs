@@ -8,7 +8,7 @@ use crate::device_filter::DeviceFilter;
 use crate::facts::HostFacts;
 use crate::losses::Losses;
 use crate::sample::{Op, RawSample};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Device, Snapshot};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -61,6 +61,7 @@ impl Report {
         warnings.extend(probe_warnings(&inputs.probes));
         warnings.extend(losses.warnings());
         warnings.extend(health_warnings(&whole_run.health));
+        warnings.extend(requeue_warnings(&whole_run.devices));
         let mut seen = std::collections::BTreeSet::new();
         warnings.retain(|w| seen.insert(w.clone()));
         Report {
@@ -229,6 +230,23 @@ fn accounted_in_losses(name: &str) -> bool {
     ) || name.starts_with("missed_calls.")
 }
 
+/// Each row whose block requests were requeued: each was mapped again when issued again, so its
+/// DMA maps exceed its completed I/Os by that many (a controller reset requeues every request it
+/// had in flight).
+fn requeue_warnings(devices: &[Device]) -> Vec<String> {
+    devices
+        .iter()
+        .filter(|d| d.op(Op::Requeue).count > 0)
+        .map(|d| {
+            let requeued = d.op(Op::Requeue).count;
+            format!(
+                "{}: {requeued} block requests were requeued (sent back to be issued again: the driver could not take them, or a controller reset cancelled them in flight), and mapped again when issued again: {requeued} of its DMA maps are of no completed I/O",
+                d.key
+            )
+        })
+        .collect()
+}
+
 fn health_warnings(health: &BTreeMap<String, u64>) -> Vec<String> {
     health
         .iter()
@@ -255,6 +273,9 @@ fn health_warnings(health: &BTreeMap<String, u64>) -> Vec<String> {
             ),
             "stack_lost" => format!(
                 "{count} sampled call paths could not be recorded (stack map full or unwinding failed)"
+            ),
+            "driver_requests" => format!(
+                "{count} block requests of no disk completed: a driver's own commands (NVMe admin: Identify, Set Features after a controller reset); the DMA maps of their data are of no I/O"
             ),
             other => format!("probe health counter {other} rose by {count}"),
         })
