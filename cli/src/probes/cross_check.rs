@@ -25,6 +25,9 @@ pub struct CrossCheckHook {
     /// The trace system and its events, in the order they are tried.
     pub system: &'static str,
     pub events: &'static [&'static str],
+    /// Not attached on kernels that have this function (an era whose code path does not emit the
+    /// event), with why.
+    pub unless: Option<(&'static str, &'static str)>,
 }
 
 pub const HOOKS: &[CrossCheckHook] = &[
@@ -51,9 +54,18 @@ pub const HOOKS: &[CrossCheckHook] = &[
         "dma",
         &["dma_unmap_resource"],
     ),
-    hook("crosscheck__iommu_map__tp", "iommu", &["map"]),
-    hook("crosscheck__iommu_unmap__tp", "iommu", &["unmap"]),
+    hook("crosscheck__iommu_map__tp", "iommu", &["map"])
+        .unless(VTD_OWN_DMA_OPS.0, VTD_OWN_DMA_OPS.1),
+    hook("crosscheck__iommu_unmap__tp", "iommu", &["unmap"])
+        .unless(VTD_OWN_DMA_OPS.0, VTD_OWN_DMA_OPS.1),
 ];
+
+/// Before 5.11 VT-d maps a DMA API call's pages with its own DMA ops (`intel_map_page`,
+/// `__domain_mapping`), which never go through iommu_map: iommu:map would count none of them.
+const VTD_OWN_DMA_OPS: (&str, &str) = (
+    "intel_map_page",
+    "VT-d's own DMA ops (before 5.11) map pages without iommu_map, which emits the event",
+);
 
 const fn hook(
     program: &'static str,
@@ -64,6 +76,16 @@ const fn hook(
         program,
         system,
         events,
+        unless: None,
+    }
+}
+
+impl CrossCheckHook {
+    const fn unless(self, function: &'static str, why: &'static str) -> CrossCheckHook {
+        CrossCheckHook {
+            unless: Some((function, why)),
+            ..self
+        }
     }
 }
 
@@ -75,11 +97,18 @@ pub fn event_names() -> impl Iterator<Item = &'static str> {
 /// What attaching the cross-check found: each program's event (`system:event`), or why none.
 pub type Attached = BTreeMap<&'static str, Result<String, String>>;
 
-/// Attaches every cross-check program to the first of its events this kernel has.
-pub fn attach(ebpf: &mut Ebpf, btf: &Btf) -> Attached {
+/// Attaches every cross-check program to the first of its events this kernel has; `has` says
+/// whether the kernel has a function (a hook's `unless`).
+pub fn attach(ebpf: &mut Ebpf, btf: &Btf, has: impl Fn(&str) -> bool) -> Attached {
     HOOKS
         .iter()
-        .map(|hook| (hook.program, attach_hook(ebpf, btf, hook)))
+        .map(|hook| {
+            let outcome = match hook.unless {
+                Some((function, why)) if has(function) => Err(why.to_string()),
+                _ => attach_hook(ebpf, btf, hook),
+            };
+            (hook.program, outcome)
+        })
         .collect()
 }
 

@@ -136,7 +136,7 @@ impl Probes {
             log::info!("time switched out inside calls not measured: {why}");
         }
         let cross_check = if settings.cross_check {
-            let attached = cross_check::attach(&mut ebpf, &btf);
+            let attached = cross_check::attach(&mut ebpf, &btf, |f| kernel.has_function(f));
             for (program, outcome) in &attached {
                 match outcome {
                     Ok(event) => log::info!("cross-check: {program} on {event}"),
