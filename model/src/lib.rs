@@ -22,6 +22,7 @@ pub mod sample;
 pub mod shell;
 pub mod snapshot;
 pub mod summary;
+pub mod tail;
 pub mod task_filter;
 pub mod text;
 pub mod time;

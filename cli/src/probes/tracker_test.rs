@@ -372,12 +372,16 @@ fn run_with(steps: &[(Context, Step)], setup: Setup) -> Outcome {
         .unwrap_or_else(|e| panic!("loading selftest__tracker_step: {}", describe(&e)));
     let step_program: &RawTracePoint = step_program;
     let mut threads = BTreeMap::new();
+    // Per-CPU state (an interrupt's frames) must not change CPU between one step and the next:
+    // a real interrupt runs on one CPU throughout.
+    let cpu = pin_to_current_cpu();
     std::thread::scope(|scope| {
         // Each task thread runs the steps it is sent, in order, and answers each.
         let task_thread = |context: Context| {
             let (send_step, steps) = mpsc::channel::<[u64; ARGUMENTS]>();
             let (send_result, results) = mpsc::channel();
             let thread = scope.spawn(move || {
+                pin_to_cpu(cpu);
                 for arguments in steps {
                     let result = test_run(step_program, arguments);
                     if send_result.send((result, thread_id())).is_err() {
@@ -413,6 +417,26 @@ fn run_with(steps: &[(Context, Step)], setup: Setup) -> Outcome {
     let mut outcome = outcome(&ebpf);
     outcome.threads = threads;
     outcome
+}
+
+/// Pins the calling thread to the CPU it runs on, and returns that CPU.
+fn pin_to_current_cpu() -> usize {
+    // SAFETY: sched_getcpu takes no arguments.
+    let cpu = usize::try_from(unsafe { libc::sched_getcpu() }).expect("sched_getcpu succeeds");
+    pin_to_cpu(cpu);
+    cpu
+}
+
+/// Pins the calling thread to `cpu`.
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET and sched_setaffinity (of the calling
+    // thread, pid 0) only read and write the set they are given.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        let pinned = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        assert_eq!(pinned, 0, "pinning a test thread to CPU {cpu}");
+    }
 }
 
 /// The calling thread's id, as the kernel's task knows it (its pid).

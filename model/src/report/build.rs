@@ -9,6 +9,7 @@ use crate::facts::HostFacts;
 use crate::losses::Losses;
 use crate::sample::{Op, RawSample};
 use crate::snapshot::{Device, Snapshot};
+use crate::tail::{dma_tails, Tail};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -62,6 +63,7 @@ impl Report {
         warnings.extend(losses.warnings());
         warnings.extend(health_warnings(&whole_run.health));
         warnings.extend(requeue_warnings(&whole_run.devices));
+        warnings.extend(dma_tails(&whole_run.devices).iter().map(Tail::sentence));
         let mut seen = std::collections::BTreeSet::new();
         warnings.retain(|w| seen.insert(w.clone()));
         Report {
