@@ -135,7 +135,11 @@ impl Losses {
     /// The figures of an interval (a report's: its whole run), with `probes` telling which
     /// operations were measured with latency.
     pub fn of(snapshot: &Snapshot, probes: &[ProbeEntry]) -> Losses {
-        let timed = timed_ops(probes);
+        Losses::of_timed(snapshot, &timed_ops(probes))
+    }
+
+    /// The figures of an interval, with `timed` the operations measured with latency.
+    pub fn of_timed(snapshot: &Snapshot, timed: &BTreeSet<Op>) -> Losses {
         let groups: Vec<GroupLosses> = snapshot
             .entry_groups
             .iter()
@@ -166,6 +170,26 @@ impl Losses {
     /// The groups that lost calls.
     pub fn lost_groups(&self) -> impl Iterator<Item = &GroupLosses> {
         self.groups.iter().filter(|g| g.lost > 0)
+    }
+
+    /// Calls no program saw, over every group.
+    pub fn lost(&self) -> u64 {
+        self.groups
+            .iter()
+            .fold(0u64, |sum, g| sum.saturating_add(g.lost))
+    }
+
+    /// The calls counted but untimed over the calls of the timed operations; `None` without a
+    /// timed call.
+    pub fn untimed_share(&self) -> Option<f64> {
+        let (untimed, calls) = self
+            .ops
+            .values()
+            .filter_map(|o| Some((o.untimed?, o.calls)))
+            .fold((0u64, 0u64), |(u, c), (ou, oc)| {
+                (u.saturating_add(ou), c.saturating_add(oc))
+            });
+        (calls > 0).then(|| untimed as f64 / calls as f64)
     }
 
     /// Calls still open at the end, over every operation and row.
