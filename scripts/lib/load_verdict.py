@@ -67,6 +67,11 @@ def verdict(d):
             problems.append(f"{nic} maps {maps} vs unmaps {unmaps}")
         if off(seen, kernel) > TOLERANCE:
             problems.append(f"{nic} packets {seen} vs the interface counters' {kernel}")
+    problems += loss_problems(report, nvme, block)
+    for row in (report.get("cross_check") or {}).get("rows", []):
+        if not row.get("agrees", True):
+            problems.append(f"{row.get('device') or 'all devices'} {row['op']}: probes "
+                            f"{row['probes']} vs the kernel's events {row['kernel']}")
     health = {k: v for k, v in report.get("health", {}).items() if v}
     if health:
         figures.append(f"health {health}")
@@ -74,6 +79,34 @@ def verdict(d):
     if misses:
         figures.append(f"possible misses {misses}")
     return problems, figures
+
+
+# Words of the report's warnings that say a count may be short (tests/support/exact.rs).
+LOSS_WORDS = ("lost", "short", "may be missing", "may be incomplete", "open when")
+
+
+def loss_problems(report, nvme, block):
+    """The NVMe's loss figures against its true loss, the reads its count lacks: each figure lies
+    between the true loss and max(2x the true loss, 10), and a run whose counts equal the block
+    layer's reads warns of no loss."""
+    problems = []
+    losses = report.get("losses")
+    if losses is None:
+        return ["no `losses` in the report"]
+    ops = losses.get("ops", {})
+    for op in ("dma_map", "dma_unmap", "iommu_map"):
+        figures = ops.get(op, {})
+        said = (figures.get("lost") or 0) + \
+            figures.get("devices", {}).get(NVME, {}).get("open_at_end", 0)
+        true = max(0, block - count(nvme, op))
+        if not true <= said <= max(2 * true, 10):
+            problems.append(f"NVMe {op}: {true} short of the block layer, the report says {said}")
+    exact = all(count(nvme, op) == block for op in ("dma_map", "dma_unmap", "completion"))
+    if exact:
+        for warning in report.get("warnings", []):
+            if any(word in warning for word in LOSS_WORDS):
+                problems.append(f"counts exact, yet the report warns: {warning}")
+    return problems
 
 
 def table_row(d, title):
