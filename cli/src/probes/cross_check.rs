@@ -64,7 +64,7 @@ pub const HOOKS: &[CrossCheckHook] = &[
 /// `__domain_mapping`), which never go through iommu_map: iommu:map would count none of them.
 const VTD_OWN_DMA_OPS: (&str, &str) = (
     "intel_map_page",
-    "VT-d's own DMA ops (before 5.11) map pages without iommu_map, which emits the event",
+    "VT-d's own DMA ops (before 5.11) map and unmap pages without iommu_map and iommu_unmap, which emit the events",
 );
 
 const fn hook(
