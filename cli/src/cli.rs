@@ -191,6 +191,11 @@ pub struct RecordArgs {
     /// Write a flame graph (SVG) of the sampled call paths to FILE.
     #[arg(long, value_name = "FILE.svg")]
     pub flamegraph: Option<PathBuf>,
+    /// Also count the kernel's own DMA and IOMMU trace events (dma:*, 6.12+; iommu:map and
+    /// iommu:unmap), per device where they name one, and report them beside the probes' counts:
+    /// a second opinion that the counts hold on this machine.
+    #[arg(long)]
+    pub cross_check: bool,
     /// Attach only these probe points (comma-separated, `iommutop probes` lists them) and the
     /// DMA API points the IOMMU-side ones need for attribution: less cost, fewer numbers.
     #[arg(long, value_name = "LIST", value_parser = parse_points)]
@@ -298,6 +303,11 @@ pub struct RunArgs {
     /// Sampling interval in seconds.
     #[arg(long, value_name = "S", default_value = "1", value_parser = parse_seconds)]
     pub interval: f64,
+    /// Also count the kernel's own DMA and IOMMU trace events (dma:*, 6.12+; iommu:map and
+    /// iommu:unmap), per device where they name one, and report them beside the probes' counts:
+    /// a second opinion that the counts hold on this machine.
+    #[arg(long)]
+    pub cross_check: bool,
     /// Attach only these probe points (comma-separated, `iommutop probes` lists them) and the
     /// DMA API points the IOMMU-side ones need for attribution: less cost, fewer numbers.
     #[arg(long, value_name = "LIST", value_parser = parse_points)]

@@ -8,11 +8,13 @@ use crate::probes::{load_failure, PointSelection, PointStatus, ProbeSettings, Pr
 use crate::proc_stat;
 use crate::sysinfo;
 use anyhow::Context;
+use iommutop_model::cross_check::{CrossCheck, CrossCheckInputs};
 use iommutop_model::facts::HostFacts;
+use iommutop_model::report::UnderstudiesUsed;
 use iommutop_model::report::{
     IntervalPoint, ProbeEntry, ProbeStatus, Refusal, Report, ReportInputs, Run,
 };
-use iommutop_model::sample::RawSample;
+use iommutop_model::sample::{Op, RawSample};
 use iommutop_model::snapshot::Snapshot;
 use iommutop_model::unseen::{unseen_completions, BlockLayerWindow, UnseenCompletions};
 use iommutop_model::{DeviceFilter, TaskFilter};
@@ -77,16 +79,19 @@ impl RunDescription {
 
 impl Session {
     /// Checks privileges, attaches the probes (counting only `task_filter`'s tasks' work, if
-    /// given) and takes the first sample.
+    /// given; with `cross_check`, the kernel's own DMA and IOMMU events too) and takes the first
+    /// sample.
     pub fn start(
         points: &PointSelection,
         task_filter: Option<TaskFilter>,
         netdevs: NetdevScope,
+        cross_check: bool,
     ) -> Outcome<Session> {
         log::debug!("starting the session");
         require_bpf_privileges()?;
         let mut settings = ProbeSettings::from_env().map_err(load_failure)?;
         settings.virtual_netdevs = netdevs == NetdevScope::All;
+        settings.cross_check = cross_check;
         // The system's facts (sysfs, the kernel's config) are read beside the attach, which
         // waits on the kernel most of the time.
         let (facts, probes) = std::thread::scope(|scope| {
@@ -290,11 +295,66 @@ impl Session {
         }
         report.self_overhead.dispatch_ns = self.probes.dispatch_ns();
         report.self_overhead.nested_dispatch_ns = self.probes.nested_dispatch_ns();
+        let understudies = self.probes.understudies();
+        report.self_overhead.understudies = Some(UnderstudiesUsed {
+            on: understudies.on,
+            why: understudies.why.clone(),
+        });
+        if let Some(attached) = self.probes.cross_check_events() {
+            let check = cross_check(
+                &report,
+                &self.first,
+                &last,
+                attached,
+                self.task_filter.is_some(),
+            );
+            report.warnings.extend(check.warnings());
+            report.cross_check = Some(check);
+        }
         if let Some(filter) = &self.device_filter {
             report.apply_device_filter(filter);
         }
         Ok((report, self.probes))
     }
+}
+
+/// The kernel's own events over the run against the report's counts ([`CrossCheck`]).
+fn cross_check(
+    report: &Report,
+    first: &RawSample,
+    last: &RawSample,
+    attached: &BTreeMap<&'static str, Result<String, String>>,
+    filtered: bool,
+) -> CrossCheck {
+    let attached: BTreeMap<String, Result<String, String>> = attached
+        .iter()
+        .map(|(program, outcome)| (program.to_string(), outcome.clone()))
+        .collect();
+    let probes: BTreeMap<String, BTreeMap<Op, u64>> = report
+        .devices
+        .iter()
+        .map(|row| {
+            let counts = Op::ALL.iter().map(|&op| (op, row.op(op).count)).collect();
+            (row.key.to_string(), counts)
+        })
+        .collect();
+    let misses: BTreeMap<String, u64> = report
+        .self_overhead
+        .programs
+        .iter()
+        .filter_map(|p| Some((p.name.clone(), p.recursion_misses?)))
+        .collect();
+    CrossCheck::of(
+        &CrossCheckInputs {
+            first,
+            last,
+            attached: &attached,
+            filtered,
+        },
+        &probes,
+        &report.self_overhead.programs,
+        &misses,
+    )
 }
 
 /// How a finished session lets go of its probes.

@@ -85,3 +85,73 @@ fn a_wrong_field_is_named_by_its_path_in_one_line() {
         .expect("runs");
     assert_one_line_error(&output, 2, &needles);
 }
+
+/// A report with the calls its probes did not see whole (`losses`): read, written again as it
+/// was and valid against the schema; its text shows them in a table and says, before the verdict,
+/// what the counts and the latencies lack.
+#[test]
+fn a_report_with_losses_shows_them_and_writes_them_back() {
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lab_report()).expect("fixture"))
+            .expect("JSON");
+    let losses = serde_json::json!({
+        "ops": {
+            "dma_map": {
+                "calls": 19567, "untimed": 40, "untimed_share": 40.0 / 19567.0, "lost": 7,
+                "lost_with": [], "open_at_end": 0, "understudy_entries": 3,
+                "understudy_exits": 1,
+                "devices": {"0000:00:05.0": {"untimed": 40, "open_at_end": 0}}
+            }
+        },
+        "groups": [{
+            "programs": ["dma__map_phys__fentry"], "ops": ["dma_map"], "skipped": 20,
+            "understudy_entries": 3, "unseen_entries": 10, "unpushed": 0, "lost": 7
+        }]
+    });
+    value["losses"] = losses.clone();
+    value["self_overhead"]["programs"][0]["recursion_misses"] = 20.into();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("lossy.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&value).expect("JSON")).expect("write");
+
+    let output = iommutop()
+        .arg("report")
+        .arg(&path)
+        .args(["--format", "json"])
+        .output()
+        .expect("runs");
+    assert_success(&output);
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_valid_report(&report);
+    assert_eq!(report["losses"], losses);
+    assert_eq!(
+        report["self_overhead"]["programs"][0]["recursion_misses"],
+        20
+    );
+
+    let output = iommutop()
+        .arg("report")
+        .arg(&path)
+        .env("COLUMNS", "80")
+        .output()
+        .expect("runs");
+    assert_success(&output);
+    let text = String::from_utf8_lossy(&output.stdout);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("dma_map "))
+        .unwrap_or_else(|| panic!("no losses row: {text}"));
+    assert_eq!(
+        row.split_whitespace().collect::<Vec<_>>(),
+        ["dma_map", "19567", "40", "(0.20%)", "7", "0"]
+    );
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+    let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains(
+            "numbers may be incomplete: calls seen by no probe program: 7 dma_map (the counts \
+             are short by that many); the latencies leave out 0.20% of dma_map calls"
+        ),
+        "{text}"
+    );
+}

@@ -232,6 +232,41 @@ static __always_inline void iommutop_selftest_switch_inside(void)
 }
 #endif
 
+/* The calls in flight of the task the CPU runs now (NULL when it has none). */
+static __always_inline struct iommutop_inflight *iommutop_current_task_stack(void)
+{
+#ifdef IOMMUTOP_TASK_STACKS_HASHED
+	__u32 thread = (__u32)bpf_get_current_pid_tgid();
+
+	return thread ? bpf_map_lookup_elem(&iommutop_inflight, &thread) : NULL;
+#else
+	return iommutop_stack_of_task(bpf_get_current_task_btf());
+#endif
+}
+
+/*
+ * An interrupt's outermost probed call ended after ns: an interrupt runs in the task it landed
+ * in, and its probed work is counted as the interrupt's own calls; inside a task's call in flight,
+ * that time is no part of the task call's work, and is taken out of its own time as probes' is.
+ * What of the interrupt no probe saw (its entry, its handler around the probed calls) stays in the
+ * task call's time.
+ */
+static __always_inline void iommutop_interrupt_ended(__u64 ns)
+{
+	struct iommutop_inflight *stack = iommutop_current_task_stack();
+	struct iommutop_frame *top;
+	__u32 depth;
+
+	if (!stack)
+		return;
+	depth = stack->depth;
+	if (depth == 0 || depth > IOMMUTOP_MAX_NESTING)
+		return;
+	top = &stack->frames[(depth - 1) & IOMMUTOP_FRAME_MASK];
+	if (top->start_ns)
+		top->probe_ns += ns;
+}
+
 static __always_inline void iommutop_switched(struct task_struct *prev, struct task_struct *next)
 {
 	__u64 now = bpf_ktime_get_ns();

@@ -404,7 +404,9 @@ static __always_inline void iommutop_count_exit(__u32 op, int failed, __u64 byte
 /* After an exit popped the frame at index of the stack at place (iommutop_stack_place): the call
  * below it is charged ns more probe time, and the time since since (this program's run), less the
  * stack's waiting since it was offcpu_since; or, the stack empty, it goes back
- * (iommutop_stack_emptied). A global function (ebpf/progs/track.bpf.c):
+ * (iommutop_stack_emptied). The CPU's stack emptied is an interrupt's outermost call ended: ns is
+ * that call's whole time, and the task call the interrupt landed in is charged it (and this
+ * program's run) as time that is not its own work. A global function (ebpf/progs/track.bpf.c):
  * a stack lives in one of three maps, and the verifier follows what comes after its lookup once
  * for each while the pointer is in use; with this the exit drops it before counting the call,
  * which the verifier then follows once. */
@@ -501,8 +503,10 @@ static __always_inline void iommutop_exit_as(void *ctx, struct iommutop_call cal
 	iommutop_count_exit(op, failed, bytes, &done, raw_ns, self_ns, offcpu_ns,
 			    mode == IOMMUTOP_EXIT_DISCARD);
 	/* Last: this program's run, and what ran nested in the call, are inside the time of the
-	 * call below it. */
-	iommutop_exit_done(place, index, done.probe_ns + iommutop_nested_dispatch_ns, now,
+	 * call below it; an interrupt's outermost call, whole, inside the time of the task call it
+	 * landed in (iommutop_exit_done). */
+	iommutop_exit_done(place, index,
+			   (index ? done.probe_ns : raw_ns) + iommutop_nested_dispatch_ns, now,
 			   offcpu_began);
 	return;
 unseen_entry:

@@ -9,6 +9,8 @@
  *     netdev when it has no parent (virtual devices): the packets a NIC received.
  *   net:net_dev_xmit (struct sk_buff *, int rc, struct net_device *, unsigned int len): a packet
  *     the driver accepted for transmit (rc 0), charged the same way: the packets a NIC sent.
+ *   block:block_rq_requeue (struct request *): a request the block layer will issue again, per
+ *     disk: its data is mapped again then, for one completion.
  * Under --pid or --cgroup none is counted: completions are interrupt work, no task's. Netdevs
  * without a parent (veth, tun, lo, bridges) are counted only under --netdev all: they do no DMA,
  * and a container host makes and destroys them by the thousand.
@@ -54,10 +56,32 @@ int BPF_PROG(completion__block_rq__tp, struct request *rq, blk_status_t error,
 	struct gendisk *disk = request_disk(rq);
 	struct iommutop_dev_key key = {.id = (__u64)disk, .kind = IOMMUTOP_KEY_DISK};
 
+	if (iommutop_filtering())
+		return 0;
+	/* A request of no disk is a driver's own command (NVMe admin: Identify, Set Features),
+	 * whose data the driver maps as it maps reads': said, since those maps are of no I/O. */
+	if (!disk) {
+		iommutop_health_inc(IOMMUTOP_HEALTH_DRIVER_REQUESTS);
+		return 0;
+	}
+	key.generation = disk_generation(disk);
+	iommutop_count(&key, IOMMUTOP_OP_COMPLETION, 1, nr_bytes, error != 0);
+	return 0;
+}
+
+/* block:block_rq_requeue (struct request *): a request sent back to be issued again (its driver
+ * could not take it, or a controller reset cancelled it in flight). It is mapped again when issued
+ * again, for its one completion: each requeue is a DMA map of no completed I/O. */
+IOMMUTOP_SEC("tp_btf", completion__block_requeue__tp)
+int BPF_PROG(completion__block_requeue__tp, struct request *rq)
+{
+	struct gendisk *disk = request_disk(rq);
+	struct iommutop_dev_key key = {.id = (__u64)disk, .kind = IOMMUTOP_KEY_DISK};
+
 	if (!disk || iommutop_filtering())
 		return 0;
 	key.generation = disk_generation(disk);
-	iommutop_count(&key, IOMMUTOP_OP_COMPLETION, 1, nr_bytes, error != 0);
+	iommutop_count(&key, IOMMUTOP_OP_REQUEUE, 1, 0, 0);
 	return 0;
 }
 

@@ -53,6 +53,8 @@ __noinline int iommutop_exit_done(__u64 place, __u32 index, __u64 ns, __u64 sinc
 	struct iommutop_inflight *inflight = iommutop_stack_at(place, &ref);
 
 	if (index == 0) {
+		if (!ref.task_context)
+			iommutop_interrupt_ended(ns + (bpf_ktime_get_ns() - since));
 		iommutop_stack_emptied(&ref);
 		return 0;
 	}

@@ -87,14 +87,18 @@ pub fn enclosing(op: Op) -> &'static [Op] {
         | Op::FqFlush
         | Op::Completion
         | Op::IotlbFlushFull
-        | Op::TxPackets => &[],
+        | Op::TxPackets
+        | Op::Requeue => &[],
     }
 }
 
 /// Operations whose time is translation time: everything but I/O counts and the count-only
 /// subset of full flushes.
 pub fn is_translation_time(op: Op) -> bool {
-    !matches!(op, Op::Completion | Op::TxPackets | Op::IotlbFlushFull)
+    !matches!(
+        op,
+        Op::Completion | Op::TxPackets | Op::IotlbFlushFull | Op::Requeue
+    )
 }
 
 /// A row's completed I/Os: for a NIC (a row with transmitted packets) the packets it sent and

@@ -38,6 +38,11 @@ impl DeviceFilter {
 
     pub fn apply_to_snapshot(&self, snapshot: &mut Snapshot) {
         snapshot.devices.retain(|row| self.keeps(row));
+        let address = self.pci_address.to_string();
+        let devices = &snapshot.devices;
+        snapshot
+            .open_calls
+            .retain(|open| open.key == address || devices.iter().any(|row| row.key == open.key));
     }
 
     /// How the summary names it: `vda (0000:00:02.0)`, or the address alone.

@@ -3,12 +3,14 @@
 //! BPF or a terminal, so everything is unit-tested without root.
 
 pub mod compare;
+pub mod cross_check;
 pub mod derive;
 pub mod device_filter;
 pub mod diagnose;
 pub mod facts;
 pub mod hist;
 pub mod html;
+pub mod losses;
 pub mod op_stats;
 mod ops_map;
 pub mod params;
@@ -20,6 +22,7 @@ pub mod sample;
 pub mod shell;
 pub mod snapshot;
 pub mod summary;
+pub mod tail;
 pub mod task_filter;
 pub mod text;
 pub mod time;

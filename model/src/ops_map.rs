@@ -23,6 +23,15 @@ where
         .collect())
 }
 
+/// `deserialize_with` for `Vec<Op>` fields: unknown operation names are dropped.
+pub(crate) fn skip_unknown_list<'de, D>(deserializer: D) -> Result<Vec<Op>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    let names = Vec::<String>::deserialize(deserializer)?;
+    Ok(names.iter().filter_map(|name| op_named(name)).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,6 +49,15 @@ pub struct Report {
     /// reports written before it existed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub health: BTreeMap<String, u64>,
+    /// The calls the probes did not see whole, per operation and per group of entry programs
+    /// (docs/probes.md, "How the loss figures are computed"). Absent in reports written before
+    /// it existed, whose `health` bounds them with `missed_calls.<op>` instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub losses: Option<crate::losses::Losses>,
+    /// The kernel's own DMA and IOMMU trace events against the probes' counts, when asked
+    /// (`record --cross-check`, `diagnose`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cross_check: Option<crate::cross_check::CrossCheck>,
     /// Sampled kernel call paths of DMA API calls, heaviest first (absent when not sampled).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stacks: Vec<StackSample>,
@@ -265,6 +274,18 @@ pub struct SelfOverhead {
     /// `dispatch_ns` are taken out instead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nested_dispatch_ns: Option<u64>,
+    /// Whether each timed program had an understudy (a copy that acts where the kernel skipped
+    /// the program's run: docs/tracker.md), and why; absent in reports of builds before them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub understudies: Option<UnderstudiesUsed>,
+}
+
+/// Whether the timed programs had understudies, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnderstudiesUsed {
+    pub on: bool,
+    /// Why (`the kernel's preemption is lazy: ...`, `IOMMUTOP_UNDERSTUDIES=off`).
+    pub why: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -275,6 +296,10 @@ pub struct ProgramOverhead {
     pub run_time_ns: u64,
     /// Run time per run; `None` if it never ran.
     pub ns_per_event: Option<f64>,
+    /// Runs the kernel skipped because the program was already running on that CPU; absent in
+    /// reports written before it was reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recursion_misses: Option<u64>,
 }
 
 /// The headline numbers of one interval.

@@ -61,6 +61,9 @@ pub enum Op {
     /// Packets a NIC's driver accepted for transmit (`net:net_dev_xmit`); a NIC's `Completion` is
     /// the packets it received.
     TxPackets = 14,
+    /// Block requests requeued (`block:block_rq_requeue`): a request is mapped again when it is
+    /// issued again, for one completion (a controller's reset cancels the requests in flight).
+    Requeue = 15,
 }
 
 impl Op {
@@ -87,7 +90,13 @@ impl Op {
     pub fn is_translation_work(self) -> bool {
         !matches!(
             self,
-            Op::DmaMap | Op::DmaUnmap | Op::DmaAlloc | Op::DmaFree | Op::Completion | Op::TxPackets
+            Op::DmaMap
+                | Op::DmaUnmap
+                | Op::DmaAlloc
+                | Op::DmaFree
+                | Op::Completion
+                | Op::TxPackets
+                | Op::Requeue
         )
     }
 }
@@ -201,6 +210,68 @@ pub struct RawSample {
     /// by then the work is done, and an open frame is a call whose exits the kernel skipped.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub open_calls: Vec<OpenCalls>,
+    /// The kernel's own DMA and IOMMU trace events, counted beside the probes when asked
+    /// (`record --cross-check`), cumulative; empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_events: Vec<KernelEventCounts>,
+}
+
+/// A kernel trace event the cross-check counts (`enum iommutop_kernel_event` in
+/// ebpf/include/iommutop/abi.h).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum KernelEvent {
+    /// `dma:dma_map_page` (6.12-6.17), `dma:dma_map_phys` (6.18+).
+    DmaMap,
+    /// `dma:dma_unmap_page`, `dma:dma_unmap_phys`.
+    DmaUnmap,
+    /// `dma:dma_map_sg` and `dma:dma_map_sg_err`.
+    DmaMapSg,
+    /// `dma:dma_unmap_sg`.
+    DmaUnmapSg,
+    /// `dma:dma_map_resource` (6.12-6.17).
+    DmaMapResource,
+    /// `dma:dma_unmap_resource` (6.12-6.17).
+    DmaUnmapResource,
+    /// `iommu:map`: names no device.
+    IommuMap,
+    /// `iommu:unmap`: names no device.
+    IommuUnmap,
+}
+
+impl KernelEvent {
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// One key's counts of the kernel's events, cumulative.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelEventCounts {
+    /// The `struct device` the events named (the id of that device's row, [`RawSource::id`]);
+    /// None for the events that name no device (iommu:map, iommu:unmap), and for devices beyond
+    /// the map's room.
+    pub device: Option<u64>,
+    /// The device's name as the kernel gave it (`dev_name()`), read at its first event.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// Counts of devices the map had no room for, together.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub beyond_room: bool,
+    pub counts: BTreeMap<KernelEvent, u64>,
 }
 
 /// What the tracker saw of one operation's calls that it did not see whole (mirror of

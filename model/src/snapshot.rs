@@ -13,7 +13,9 @@ use crate::derive::{derive, Derived};
 use crate::facts::DeviceFacts;
 pub use crate::op_stats::{per_second, Latency, OpDelta, OpStats};
 use crate::pci::PciAddress;
-use crate::sample::{Op, OpCounters, RawSample, RawSource, SourceKind};
+use crate::sample::{
+    EntryGroup, Op, OpCounters, OpHealth, OpenCalls, RawSample, RawSource, SourceKind,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -91,6 +93,32 @@ pub struct Snapshot {
     pub programs: BTreeMap<String, ProgramDelta>,
     /// Operations counted over all sources: the events the probes handled.
     pub events: u64,
+    /// Per BPF program, the runs the kernel skipped over the interval (its `recursion_misses`);
+    /// programs that skipped none may be absent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub program_misses: BTreeMap<String, u64>,
+    /// Per operation, what the tracker saw of its calls that it did not see whole over the
+    /// interval (operations with nothing of the kind may be absent).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub op_health: BTreeMap<Op, OpHealth>,
+    /// The groups of entry programs as the later sample has them, each with its programs' runs
+    /// skipped over the interval: with `op_health`, what the calls lost are computed from
+    /// ([`EntryGroup`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub entry_groups: Vec<EntryGroup>,
+    /// The calls whose frames were still open when the later sample was read (a recording's
+    /// last: their exits were never seen, and they are counted nowhere), by row and operation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open_calls: Vec<OpenRowCalls>,
+}
+
+/// Calls of one operation on one row whose frames were open when a sample was read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenRowCalls {
+    /// The row the calls were charged to.
+    pub key: RowKey,
+    pub op: Op,
+    pub calls: u64,
 }
 
 impl Snapshot {
@@ -142,6 +170,10 @@ impl Snapshot {
             health: counter_deltas(&earlier.health, &later.health),
             programs: program_deltas(&earlier.program_stats, &later.program_stats),
             events,
+            program_misses: counter_deltas(&earlier.program_misses, &later.program_misses),
+            op_health: op_health_deltas(&earlier.op_health, &later.op_health),
+            entry_groups: entry_group_deltas(&earlier.entry_groups, &later.entry_groups),
+            open_calls: open_rows(&later.open_calls, &later.sources, facts),
         }
     }
 
@@ -361,6 +393,86 @@ fn counter_deltas(
             (name.clone(), now.checked_sub(before).unwrap_or(now))
         })
         .collect()
+}
+
+/// Per-op deltas of the tracker's figures; an op whose figures went backwards counts from its
+/// reset, and an op with nothing over the interval is left out.
+fn op_health_deltas(
+    earlier: &BTreeMap<Op, OpHealth>,
+    later: &BTreeMap<Op, OpHealth>,
+) -> BTreeMap<Op, OpHealth> {
+    later
+        .iter()
+        .map(|(&op, now)| {
+            let before = earlier.get(&op).copied().unwrap_or_default();
+            (op, op_health_between(&before, now).unwrap_or(*now))
+        })
+        .filter(|(_, delta)| *delta != OpHealth::default())
+        .collect()
+}
+
+fn op_health_between(before: &OpHealth, now: &OpHealth) -> Option<OpHealth> {
+    Some(OpHealth {
+        unseen_entries: now.unseen_entries.checked_sub(before.unseen_entries)?,
+        unseen_exits: now.unseen_exits.checked_sub(before.unseen_exits)?,
+        understudy_entries: now
+            .understudy_entries
+            .checked_sub(before.understudy_entries)?,
+        understudy_exits: now.understudy_exits.checked_sub(before.understudy_exits)?,
+        unpushed: now.unpushed.checked_sub(before.unpushed)?,
+    })
+}
+
+/// The later sample's groups, each with its skipped runs since the earlier sample's group of the
+/// same programs (all of them for a group new since then, or one whose count went backwards).
+fn entry_group_deltas(earlier: &[EntryGroup], later: &[EntryGroup]) -> Vec<EntryGroup> {
+    later
+        .iter()
+        .map(|group| {
+            let before = earlier
+                .iter()
+                .find(|g| g.programs == group.programs)
+                .map_or(0, |g| g.skipped);
+            EntryGroup {
+                skipped: group.skipped.checked_sub(before).unwrap_or(group.skipped),
+                ..group.clone()
+            }
+        })
+        .collect()
+}
+
+/// The open calls of a sample on the rows their sources fold into (named as `sources` name
+/// them; a source the sample has no counters of is known by its id), summed per row and op.
+fn open_rows(
+    open: &[OpenCalls],
+    sources: &[RawSource],
+    facts: &[DeviceFacts],
+) -> Vec<OpenRowCalls> {
+    let mut rows: BTreeMap<(String, Op), OpenRowCalls> = BTreeMap::new();
+    for calls in open.iter().filter(|c| c.calls > 0) {
+        let unnamed = RawSource {
+            kind: calls.kind,
+            id: calls.id,
+            name: String::new(),
+            generation: calls.generation,
+            driver: None,
+            row: 0,
+            ops: BTreeMap::new(),
+        };
+        let source = sources
+            .iter()
+            .find(|s| s.kind == calls.kind && s.id == calls.id && s.generation == calls.generation)
+            .unwrap_or(&unnamed);
+        let key = place_source(source, facts).key;
+        rows.entry((key.to_string(), calls.op))
+            .or_insert_with(|| OpenRowCalls {
+                key,
+                op: calls.op,
+                calls: 0,
+            })
+            .calls += calls.calls;
+    }
+    rows.into_values().collect()
 }
 
 fn program_deltas(

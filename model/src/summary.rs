@@ -1,5 +1,7 @@
 //! A report as plain text for the terminal: host line, one row per device, the probes, warnings.
 
+use crate::cross_check::CrossCheck;
+use crate::losses::Losses;
 use crate::report::{ProbeEntry, Report};
 use crate::sample::Op;
 use crate::snapshot::Device;
@@ -26,6 +28,14 @@ pub fn render_summary_fitted(report: &Report, width: Option<u16>) -> String {
     }
     if let Some(line) = probe_cost_line(report) {
         out.push_str(&wrap(&line, width));
+    }
+    if let Some(losses) = report.losses.as_ref().filter(|l| l.any()) {
+        out.push('\n');
+        out.push_str(&losses_table(losses, width));
+    }
+    if let Some(check) = &report.cross_check {
+        out.push('\n');
+        out.push_str(&cross_check_table(check, width));
     }
     if !report.probes.is_empty() {
         out.push('\n');
@@ -250,6 +260,96 @@ fn device_table(devices: &[Device], width: Option<u16>) -> String {
         ));
     }
     text
+}
+
+/// The operations with calls untimed, lost or open at the end, one line each, and a line per
+/// group of several operations that lost calls (its figure is theirs together).
+fn losses_table(losses: &Losses, width: Option<u16>) -> String {
+    let mut table = Table::new(&[
+        ("OP", Align::Left),
+        ("CALLS", Align::Right),
+        ("UNTIMED", Align::Right),
+        ("LOST", Align::Right),
+        ("OPEN AT END", Align::Right),
+    ]);
+    for (op, o) in &losses.ops {
+        if o.untimed.unwrap_or(0) == 0 && o.lost.unwrap_or(0) == 0 && o.open_at_end == 0 {
+            continue;
+        }
+        let untimed = match (o.untimed, o.untimed_share) {
+            (Some(n), Some(share)) if n > 0 => format!("{} ({})", human_count(n), percent(share)),
+            (untimed, _) => or_none(untimed.map(human_count)),
+        };
+        table.row(vec![
+            op.name().to_string(),
+            human_count(o.calls),
+            untimed,
+            or_none(o.lost.map(human_count)),
+            human_count(o.open_at_end),
+        ]);
+    }
+    let mut out = wrap(
+        "calls not seen whole (untimed: counted, not timed; lost: seen by no program; open at \
+         end: counted nowhere):\n",
+        width,
+    );
+    out.push_str(&table.render(width));
+    for group in losses.lost_groups().filter(|g| g.ops.len() > 1) {
+        let names: Vec<&str> = group.ops.iter().map(|op| op.name()).collect();
+        out.push_str(&wrap(
+            &format!(
+                "lost: the {} of {} are one figure (one group of programs serves them: which \
+                 each call was, the kernel cannot say)\n",
+                human_count(group.lost),
+                crate::losses::both(&names)
+            ),
+            width,
+        ));
+    }
+    out
+}
+
+/// The probes' counts against the kernel's own events, a row per device and operation, and what
+/// could not be compared.
+fn cross_check_table(check: &CrossCheck, width: Option<u16>) -> String {
+    let mut out = wrap(
+        "cross-check against the kernel's own trace events (dma:*, iommu:map and iommu:unmap):\n",
+        width,
+    );
+    if !check.rows.is_empty() {
+        let mut table = Table::new(&[
+            ("DEVICE", Align::Left),
+            ("OP", Align::Left),
+            ("PROBES", Align::Right),
+            ("KERNEL", Align::Right),
+            ("KNOWN APART", Align::Right),
+            ("AGREE", Align::Left),
+        ]);
+        for row in &check.rows {
+            table.row(vec![
+                row.device.clone().unwrap_or_else(|| "all devices".into()),
+                row.op.name().to_string(),
+                human_count(row.probes),
+                human_count(row.kernel),
+                human_count(row.kernel_skipped + row.without_event),
+                if row.agrees {
+                    "yes".into()
+                } else {
+                    format!("no, {}", percent(row.apart()))
+                },
+            ]);
+        }
+        out.push_str(&table.render(width));
+        out.push_str(&wrap(
+            "known apart: runs the kernel skipped of its own counting programs, and IOVA-API \
+             calls, which have no event\n",
+            width,
+        ));
+    }
+    for note in &check.notes {
+        out.push_str(&wrap(&format!("  {note}\n"), width));
+    }
+    out
 }
 
 /// The probe table. Fitted to a width, the notes (why a tier was refused) follow the table, one
@@ -478,6 +578,13 @@ deferred      -       -        -          0   0.0       -       -      0      0 
 times are self times: the probes nested in each call ran 13.16% of the measured time, taken out (raw_total_ns in the JSON keeps it)
 probe cost: 16000 runs of iommutop's BPF programs took 2.80ms in all (175ns per run), 0.14% of one CPU over the run
 
+calls not seen whole (untimed: counted, not timed; lost: seen by no program; open at end: counted nowhere):
+OP         CALLS  UNTIMED  LOST  OPEN AT END
+dma_map     4000        0     2            0
+dma_unmap   4000        -     2            1
+iommu_map   4000        -     3            0
+lost: the 2 of dma_map and dma_unmap are one figure (one group of programs serves them: which each call was, the kernel cannot say)
+
 PROBE        TIER        STATUS       LATENCY  SYMBOLS             NOTES
 dma_map      fentry      attached     yes      dma_map_page_attrs  -
 iommu_map    tracepoint  attached     no       iommu:map           refused fentry (no BTF for iommu_map), kprobe (kprobes are not built into this kernel)
@@ -487,7 +594,10 @@ warnings:
   - kprobes unavailable: CONFIG_KPROBES is off
   - probe iotlb_flush unavailable: no vendor IOTLB function in kallsyms
   - latency not measured for iommu_map: attached at a tier that only counts
-  - 2 calls nested deeper than the tracker follows (8): their nested work was charged to the call below them
+  - 2 calls of dma_map or dma_unmap were seen by no probe program (the kernel skipped every program that could have seen them; one group of programs serves these operations, so which of them each was, it cannot say): their counts together are short by that many (of which devices, nothing tells: neither end was seen)
+  - 3 iommu_map events were seen by no probe program (the kernel skipped every program that could have seen them): the counts are short by that many (of which devices, nothing tells: neither end was seen)
+  - 1 dma_unmap call of 0000:00:02.0 was still open when the recording ended (its exit was never seen): counted nowhere, so 0000:00:02.0's dma_unmap count is short by one
+  - 2 calls nested deeper than the tracker follows (8): counted by their exits, not timed; their nested work was charged to the call below them
 ";
         assert_eq!(render_summary(&full_report()), expected);
     }

@@ -102,6 +102,7 @@ mod tests {
             health: Default::default(),
             programs: Default::default(),
             events: 0,
+            ..Snapshot::default()
         };
         let text = render_interval(
             "2026-11-23T08:00:00Z",

@@ -6,11 +6,12 @@ use crate::columns::Column;
 use crate::history::History;
 use crate::rows;
 use iommutop_model::facts::{DmaMode, HostFacts, IommuVendor};
+use iommutop_model::losses::Losses;
 use iommutop_model::report::Tier;
 use iommutop_model::sample::Op;
 use iommutop_model::snapshot::{Device, Snapshot};
 use serde_json::Value;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
 /// Refresh intervals `+` and `-` step through.
@@ -329,16 +330,17 @@ impl State {
         (snapshot.events > 0 && run_time > 0).then(|| run_time as f64 / snapshot.events as f64)
     }
 
-    /// Calls the probes saw at one end only or could not track over the shown interval (the
-    /// health counters that change what the numbers mean; sampled call paths excepted).
-    pub fn health_events(&self) -> u64 {
-        self.snapshot.as_ref().map_or(0, |snapshot| {
-            snapshot
-                .health
-                .iter()
-                .filter(|(name, _)| name.as_str() != "stack_lost")
-                .fold(0u64, |sum, (_, &n)| sum.saturating_add(n))
-        })
+    /// What the probes did not see whole in the interval shown: calls no program saw, and the
+    /// calls counted but untimed. `None` before the first sample.
+    pub fn losses(&self) -> Option<Losses> {
+        let timed: BTreeSet<Op> = self
+            .probes
+            .iter()
+            .filter(|p| p.tier.is_some() && p.latency)
+            .map(|p| p.op)
+            .collect();
+        let snapshot = self.snapshot.as_ref()?;
+        Some(Losses::of_timed(snapshot, &timed))
     }
 
     fn show(&mut self, snapshot: Box<Snapshot>) {

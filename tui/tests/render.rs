@@ -6,6 +6,7 @@
 mod fixtures;
 
 use fixtures::*;
+use iommutop_model::sample::Op;
 use iommutop_model::snapshot::Snapshot;
 use iommutop_tui::{render, update, Action, HostSummary, Key, State, WorkloadEvent, WorkloadView};
 use ratatui::backend::TestBackend;
@@ -235,22 +236,40 @@ fn many_devices_scroll_to_keep_the_selection_visible() {
     assert!(buffer[(2, y)].modifier.contains(Modifier::REVERSED));
 }
 
-/// The probes saw calls at one end only (the kernel skipped a program): the footer says so, so
-/// that a latency figure missing samples is never shown as if complete.
+/// Calls no program saw, and calls counted but untimed: the footer says how many, so that a
+/// count or a latency missing calls is never shown as if complete. Health counters that lost
+/// nothing (a frame abandoned and closed again) say nothing.
 #[test]
-fn probe_misses_show_in_the_footer() {
+fn lost_and_untimed_calls_show_in_the_footer() {
     let mut snapshots = busy_nvme(2);
-    if let Some(last) = snapshots.last_mut() {
-        last.health.insert("recursion_misses".into(), 12);
-        last.health.insert("abandoned_frames".into(), 3);
-        last.health.insert("stack_lost".into(), 40);
-    }
+    let last = snapshots.last_mut().expect("a snapshot");
+    last.entry_groups.push(iommutop_model::sample::EntryGroup {
+        programs: vec!["fentry__dma_map_page_attrs".into()],
+        ops: vec![Op::DmaMap],
+        skipped: 15,
+    });
+    let nvme = last
+        .devices
+        .iter_mut()
+        .find(|d| d.key == "0000:00:04.0")
+        .expect("the NVMe row");
+    let map = nvme.ops.get_mut(&Op::DmaMap).expect("NVMe maps");
+    let latency = map.latency.as_mut().expect("timed maps");
+    let untimed = map.count / 100;
+    latency.timed = map.count - untimed;
     let state = state_after(lab_probes(), snapshots);
-    let terminal = draw(&state, 120, 40);
-    let screen = text(&terminal);
-    assert!(screen.contains("⚠ 15 probe misses"), "{screen}");
-    let clean = state_after(lab_probes(), busy_nvme(2));
-    assert!(!text(&draw(&clean, 120, 40)).contains("probe misses"));
+    let screen = text(&draw(&state, 120, 40));
+    assert!(screen.contains("⚠ 15 calls lost"), "{screen}");
+    assert!(screen.contains("untimed"), "{screen}");
+
+    let mut only_health = busy_nvme(2);
+    let last = only_health.last_mut().expect("a snapshot");
+    last.health.insert("abandoned_frames".into(), 3);
+    let screen = text(&draw(&state_after(lab_probes(), only_health), 120, 40));
+    assert!(
+        !screen.contains("lost") && !screen.contains("untimed"),
+        "{screen}"
+    );
 }
 
 /// `--pid`/`--cgroup`: the header says whose work alone is counted.

@@ -100,6 +100,11 @@ multi (the default: one program for many functions where the kernel links it so,
 each function its own programs elsewhere; faster to attach) or per\-function (each hooked
 function its own programs everywhere).
 .TP
+\fBIOMMUTOP_UNDERSTUDIES\fR
+auto (the default: where the kernel preempts tasks inside BPF programs, PREEMPT_RT, full or lazy
+preemption, each timed program gets an understudy, a copy that acts where the kernel skipped the
+program's run), on or off.
+.TP
 \fBIOMMUTOP_KERNEL_BTF\fR
 where the kernel's BTF is read from (default /sys/kernel/btf/vmlinux; tests point it elsewhere).
 .TP

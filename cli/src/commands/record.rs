@@ -51,6 +51,7 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
         &args.points.clone().unwrap_or_default(),
         task_filter,
         args.netdev,
+        args.cross_check,
     )?
     .with_device_filter(device_filter);
     let printer = args

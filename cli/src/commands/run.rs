@@ -97,6 +97,7 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
         &args.points.clone().unwrap_or_default(),
         task_filter,
         crate::cli::NetdevScope::Physical,
+        args.cross_check,
     )?
     .with_device_filter(device_filter);
     let repeated = if args.runs > 1 || args.warmup > 0 {

@@ -171,6 +171,13 @@ impl KernelSupport {
         }
     }
 
+    /// Whether the kernel has the function `name` (false where kallsyms could not be read).
+    pub(super) fn has_function(&self, name: &str) -> bool {
+        self.functions
+            .as_ref()
+            .is_some_and(|f| f.has_function(name))
+    }
+
     /// Whether the kernel links one tracing program to many functions ([`super::multi`]).
     pub(super) fn has_multi_links(&self) -> bool {
         self.functions

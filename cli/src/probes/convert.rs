@@ -47,6 +47,7 @@ const _: () = assert!(Op::IotlbFlushFull as u32 == iommutop_op::IOMMUTOP_OP_IOTL
 const _: () = assert!(Op::DmaAlloc as u32 == iommutop_op::IOMMUTOP_OP_DMA_ALLOC);
 const _: () = assert!(Op::DmaFree as u32 == iommutop_op::IOMMUTOP_OP_DMA_FREE);
 const _: () = assert!(Op::TxPackets as u32 == iommutop_op::IOMMUTOP_OP_TX_PACKETS);
+const _: () = assert!(Op::Requeue as u32 == iommutop_op::IOMMUTOP_OP_REQUEUE);
 const _: () = assert!(Op::ALL.len() == iommutop_op::IOMMUTOP_OP_COUNT as usize);
 
 /// The model's kind of a kernel key, or None for a kind this build does not know.

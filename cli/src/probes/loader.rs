@@ -8,13 +8,13 @@ use super::fentry_jobs::OwnLoader;
 use super::load::LoadError;
 use super::maps::{ProbeMaps, SampleError};
 use super::multi::MultiAttached;
-use super::relocate::{relocate, Relocated};
+use super::relocate::{relocate, Relocated, UnderstudyChoice};
 use super::selection::PointSelection;
 use super::settings::ProbeSettings;
 use super::status::PointStatus;
 use super::table::{Tier, POINTS};
 use super::timing::timed;
-use super::{detach, dispatch, fentry_jobs};
+use super::{cross_check, detach, dispatch, fentry_jobs};
 use aya::Ebpf;
 use iommutop_model::report::StackSample;
 use iommutop_model::sample::RawSample;
@@ -44,6 +44,16 @@ pub struct Probes {
     /// Whether the time a task spends switched out inside a call is measured (the scheduler's
     /// switch hooked), or why not.
     waiting: Result<(), String>,
+    /// Whether the timed programs have understudies, and why.
+    understudies: UnderstudyChoice,
+    /// The kernel's own events counted beside the probes, when asked ([`super::cross_check`]).
+    cross_check: Option<CrossCheck>,
+}
+
+/// The cross-check's programs as attached, and its maps.
+struct CrossCheck {
+    attached: cross_check::Attached,
+    maps: cross_check::CrossCheckMaps,
 }
 
 impl Probes {
@@ -125,6 +135,19 @@ impl Probes {
         if let Err(why) = &waiting {
             log::info!("time switched out inside calls not measured: {why}");
         }
+        let cross_check = if settings.cross_check {
+            let attached = cross_check::attach(&mut ebpf, &btf, |f| kernel.has_function(f));
+            for (program, outcome) in &attached {
+                match outcome {
+                    Ok(event) => log::info!("cross-check: {program} on {event}"),
+                    Err(why) => log::info!("cross-check: {program}: {why}"),
+                }
+            }
+            let maps = cross_check::CrossCheckMaps::take(&mut ebpf).map_err(LoadError::Object)?;
+            Some(CrossCheck { attached, maps })
+        } else {
+            None
+        };
         if statuses.iter().all(|s| s.tier.is_none()) {
             let reasons = statuses
                 .iter()
@@ -143,7 +166,20 @@ impl Probes {
             dispatch,
             tells_interrupts,
             waiting,
+            understudies,
+            cross_check,
         })
+    }
+
+    /// Whether the timed programs have understudies ([`super::understudy`]), and why.
+    pub fn understudies(&self) -> &UnderstudyChoice {
+        &self.understudies
+    }
+
+    /// Each cross-check program's event (`system:event`), or why it has none; None when the
+    /// cross-check was not asked for.
+    pub fn cross_check_events(&self) -> Option<&cross_check::Attached> {
+        self.cross_check.as_ref().map(|c| &c.attached)
     }
 
     /// Charges IOMMU work done outside any DMA API call by process `tgid` or its children (a
@@ -211,7 +247,14 @@ impl Probes {
 
     /// Reads every map once and sums the per-CPU values.
     pub fn sample(&self) -> Result<RawSample, SampleError> {
-        self.maps.sample(self.ebpf(), &self.multi)
+        let mut sample = self.maps.sample(self.ebpf(), &self.multi)?;
+        if let Some(cross_check) = &self.cross_check {
+            sample.kernel_events = cross_check
+                .maps
+                .read()
+                .map_err(|e| SampleError::of("iommutop_kernel_events", e))?;
+        }
+        Ok(sample)
     }
 
     /// A recording's last sample, with the calls still open at its end that began after

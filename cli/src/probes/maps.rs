@@ -47,7 +47,7 @@ unsafe impl Pod for iommutop_inflight {}
 unsafe impl Pod for iommutop_task_slot {}
 
 /// Names of `enum iommutop_health`, in order.
-pub(super) const HEALTH_NAMES: [&str; 9] = [
+pub(super) const HEALTH_NAMES: [&str; 10] = [
     "device_map_full",
     "nesting_overflow",
     "exit_without_entry",
@@ -57,6 +57,7 @@ pub(super) const HEALTH_NAMES: [&str; 9] = [
     "process_map_full",
     "row_busy",
     "clock_behind_entry",
+    "driver_requests",
 ];
 const _: () =
     assert!(HEALTH_NAMES.len() == super::abi::iommutop_health::IOMMUTOP_HEALTH_COUNT as usize);
@@ -69,6 +70,13 @@ pub const RECURSION_MISSES: &str = "recursion_misses";
 pub struct SampleError {
     map: &'static str,
     reason: String,
+}
+
+impl SampleError {
+    /// Reading `map` failed for `reason`.
+    pub(super) fn of(map: &'static str, reason: impl std::fmt::Display) -> SampleError {
+        sample_error(map, reason)
+    }
 }
 
 /// The object's maps, each under its type.
@@ -230,6 +238,7 @@ impl ProbeMaps {
             op_health: self.op_health()?,
             entry_groups,
             open_calls: Vec::new(),
+            kernel_events: Vec::new(),
         })
     }
 

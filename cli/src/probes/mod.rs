@@ -10,6 +10,7 @@ mod btf_walk;
 mod capacity;
 mod convert;
 mod core_target;
+mod cross_check;
 mod detach;
 mod dispatch;
 mod dispatch_cache;

@@ -366,6 +366,7 @@ fn kernel_btf_index(settings: &ProbeSettings) -> Result<BtfIndex, String> {
         .flat_map(|point| point.tracepoints)
         .map(|hook| hook.name)
         .chain([WAITING_EVENT])
+        .chain(super::cross_check::event_names())
         .collect();
     let path = &settings.kernel_btf;
     let asked = kernel_btf_cache::names_asked(&functions, &tracepoints, &structs);

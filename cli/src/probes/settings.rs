@@ -44,6 +44,9 @@ pub struct ProbeSettings {
     /// Whether packets of netdevs without a parent device (veth, tun, lo) are counted, each on a
     /// row of its own (`--netdev all`); the environment never sets it.
     pub virtual_netdevs: bool,
+    /// Whether the kernel's own DMA and IOMMU trace events are counted beside the probes
+    /// (`record --cross-check`, `diagnose`); the environment never sets it.
+    pub cross_check: bool,
     /// Whether each timed program gets an understudy (`IOMMUTOP_UNDERSTUDIES`): `auto`, the
     /// default, where the kernel preempts tasks inside programs (`cli/src/probes/understudy.rs`).
     pub understudies: Understudies,
@@ -75,6 +78,7 @@ impl ProbeSettings {
                 .unwrap_or_else(|_| DEFAULT_KERNEL_BTF.into()),
             multi_links: setting("IOMMUTOP_LINKS", links_setting)?.unwrap_or(true),
             virtual_netdevs: false,
+            cross_check: false,
             understudies: setting("IOMMUTOP_UNDERSTUDIES", understudies_setting)?
                 .unwrap_or(Understudies::Auto),
         })

@@ -679,6 +679,19 @@ pub const POINTS: &[Point] = &[
         caveats: &[],
     },
     Point {
+        name: "block_requeue",
+        op: Op::Requeue,
+        what: "block requests requeued (mapped again when issued again), per disk",
+        functions: &[],
+        tracepoints: &[tracepoint(
+            "block",
+            "block_rq_requeue",
+            "all",
+            "completion__block_requeue__tp",
+        )],
+        caveats: &[],
+    },
+    Point {
         name: "napi_poll",
         op: Op::Completion,
         what: "packets received (NAPI polls' work), per NIC",

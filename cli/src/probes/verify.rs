@@ -5,6 +5,7 @@ use super::attach::{load_once, WAITING_EVENT, WAITING_PROGRAM};
 use super::bpf_syscalls::{
     BPF_TRACE_FENTRY, BPF_TRACE_FENTRY_MULTI, BPF_TRACE_FEXIT, BPF_TRACE_FEXIT_MULTI,
 };
+use super::cross_check;
 use super::hook_error::HookError;
 use super::load::{load_btf, load_for_verification, program, LoadError, TaskStacks};
 use super::multi;
@@ -98,6 +99,27 @@ pub fn verify_all_programs(settings: &ProbeSettings) -> Result<Vec<ProgramVerdic
     }
     for (program, function, result) in verify_understudies(&ebpf, &btf) {
         record(&program, function.into(), Tier::Fentry, result);
+    }
+    for hook in cross_check::HOOKS {
+        let event = hook.events.iter().find(|event| {
+            btf.id_by_type_name_kind(&format!("btf_trace_{event}"), BtfKind::Typedef)
+                .is_ok()
+        });
+        let (target, result) = match event {
+            Some(event) => (
+                format!("{}:{event}", hook.system),
+                loaded(&mut ebpf, hook.program, |p: &mut BtfTracePoint| {
+                    p.load(event, &btf)
+                }),
+            ),
+            None => (
+                format!("{}:{}", hook.system, hook.events.join("|")),
+                Err(HookError::Absent(
+                    "not in this kernel (the dma: events came with 6.12)".into(),
+                )),
+            ),
+        };
+        record(hook.program, target, Tier::Tracepoint, result);
     }
     let orphans: Vec<String> = ebpf
         .programs()

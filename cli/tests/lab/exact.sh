@@ -9,7 +9,7 @@
 #                                      in flight in the hash by thread id
 #   exact.sh IOMMUTOP OUT load         the load cell (issue 26): fio 4 KiB random reads at QD32 x 4
 #                                      jobs (libaio, direct) on the NVMe and TCP_RR between the
-#                                      NICs at once, one recording
+#                                      NICs at once, one recording, with --cross-check
 #   exact.sh IOMMUTOP OUT profile      the load cell under perf's sampling profile of every CPU
 #                                      (issue 27), folded into OUT/profile.perf.folded, with fio
 #                                      at QD1 x 8 jobs (see below)
@@ -67,7 +67,9 @@ concurrent | concurrent-one-slot)
 	record concurrent "netperf_rr concurrent 6 & fio_reads concurrent 6 --rw=randread --bs=4k --iodepth=16 --numjobs=2; wait"
 	;;
 load)
-	record load "netperf_rr load 6 & fio_reads load 6 --rw=randread --bs=4k --iodepth=32 --numjobs=4; wait"
+	# With the kernel's own events beside the probes: the NICs' maps' independent truth.
+	RECORD_ARGS="--cross-check" \
+		record load "netperf_rr load 6 & fio_reads load 6 --rw=randread --bs=4k --iodepth=32 --numjobs=4; wait"
 	;;
 profile | profile-dma)
 	# The load cell under a sampling profile (issue 27's second opinion on the times): perf

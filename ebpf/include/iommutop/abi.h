@@ -66,7 +66,9 @@ enum iommutop_op {
 	IOMMUTOP_OP_DMA_FREE = 13, /* their release: dma_free_attrs, dma_free_pages, ... */
 	IOMMUTOP_OP_TX_PACKETS =
 	    14, /* packets a NIC's driver accepted for transmit: net:net_dev_xmit, count only */
-	IOMMUTOP_OP_COUNT = 15,
+	IOMMUTOP_OP_REQUEUE = 15, /* block requests requeued (block:block_rq_requeue): each is
+				     mapped again when issued again, for one completion */
+	IOMMUTOP_OP_COUNT = 16,
 };
 
 /* One operation's aggregate on one CPU. Cumulative: user space diffs successive reads. */
@@ -163,7 +165,9 @@ enum iommutop_health {
 	IOMMUTOP_HEALTH_CLOCK_BEHIND_ENTRY = 8, /* a call's exit read an earlier time than its
 						   entry (the fast clock stepped back): counted
 						   untimed */
-	IOMMUTOP_HEALTH_COUNT = 9,
+	IOMMUTOP_HEALTH_DRIVER_REQUESTS = 9, /* block requests of no disk completed: a driver's own
+						commands (NVMe admin), whose maps are of no I/O */
+	IOMMUTOP_HEALTH_COUNT = 10,
 };
 
 /*
@@ -241,6 +245,33 @@ struct iommutop_task_slot {
 	__u32 in_hash; /* tasks of this index whose calls in flight are in iommutop_inflight */
 	struct iommutop_inflight stack;
 };
+
+/*
+ * The kernel's own DMA and IOMMU trace events, counted beside the probes as a second opinion
+ * (record --cross-check; ebpf/progs/crosscheck.bpf.c): per device for the dma: events (6.12+),
+ * which name one, and in all (key 0) for iommu:map and iommu:unmap, which name none. The order is
+ * ABI: append only.
+ */
+enum iommutop_kernel_event {
+	IOMMUTOP_EVENT_DMA_MAP = 0,    /* dma:dma_map_page (6.12-6.17), dma:dma_map_phys (6.18+) */
+	IOMMUTOP_EVENT_DMA_UNMAP = 1,  /* dma:dma_unmap_page, dma:dma_unmap_phys */
+	IOMMUTOP_EVENT_DMA_MAP_SG = 2, /* dma:dma_map_sg, and dma:dma_map_sg_err (a failed one) */
+	IOMMUTOP_EVENT_DMA_UNMAP_SG = 3,     /* dma:dma_unmap_sg */
+	IOMMUTOP_EVENT_DMA_MAP_RESOURCE = 4, /* dma:dma_map_resource (6.12-6.17) */
+	IOMMUTOP_EVENT_DMA_UNMAP_RESOURCE = 5,
+	IOMMUTOP_EVENT_IOMMU_MAP = 6,	/* iommu:map */
+	IOMMUTOP_EVENT_IOMMU_UNMAP = 7, /* iommu:unmap */
+	IOMMUTOP_EVENT_COUNT = 8,
+};
+
+/* One key's counts of each event, per CPU, cumulative. */
+struct iommutop_kernel_events {
+	__u64 counts[IOMMUTOP_EVENT_COUNT];
+};
+
+/* Devices whose dma: events are counted at once; a full map counts the rest on key 0 and says so
+ * there (IOMMUTOP_EVENT_COUNT is not a key's: user space reads the overflow from key ~0). */
+#define IOMMUTOP_MAX_EVENT_DEVICES 256
 
 /* Kernel call paths of sampled DMA API calls: one stack in IOMMUTOP_STACK_PERIOD calls per CPU
  * is recorded with bpf_get_stackid() and charged its call's latency. */
@@ -357,6 +388,8 @@ enum iommutop_cast_type {
 };
 
 _Static_assert(sizeof(struct iommutop_op_health) == 5 * 8, "op_health size");
+_Static_assert(sizeof(struct iommutop_kernel_events) == 8 * IOMMUTOP_EVENT_COUNT,
+	       "kernel_events size");
 _Static_assert(sizeof(struct iommutop_dev_key) == 16, "dev_key size");
 _Static_assert(sizeof(struct iommutop_frame) == 88, "frame size");
 _Static_assert(sizeof(struct iommutop_inflight) == 24 + 88 * IOMMUTOP_MAX_NESTING, "inflight size");

@@ -705,7 +705,11 @@ fn device_changes(
                 && counts_changed(
                     change.a.as_ref(),
                     change.b.as_ref(),
-                    &CountSlack::of(a, b, (divisor(da, &units.0), divisor(db, &units.1))),
+                    &CountSlack::of(
+                        (a, da.map(|d| d.key.to_string())),
+                        (b, db.map(|d| d.key.to_string())),
+                        (divisor(da, &units.0), divisor(db, &units.1)),
+                    ),
                 );
             change.changed = transition == Transition::OnlyA
                 || transition == Transition::OnlyB
@@ -792,10 +796,9 @@ pub fn count_changed(a: Option<f64>, b: Option<f64>) -> bool {
     }
 }
 
-/// How much of each count per unit the two runs may have missed together: the calls their
-/// probes may not have seen at all (`missed_calls.<op>` in each report's health, the kernel
-/// having skipped both programs of a call), per unit of work. A difference no larger than this
-/// may be the probes', not the kernel's, and makes no finding.
+/// How much of each count per unit the two runs may have missed together: the calls of the
+/// device their probes did not count, per unit of work. A difference no larger than this may be
+/// the probes', not the kernel's, and makes no finding.
 struct CountSlack {
     dma_maps: f64,
     iommu_maps: f64,
@@ -803,18 +806,40 @@ struct CountSlack {
     iotlb_flushes: f64,
 }
 
+/// The calls of `op` on the row `device` that a report's counts may lack: from its `losses`, the
+/// calls no program saw (of no known device, so possibly all this one's) and the device's calls
+/// open at the end; in a report written before them, the bound its health gave
+/// (`missed_calls.<op>`, the kernel having skipped both programs of a call).
+pub fn uncounted(report: &Report, op: Op, device: Option<&str>) -> u64 {
+    match &report.losses {
+        Some(losses) => device.map_or_else(
+            || losses.ops.get(&op).and_then(|o| o.lost).unwrap_or(0),
+            |device| losses.uncounted(op, device),
+        ),
+        None => report
+            .health
+            .get(&format!("missed_calls.{}", op.name()))
+            .copied()
+            .unwrap_or(0),
+    }
+}
+
 impl CountSlack {
-    /// The calls A and B may have missed, over the device's units in A and in B (`counts`).
-    fn of(a: &Report, b: &Report, counts: (Option<f64>, Option<f64>)) -> CountSlack {
-        let per_unit = |report: &Report, count: Option<f64>, op: Op| -> f64 {
-            let missed = report
-                .health
-                .get(&format!("missed_calls.{}", op.name()))
-                .copied()
-                .unwrap_or(0) as f64;
+    /// The calls A and B may have missed of the device (by its key in each, where it is there),
+    /// over its units in A and in B (`counts`).
+    fn of(
+        (a, key_a): (&Report, Option<String>),
+        (b, key_b): (&Report, Option<String>),
+        counts: (Option<f64>, Option<f64>),
+    ) -> CountSlack {
+        let per_unit = |report: &Report, key: Option<&str>, count: Option<f64>, op: Op| -> f64 {
+            let missed = uncounted(report, op, key) as f64;
             count.filter(|c| *c > 0.0).map_or(0.0, |c| missed / c)
         };
-        let both = |op: Op| per_unit(a, counts.0, op) + per_unit(b, counts.1, op);
+        let both = |op: Op| {
+            per_unit(a, key_a.as_deref(), counts.0, op)
+                + per_unit(b, key_b.as_deref(), counts.1, op)
+        };
         CountSlack {
             dma_maps: both(Op::DmaMap),
             iommu_maps: both(Op::IommuMap),

@@ -22,7 +22,7 @@ use crate::compare::work::{label, work_units, DeviceWork, WorkUnits};
 use crate::report::Report;
 use crate::sample::Op;
 use crate::snapshot::{Device, RowKind};
-use crate::units::human_ns;
+use crate::units::{human_ns, percent};
 use crate::waiting::DmaWaiting;
 use std::fmt::Write;
 
@@ -112,9 +112,67 @@ pub fn verdict(report: &Report, device: Option<&str>, ab: Option<&AbOutcome>) ->
     out
 }
 
-/// Whether the probes lost sight of calls (see docs/probes.md, health counters): said before the
-/// verdict, so that no figure below is read as complete when it is not.
+/// Whether a figure below lacks calls (see docs/probes.md, "How the loss figures are
+/// computed"): said before the verdict, so that no figure is read as complete when it is not, and
+/// not said at all on a run whose counts are exact and whose latencies miss at most
+/// [`UNTIMED_SHARE_LIMIT`](crate::losses::UNTIMED_SHARE_LIMIT) of any operation's calls.
 fn health_line(report: &Report) -> Option<String> {
+    let Some(losses) = &report.losses else {
+        return health_line_before_losses(report);
+    };
+    let health = |name: &str| report.health.get(name).copied().unwrap_or(0);
+    let mut parts = Vec::new();
+    let lost: Vec<String> = losses
+        .lost_groups()
+        .map(|g| {
+            let names: Vec<&str> = g.ops.iter().map(|op| op.name()).collect();
+            format!("{} {}", g.lost, crate::losses::either(&names))
+        })
+        .collect();
+    if !lost.is_empty() {
+        parts.push(format!(
+            "calls seen by no probe program: {} (the counts are short by that many)",
+            lost.join(", ")
+        ));
+    }
+    let open = losses.open_at_end();
+    if open > 0 {
+        parts.push(if open == 1 {
+            "1 call was still open at the end (its exit never seen): counted nowhere".to_string()
+        } else {
+            format!(
+                "{open} calls were still open at the end (their exits never seen): counted nowhere"
+            )
+        });
+    }
+    let dropped = health("device_map_full").saturating_add(health("row_busy"));
+    if dropped > 0 {
+        parts.push(format!(
+            "{dropped} events were dropped (statistics rows full or busy): the counts are short by that many"
+        ));
+    }
+    let unseen = health("completions_unseen");
+    if unseen > 0 {
+        parts.push(format!(
+            "the block layer completed {unseen} more requests than the probes counted"
+        ));
+    }
+    let untimed: Vec<String> = losses
+        .untimed_over_limit()
+        .map(|(op, _, share)| format!("{} of {} calls", percent(share), op.name()))
+        .collect();
+    if !untimed.is_empty() {
+        parts.push(format!(
+            "the latencies leave out {} (counted, not timed)",
+            untimed.join(" and ")
+        ));
+    }
+    (!parts.is_empty()).then(|| format!("numbers may be incomplete: {}", parts.join("; ")))
+}
+
+/// [`health_line`] for reports written before `losses`: their health counters bound what was
+/// missed (`missed_calls.<op>`), where newer reports give it exactly.
+fn health_line_before_losses(report: &Report) -> Option<String> {
     let seen_at_one_end = [
         "recursion_misses",
         "exit_without_entry",
@@ -564,7 +622,77 @@ mod tests {
 
     #[test]
     fn lost_calls_are_said_before_the_verdict() {
+        let report = full_report();
+        let text = verdict(&report, None, None);
+        let warning = text.find(
+            "numbers may be incomplete: calls seen by no probe program: 2 dma_map or dma_unmap, \
+             3 iommu_map (the counts are short by that many); 1 call was still open at the end",
+        );
+        let first_device = text.find("0000:00:02.0");
+        assert!(warning.is_some() && warning < first_device, "{text}");
+    }
+
+    /// The kernel skipped runs and every call concerned was seen at one end: the counts are
+    /// exact, and nothing says they may be short.
+    #[test]
+    fn an_exact_run_is_not_called_incomplete() {
         let mut report = full_report();
+        exact(&mut report);
+        for (name, count) in [("recursion_misses", 7), ("exit_without_entry", 4)] {
+            report.health.insert(name.into(), count);
+        }
+        assert!(!verdict(&report, None, None).contains("numbers may be incomplete"));
+    }
+
+    fn exact(report: &mut Report) {
+        let losses = report.losses.as_mut().expect("losses");
+        for group in &mut losses.groups {
+            group.lost = 0;
+        }
+        for op in losses.ops.values_mut() {
+            op.lost = op.lost.map(|_| 0);
+            op.open_at_end = 0;
+            op.devices.clear();
+        }
+    }
+
+    #[test]
+    fn untimed_calls_over_a_thousandth_are_said_as_a_share_of_the_latencies() {
+        let mut report = full_report();
+        exact(&mut report);
+        let dma_map = report
+            .losses
+            .as_mut()
+            .and_then(|l| l.ops.get_mut(&Op::DmaMap))
+            .expect("dma_map");
+        dma_map.untimed = Some(4);
+        dma_map.untimed_share = Some(0.001);
+        assert!(
+            !verdict(&report, None, None).contains("numbers may be incomplete"),
+            "0.1% is not over it"
+        );
+        let dma_map = report
+            .losses
+            .as_mut()
+            .and_then(|l| l.ops.get_mut(&Op::DmaMap))
+            .expect("dma_map");
+        dma_map.untimed = Some(8);
+        dma_map.untimed_share = Some(0.002);
+        let text = verdict(&report, None, None);
+        assert!(
+            text.contains(
+                "numbers may be incomplete: the latencies leave out 0.20% of dma_map calls \
+                 (counted, not timed)\n"
+            ),
+            "{text}"
+        );
+    }
+
+    /// A report written before `losses` is judged by its health counters, as it was.
+    #[test]
+    fn a_report_without_losses_is_judged_by_its_health() {
+        let mut report = full_report();
+        report.losses = None;
         report.health.clear();
         assert!(!verdict(&report, None, None).contains("numbers may be incomplete"));
         report.health.insert("recursion_misses".into(), 7);

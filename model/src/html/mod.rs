@@ -17,6 +17,7 @@ pub use compare::render_comparison;
 pub use diagnose::render_diagnosis;
 pub use escape::escape;
 
+use crate::losses::Losses;
 use crate::report::Report;
 use crate::sample::Op;
 use crate::snapshot::{Device, RowKind};
@@ -45,6 +46,9 @@ fn report_sections(report: &Report, with_verdict: bool) -> String {
     body.push_str(&warnings(&report.warnings));
     let rows = shown_rows(report);
     body.push_str(&overview(&rows));
+    if let Some(losses) = report.losses.as_ref().filter(|l| l.any()) {
+        body.push_str(&losses_table(losses));
+    }
     if with_verdict {
         let verdict = crate::diagnose::verdict(report, None, None);
         let _ = writeln!(
@@ -187,6 +191,49 @@ fn overview(rows: &[&Device]) -> String {
         );
     }
     out.push_str("</tbody></table>\n");
+    out
+}
+
+/// The operations with calls untimed, lost or open at the end (docs/probes.md, "How the loss
+/// figures are computed"), and a note per group of several operations that lost calls.
+fn losses_table(losses: &Losses) -> String {
+    let mut out = String::from(
+        "<h2>Calls not seen whole</h2>\n<table class=\"losses\"><thead><tr><th>operation</th>\
+         <th>calls</th><th>untimed (counted, not timed)</th><th>lost (seen by no program)</th>\
+         <th>open at end (counted nowhere)</th></tr></thead><tbody>\n",
+    );
+    for (op, o) in &losses.ops {
+        if o.untimed.unwrap_or(0) == 0 && o.lost.unwrap_or(0) == 0 && o.open_at_end == 0 {
+            continue;
+        }
+        let untimed = match (o.untimed, o.untimed_share) {
+            (Some(n), Some(share)) if n > 0 => format!("{n} ({:.2}%)", share * 100.0),
+            (Some(n), _) => n.to_string(),
+            (None, _) => "–".into(),
+        };
+        let _ = writeln!(
+            out,
+            "<tr data-op=\"{op}\"><td>{op}</td><td class=\"num\">{calls}</td>\
+             <td class=\"num\" data-field=\"untimed\">{untimed}</td>\
+             <td class=\"num\" data-field=\"lost\">{lost}</td>\
+             <td class=\"num\" data-field=\"open_at_end\">{open}</td></tr>",
+            op = op.name(),
+            calls = o.calls,
+            lost = o.lost.map_or("–".into(), |n| n.to_string()),
+            open = o.open_at_end,
+        );
+    }
+    out.push_str("</tbody></table>\n");
+    for group in losses.lost_groups().filter(|g| g.ops.len() > 1) {
+        let names: Vec<&str> = group.ops.iter().map(|op| op.name()).collect();
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">The {} lost calls of {} are one figure: one group of programs \
+             serves them, and which each call was, the kernel cannot say.</p>",
+            group.lost,
+            crate::losses::both(&names)
+        );
+    }
     out
 }
 

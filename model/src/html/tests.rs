@@ -339,3 +339,21 @@ fn a_comparison_with_waiting_shows_its_finding_and_each_sides_figure() {
     let plain = render_comparison(plain_a, plain_b, &compare(plain_a, plain_b), ("a", "b"));
     assert!(!plain.contains("class=\"waiting\""));
 }
+
+/// The calls not seen whole are a table of their own, shown when any figure is not 0.
+#[test]
+fn a_report_with_calls_not_seen_whole_shows_them() {
+    let report = full_report();
+    let page = render_report(&report, "r.json");
+    assert!(page.contains("<h2>Calls not seen whole</h2>"), "{page}");
+    assert!(page.contains(
+        "<tr data-op=\"iommu_map\"><td>iommu_map</td><td class=\"num\">4000</td>\
+         <td class=\"num\" data-field=\"untimed\">–</td>\
+         <td class=\"num\" data-field=\"lost\">3</td>\
+         <td class=\"num\" data-field=\"open_at_end\">0</td></tr>"
+    ));
+    assert!(page.contains("The 2 lost calls of dma_map and dma_unmap are one figure"));
+    let mut exact = report;
+    exact.losses = Some(crate::losses::Losses::default());
+    assert!(!render_report(&exact, "r.json").contains("Calls not seen whole"));
+}

@@ -6,8 +6,10 @@ use super::{
 };
 use crate::device_filter::DeviceFilter;
 use crate::facts::HostFacts;
+use crate::losses::Losses;
 use crate::sample::{Op, RawSample};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Device, Snapshot};
+use crate::tail::{dma_tails, Tail};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -40,16 +42,28 @@ impl Report {
             interval.devices.retain(|key, _| keeps_key(key));
         }
         self.stacks.retain(|stack| keeps_key(&stack.device));
+        if let Some(losses) = &mut self.losses {
+            losses.retain_devices(keeps_key);
+        }
+        if let Some(check) = &mut self.cross_check {
+            check
+                .rows
+                .retain(|row| row.device.as_deref().is_none_or(keeps_key));
+        }
         self.run.device_filter = Some(filter.clone());
     }
 
     /// The report of a run: devices and self overhead over the whole run (first to last sample).
     pub fn build(inputs: ReportInputs<'_>) -> Report {
         let whole_run = Snapshot::between(inputs.first, inputs.last, &inputs.host.devices);
+        let losses = Losses::of(&whole_run, &inputs.probes);
         let mut warnings = inputs.warnings;
         warnings.extend(host_warnings(inputs.host));
         warnings.extend(probe_warnings(&inputs.probes));
+        warnings.extend(losses.warnings());
         warnings.extend(health_warnings(&whole_run.health));
+        warnings.extend(requeue_warnings(&whole_run.devices));
+        warnings.extend(dma_tails(&whole_run.devices).iter().map(Tail::sentence));
         let mut seen = std::collections::BTreeSet::new();
         warnings.retain(|w| seen.insert(w.clone()));
         Report {
@@ -69,6 +83,8 @@ impl Report {
             intervals: inputs.intervals,
             warnings,
             health: whole_run.health.clone(),
+            losses: Some(losses),
+            cross_check: None,
             stacks: Vec::new(),
             repeats: None,
         }
@@ -105,6 +121,7 @@ impl SelfOverhead {
                 run_time_ns: delta.run_time_ns,
                 ns_per_event: (delta.run_count > 0)
                     .then(|| delta.run_time_ns as f64 / delta.run_count as f64),
+                recursion_misses: Some(snapshot.program_misses.get(name).copied().unwrap_or(0)),
             })
             .collect();
         let total_ns = programs
@@ -113,6 +130,7 @@ impl SelfOverhead {
         SelfOverhead {
             dispatch_ns: None,
             nested_dispatch_ns: None,
+            understudies: None,
             bpf_stats_enabled_by_iommutop,
             total_ns_per_event: (snapshot.events > 0 && total_ns > 0)
                 .then(|| total_ns as f64 / snapshot.events as f64),
@@ -205,45 +223,61 @@ pub const MAX_PROCESS_ROWS: u32 = 64;
 /// may ask for (checked there too).
 pub const MAX_STATS_ROWS: u32 = 256;
 
+/// The health counters that the loss figures replace: each of them counted runs or calls that
+/// `losses` now accounts for exactly ([`Losses::warnings`] says what they came to).
+fn accounted_in_losses(name: &str) -> bool {
+    matches!(
+        name,
+        "recursion_misses" | "exit_without_entry" | "abandoned_frames"
+    ) || name.starts_with("missed_calls.")
+}
+
+/// Each row whose block requests were requeued: each was mapped again when issued again, so its
+/// DMA maps exceed its completed I/Os by that many (a controller reset requeues every request it
+/// had in flight).
+fn requeue_warnings(devices: &[Device]) -> Vec<String> {
+    devices
+        .iter()
+        .filter(|d| d.op(Op::Requeue).count > 0)
+        .map(|d| {
+            let requeued = d.op(Op::Requeue).count;
+            format!(
+                "{}: {requeued} block requests were requeued (sent back to be issued again: the driver could not take them, or a controller reset cancelled them in flight), and mapped again when issued again: {requeued} of its DMA maps are of no completed I/O",
+                d.key
+            )
+        })
+        .collect()
+}
+
 fn health_warnings(health: &BTreeMap<String, u64>) -> Vec<String> {
     health
         .iter()
-        .filter(|(_, &count)| count > 0)
+        .filter(|(name, &count)| count > 0 && !accounted_in_losses(name))
         .map(|(name, &count)| match name.as_str() {
             "device_map_full" => {
-                format!("{count} events of devices that found every statistics row taken were dropped (device_map_full): IOMMUTOP_STATS_ROWS sets more rows, up to {MAX_STATS_ROWS}")
+                format!("{count} events of devices that found every statistics row taken were dropped (device_map_full): the counts are short by that many; IOMMUTOP_STATS_ROWS sets more rows, up to {MAX_STATS_ROWS}")
             }
             "nesting_overflow" => format!(
-                "{count} calls nested deeper than the tracker follows (8): their nested work was charged to the call below them"
-            ),
-            "exit_without_entry" => format!(
-                "{count} calls were seen only at their return (entry program skipped, or attached mid-call): counted, not timed; their nested work went to the device its IOMMU domain was last seen serving, or to `unattributed`"
-            ),
-            "abandoned_frames" => format!(
-                "{count} calls were never seen to return (exit program skipped): counted when found stale, not timed"
-            ),
-            "recursion_misses" => format!(
-                "the kernel skipped {count} runs of iommutop's programs (one was already running on that CPU: preempted or interrupted); the calls concerned are counted by their other end, untimed"
+                "{count} calls nested deeper than the tracker follows (8): counted by their exits, not timed; their nested work was charged to the call below them"
             ),
             "task_map_full" => format!(
-                "{count} calls of tasks whose in-flight stack could not be created were not counted"
+                "{count} calls of tasks whose in-flight stack could not be created: counted by their exits, not timed"
             ),
             "process_map_full" => format!(
                 "{count} IOMMU calls outside the DMA API by processes beyond the first {} went to the shared `unattributed` row, not to a row of their process",
                 MAX_PROCESS_ROWS
             ),
-            missed if missed.starts_with("missed_calls.") => format!(
-                "up to {count} {} calls may be missing from the counts: the kernel skipped both programs of a call (or a count-only program's run) that often",
-                &missed["missed_calls.".len()..]
-            ),
             "row_busy" => format!(
-                "{count} events of a device seen for the first time were dropped: its statistics row could not be written then (the map busy on that CPU: an interrupt landed in an update); later events were counted"
+                "{count} events of a device seen for the first time were dropped (the counts are short by that many): its statistics row could not be written then (the map busy on that CPU: an interrupt landed in an update); later events were counted"
             ),
             "clock_behind_entry" => format!(
                 "{count} calls' exits read an earlier time than their entries (the kernel's fast clock stepped back between CPUs or across a timekeeping update): counted, untimed"
             ),
             "stack_lost" => format!(
                 "{count} sampled call paths could not be recorded (stack map full or unwinding failed)"
+            ),
+            "driver_requests" => format!(
+                "{count} block requests of no disk completed: a driver's own commands (NVMe admin: Identify, Set Features after a controller reset); the DMA maps of their data are of no I/O"
             ),
             other => format!("probe health counter {other} rose by {count}"),
         })

@@ -216,12 +216,152 @@ fn the_builder_adds_warnings_it_can_see() {
             "kprobes unavailable: CONFIG_KPROBES is off",
             "probe iotlb_flush unavailable: no vendor IOTLB function in kallsyms",
             "latency not measured for iommu_map: attached at a tier that only counts",
-            "2 calls nested deeper than the tracker follows (8): their nested work was charged to the call below them",
+            "2 calls of dma_map or dma_unmap were seen by no probe program (the kernel skipped every program that could have seen them; one group of programs serves these operations, so which of them each was, it cannot say): their counts together are short by that many (of which devices, nothing tells: neither end was seen)",
+            "3 iommu_map events were seen by no probe program (the kernel skipped every program that could have seen them): the counts are short by that many (of which devices, nothing tells: neither end was seen)",
+            "1 dma_unmap call of 0000:00:02.0 was still open when the recording ended (its exit was never seen): counted nowhere, so 0000:00:02.0's dma_unmap count is short by one",
+            "2 calls nested deeper than the tracker follows (8): counted by their exits, not timed; their nested work was charged to the call below them",
         ]
     );
     let minimal = minimal_report();
     assert_eq!(minimal.warnings.len(), 1);
     assert!(minimal.warnings[0].starts_with("no IOMMU is active"));
+}
+
+#[test]
+fn the_builder_writes_the_losses_and_each_programs_skipped_runs() {
+    let json = as_json(&full_report());
+    let losses = &json["losses"];
+    assert_eq!(
+        losses["ops"]["dma_map"],
+        json!({
+            "calls": 4000, "untimed": 0, "untimed_share": 0.0, "lost": 2,
+            "lost_with": ["dma_unmap"], "open_at_end": 0, "understudy_entries": 6,
+            "understudy_exits": 0, "devices": {}
+        })
+    );
+    assert_eq!(
+        losses["ops"]["dma_unmap"]["devices"],
+        json!({"0000:00:02.0": {"untimed": null, "open_at_end": 1}}),
+        "dma_unmap is not timed on this run: no untimed figure"
+    );
+    assert_eq!(losses["ops"]["iommu_map"]["lost"], 3);
+    assert_eq!(
+        losses["groups"][0],
+        json!({
+            "programs": ["dma__map_page__fentry", "multi__device__fentry"],
+            "ops": ["dma_map", "dma_unmap"], "skipped": 12, "understudy_entries": 6,
+            "unseen_entries": 4, "unpushed": 0, "lost": 2
+        })
+    );
+    let programs = &json["self_overhead"]["programs"];
+    assert_eq!(programs[0]["name"], "dma__map_page__fentry");
+    assert_eq!(programs[0]["recursion_misses"], 8);
+    assert_eq!(programs[1]["recursion_misses"], 0);
+}
+
+/// The kernel skipped program runs, and every call they concerned was seen at its other end or
+/// by an understudy: the health counters rise, and no warning says a count may be short.
+#[test]
+fn a_run_that_lost_nothing_warns_of_no_loss() {
+    use crate::sample::{EntryGroup, OpHealth};
+    let mut last = super::fixtures::last_sample();
+    last.health.clear();
+    for (name, count) in [
+        ("recursion_misses", 15),
+        ("exit_without_entry", 4),
+        ("abandoned_frames", 3),
+    ] {
+        last.health.insert(name.into(), count);
+    }
+    last.open_calls.clear();
+    last.entry_groups = vec![EntryGroup {
+        programs: vec!["dma__map_page__fentry".into()],
+        ops: vec![Op::DmaMap],
+        skipped: 12,
+    }];
+    last.op_health = [(
+        Op::DmaMap,
+        OpHealth {
+            unseen_entries: 4,
+            understudy_entries: 8,
+            ..OpHealth::default()
+        },
+    )]
+    .into_iter()
+    .collect();
+    let host = super::fixtures::host();
+    let report = Report::build(ReportInputs {
+        tool_version: "0.1.0",
+        host: &host,
+        run: minimal_report().run,
+        first: &super::fixtures::first_sample(),
+        last: &last,
+        probes: super::fixtures::probes(),
+        bpf_stats_enabled_by_iommutop: false,
+        intervals: vec![],
+        warnings: vec![],
+    });
+    assert_eq!(
+        report.warnings,
+        [
+            "probe iotlb_flush unavailable: no vendor IOTLB function in kallsyms",
+            "latency not measured for iommu_map: attached at a tier that only counts",
+        ]
+    );
+    assert_eq!(
+        report.losses.as_ref().map(|l| l.ops[&Op::DmaMap].lost),
+        Some(Some(0))
+    );
+    assert_eq!(
+        report.health["recursion_misses"], 15,
+        "kept for CI to gate on"
+    );
+}
+
+#[test]
+fn a_device_filter_keeps_the_losses_of_the_rows_it_keeps() {
+    let mut report = full_report();
+    report.apply_device_filter(&crate::device_filter::DeviceFilter {
+        device: "eth0".into(),
+        pci_address: "0000:00:05.0".parse().expect("address"),
+    });
+    let losses = report.losses.as_ref().expect("losses");
+    assert!(losses.ops[&Op::DmaUnmap].devices.is_empty());
+    assert_eq!(
+        losses.ops[&Op::DmaUnmap].open_at_end,
+        1,
+        "the run's figure: a lost call has no device to filter it by, an open one stays counted"
+    );
+}
+
+#[test]
+fn the_schema_refuses_losses_without_their_fields() {
+    let report = as_json(&full_report());
+    assert_eq!(violations(&report), Vec::<String>::new());
+    for (what, break_it) in [
+        (
+            "lost",
+            (|r: &mut Value| {
+                r["losses"]["ops"]["dma_map"]
+                    .as_object_mut()
+                    .map(|o| o.remove("lost"));
+            }) as Breakage,
+        ),
+        ("op", |r| {
+            r["losses"]["ops"]["teleport"] = r["losses"]["ops"]["dma_map"].clone()
+        }),
+        ("group", |r| r["losses"]["groups"][0]["lost"] = json!(-1)),
+        ("share", |r| {
+            r["losses"]["ops"]["dma_map"]["untimed_share"] = json!(2.0)
+        }),
+        ("misses", |r| {
+            r["self_overhead"]["programs"][0]["recursion_misses"] = json!("many")
+        }),
+    ] {
+        let mut broken = report.clone();
+        break_it(&mut broken);
+        assert!(!violations(&broken).is_empty(), "{what} should be rejected");
+    }
 }
 
 fn error_of(text: &str) -> String {

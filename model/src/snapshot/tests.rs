@@ -1,5 +1,5 @@
 use super::*;
-use crate::sample::HIST_SLOTS;
+use crate::sample::{EntryGroup, OpHealth, OpenCalls, HIST_SLOTS};
 
 fn counters(count: u64, bytes: u64, timed_ns: &[u64]) -> OpCounters {
     let mut hist = vec![0u64; HIST_SLOTS];
@@ -464,5 +464,119 @@ fn health_and_program_counters_diff_with_resets() {
             run_count: 10,
             run_time_ns: 700
         }
+    );
+}
+
+fn op_health(unseen_entries: u64, understudy_entries: u64) -> OpHealth {
+    OpHealth {
+        unseen_entries,
+        understudy_entries,
+        ..OpHealth::default()
+    }
+}
+
+fn group(programs: &[&str], ops: &[Op], skipped: u64) -> EntryGroup {
+    EntryGroup {
+        programs: programs.iter().map(|p| p.to_string()).collect(),
+        ops: ops.to_vec(),
+        skipped,
+    }
+}
+
+#[test]
+fn the_trackers_figures_and_skipped_runs_diff_with_resets() {
+    let mut before = sample(1, vec![]);
+    before
+        .program_misses
+        .insert("dma__map_phys__fentry".into(), 4);
+    before.program_misses.insert("reloaded".into(), 9);
+    before.op_health.insert(Op::DmaMap, op_health(2, 3));
+    before.op_health.insert(Op::IommuMap, op_health(5, 0));
+    before.op_health.insert(Op::IovaFree, op_health(1, 1));
+    before.entry_groups = vec![
+        group(&["dma__map_phys__fentry"], &[Op::DmaMap], 4),
+        group(&["reloaded"], &[Op::IommuMap], 9),
+    ];
+    let mut after = sample(2, vec![]);
+    after
+        .program_misses
+        .insert("dma__map_phys__fentry".into(), 10);
+    after.program_misses.insert("reloaded".into(), 2);
+    after.op_health.insert(Op::DmaMap, op_health(3, 7));
+    after.op_health.insert(Op::IommuMap, op_health(1, 0));
+    after.op_health.insert(Op::IovaFree, op_health(1, 1));
+    after.entry_groups = vec![
+        group(&["dma__map_phys__fentry"], &[Op::DmaMap], 10),
+        group(&["reloaded"], &[Op::IommuMap], 2),
+        group(&["iova__free_fast__fentry"], &[Op::IovaFree], 5),
+    ];
+    let snapshot = Snapshot::between(&before, &after, &[]);
+    assert_eq!(snapshot.program_misses["dma__map_phys__fentry"], 6);
+    assert_eq!(snapshot.program_misses["reloaded"], 2, "from its reset");
+    assert_eq!(snapshot.op_health[&Op::DmaMap], op_health(1, 4));
+    assert_eq!(
+        snapshot.op_health[&Op::IommuMap],
+        op_health(1, 0),
+        "from its reset"
+    );
+    assert!(
+        !snapshot.op_health.contains_key(&Op::IovaFree),
+        "nothing over the interval"
+    );
+    let skipped: Vec<(Vec<String>, u64)> = snapshot
+        .entry_groups
+        .iter()
+        .map(|g| (g.programs.clone(), g.skipped))
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            (vec!["dma__map_phys__fentry".to_string()], 6),
+            (vec!["reloaded".to_string()], 2),
+            (vec!["iova__free_fast__fentry".to_string()], 5),
+        ],
+        "matched by their programs; a new group counts from zero, a reset one from its reset"
+    );
+    assert_eq!(snapshot.entry_groups[0].ops, [Op::DmaMap]);
+}
+
+#[test]
+fn calls_open_at_the_later_sample_land_on_their_rows() {
+    let open = |id: u64, op: Op, calls: u64| OpenCalls {
+        kind: SourceKind::Device,
+        id,
+        generation: 0,
+        op,
+        calls,
+    };
+    let mut before = sample(1, vec![]);
+    before.open_calls = vec![open(1, Op::DmaMap, 40)];
+    let mut after = sample(
+        2,
+        vec![
+            source(SourceKind::Device, 1, "0000:00:04.0", &[]),
+            source(SourceKind::Device, 2, "nvme0", &[]),
+        ],
+    );
+    after.open_calls = vec![
+        open(1, Op::DmaUnmap, 2),
+        open(2, Op::DmaUnmap, 1),
+        open(3, Op::IommuUnmap, 5),
+        open(1, Op::DmaMap, 0),
+    ];
+    let snapshot = Snapshot::between(&before, &after, &nvme_facts());
+    let rows: Vec<(String, Op, u64)> = snapshot
+        .open_calls
+        .iter()
+        .map(|o| (o.key.to_string(), o.op, o.calls))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("0000:00:04.0".to_string(), Op::DmaUnmap, 3),
+            ("device@3".to_string(), Op::IommuUnmap, 5),
+        ],
+        "the later sample's, a child device's folded into its PCI row, a source without \
+         counters known by its id"
     );
 }

@@ -5,6 +5,7 @@
 use super::style;
 use crate::format;
 use crate::state::{Input, State};
+use iommutop_model::losses::UNTIMED_SHARE_LIMIT;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
@@ -91,15 +92,24 @@ fn overhead(state: &State) -> Vec<Span<'static>> {
         .tool_cpu
         .map_or_else(|| format::NONE.to_string(), format::percent);
     let mut spans = Vec::new();
-    let health = state.health_events();
-    if health > 0 {
-        // The probes missed or could not time some calls: the counts hold (see docs/probes.md,
-        // health counters), some latencies are missing.
-        spans.push(Span::styled(
-            format!("⚠ {} probe misses ", format::rate(health as f64)),
-            style::warn(),
-        ));
-        spans.push(Span::styled("│ ", style::dim()));
+    if let Some(losses) = state.losses() {
+        // Calls no program saw are missing from the counts; calls counted but untimed, from
+        // the latencies (docs/probes.md, "How the loss figures are computed").
+        let lost = losses.lost();
+        if lost > 0 {
+            spans.push(Span::styled(
+                format!("⚠ {} calls lost ", format::rate(lost as f64)),
+                style::warn(),
+            ));
+            spans.push(Span::styled("│ ", style::dim()));
+        }
+        if let Some(share) = losses.untimed_share().filter(|&s| s > UNTIMED_SHARE_LIMIT) {
+            spans.push(Span::styled(
+                format!("⚠ {} untimed ", format::percent(share)),
+                style::warn(),
+            ));
+            spans.push(Span::styled("│ ", style::dim()));
+        }
     }
     spans.extend([
         Span::raw(interval),

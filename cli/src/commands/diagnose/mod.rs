@@ -169,10 +169,13 @@ fn measure(
     sink: &mut ReportSink,
     detach: Detach,
 ) -> Outcome<Measured> {
+    // Always with the kernel's own events beside the probes: a diagnosis says whether its
+    // counts hold on this machine.
     let mut session = Session::start(
         &PointSelection::all(),
         None,
         crate::cli::NetdevScope::Physical,
+        true,
     )?;
     match plan {
         Plan::Command(argv) => {

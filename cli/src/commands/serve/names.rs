@@ -79,6 +79,12 @@ pub fn op_names(op: Op) -> OpNames {
             "packets a NIC driver accepted for transmit",
             false,
         ),
+        Op::Requeue => (
+            "block_requeues",
+            "block_requeue",
+            "block requests requeued, each mapped again when issued again",
+            false,
+        ),
     };
     OpNames {
         calls,

@@ -42,6 +42,7 @@ pub fn run(args: &TopArgs, start: &StartView, interval: Duration) -> Outcome<Exi
         &args.points.clone().unwrap_or_default(),
         start.tasks.clone(),
         start.netdevs,
+        false,
     )?
     .with_device_filter(start.device.clone());
     let text = IntervalText::of(&session, start.sort, start.filter.clone());

@@ -118,6 +118,7 @@ pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
         &args.points.clone().unwrap_or_default(),
         start.tasks.clone(),
         start.netdevs,
+        false,
     )?
     .with_device_filter(start.device.clone());
 
