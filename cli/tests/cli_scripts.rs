@@ -174,6 +174,7 @@ fn lab_reads_the_guest_console_for_trouble_and_whose_it_is() {
 fn lab_tests_count_the_emulator_crashes_and_name_the_kernel_lines() {
     let stderr = "\
 lab: the guest kernel oopsed while booting (Oops: int3: 0000 [#1] PREEMPT SMP NOPTI): the emulator's crash; boot 2 of 3
+lab: the emulator aborted while booting (system/physmem.c:2678: iotlb_to_section: Assertion `section_index < d->map.sections_nb' failed.): the emulator's crash; boot 3 of 3
 lab: the guest kernel reported trouble (lines: 1 while the command ran, 0 before it started):
 lab: while the command ran: [   21.530411] int3: 0000 [#1] PREEMPT SMP NOPTI
 lab: the kernel's messages around them:
@@ -185,6 +186,8 @@ lab: the guest kernel reported trouble while the command ran (the command exited
         support::emulator_crashes(stderr),
         [
             "Oops: int3: 0000 [#1] PREEMPT SMP NOPTI, while booting",
+            "QEMU aborted (system/physmem.c:2678: iotlb_to_section: Assertion `section_index \
+             < d->map.sections_nb' failed.), while booting",
             "int3: 0000 [#1] PREEMPT SMP NOPTI"
         ]
     );

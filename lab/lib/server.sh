@@ -169,6 +169,9 @@ server_device_args() {
 # /dev/nvmeXnY a multipath node (bio-based, no blk-mq queues) over a hidden path nvmeXcXnY; the
 # default machine's QEMU 7.2 does not, and a single-port drive is what a server has: without
 # multipath each namespace is the controller's own blk-mq disk, as on the default machine.
+# maxcpus=1: the guest sets its devices up on one CPU, and the init brings the others online
+# before the command: QEMU 10.0's multi-threaded TCG aborted or lost an interrupt's end when the
+# guest changed the memory map (PCI BARs, SR-IOV) with other vCPUs running (docs/lab.md).
 server_cmdline() {
-  echo "iommutop.machine=server iommutop.vfs=$1 nvme_core.multipath=N"
+  echo "iommutop.machine=server iommutop.vfs=$1 nvme_core.multipath=N maxcpus=1"
 }

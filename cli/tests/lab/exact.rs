@@ -35,17 +35,6 @@ fn preempt_rt_kernel_with_three_devices_busy_counts_exactly() {
     three_devices_busy_count_exactly("6.12-rt", &[], "concurrent-one-slot");
 }
 
-/// A NIC's maps and unmaps agree within 0.5%. (Under PREEMPT_RT the kernel skipped a program
-/// that a task preempted inside it left running on that CPU, for every call there until the task
-/// ran again: 26 to 66 maps a run went uncounted before understudies, all of one NIC's at times.)
-fn assert_maps_match_unmaps(nic: &str, row: &Value) {
-    let (maps, unmaps) = (count(row, "dma_map"), count(row, "dma_unmap"));
-    assert!(
-        maps > 0 && maps.abs_diff(unmaps) <= maps.max(unmaps) / 200,
-        "{nic}: {maps} maps against {unmaps} unmaps: more than 0.5% apart"
-    );
-}
-
 /// `mode`: exact.sh's concurrent mode, with the default slots or one slot.
 fn three_devices_busy_count_exactly(kernel: &str, append: &[&str], mode: &str) {
     let mut lab_args = vec!["--kernel", kernel, "--iommu", "intel", "--smp", "2"];

@@ -1,17 +1,29 @@
 #!/bin/sh
-# Runs inside the server machine (lab/run --machine server, docs/lab.md): server.sh OUT MODE.
-#   facts  what the machine is, as key=value lines on stdout (server.rs reads them): CPUs online,
-#          each NVMe controller with its PCI address and blk-mq queues, each PCI network
-#          function with its driver and IOMMU group, the igb PF's VFs
-#   load   the workloads alone, without iommutop, to size the cells that run them under it:
-#          fio 4 KiB random reads at QD32 x 4 jobs on each NVMe controller, and netperf TCP_RR
-#          (1024/1024 bytes) between the igb's first two VFs, each in a network namespace of its
-#          own, at once for SECONDS (default 5). fio's JSON goes to OUT/fio.json, netperf's
-#          output to OUT/netperf.out; a summary as key=value lines on stdout
+# Runs inside the server machine (lab/run --machine server, docs/lab.md): server.sh IOMMUTOP OUT MODE.
+#   facts  what the machine is, as key=value lines in OUT/facts (server.rs reads them): the
+#          machine, CPUs online, each NVMe controller with its PCI address, blk-mq queues and
+#          IOMMU group, each PCI network function with its driver, name, state and IOMMU group,
+#          the igb PF's VFs
+#   load   the server's load cell (issue 48): at once, fio 4 KiB random reads at QD32 x 4 jobs
+#          (libaio, direct) on each NVMe controller, netperf TCP_RR between the e1000e pair and
+#          TCP_RR between the igb's first two VFs (each pair in two network namespaces), one
+#          recording with --cross-check. Leaves in OUT: load.json (the report), per NVMe disk D
+#          load.D.fio.json, load.D.fio.rc and load.D.block-reads (the block layer's completed reads
+#          over the recording), load.W.netperf.json and load.W.netperf.rc for W = e1000e and vf,
+#          load.nic-packets-{before,after} (each PCI NIC's packets sent and received, the VFs'
+#          read in their namespaces), load.interrupts-{before,after} (/proc/interrupts),
+#          queues.txt (each NVMe hardware queue's CPUs), groups.txt
+#   packets  each PCI NIC of the network namespace it runs in, with its packets sent and received
+#          (load runs it in the VFs' namespaces)
 set -u
-out=$1
-mode=$2
+iommutop=$1
+out=$2
+mode=$3
 mkdir -p "$out"
+
+# How long each workload runs, in seconds. fio runs longer than netperf so that it covers the
+# netperf workloads' own setup (namespaces, links up) before their transactions start.
+rr_seconds=5 fio_seconds=8
 
 # group_of PCI-ADDRESS: the device's IOMMU group number, or "none".
 group_of() {
@@ -27,11 +39,15 @@ netdev_of() {
 	ls "/sys/bus/pci/devices/$1/net" 2>/dev/null
 }
 
-now() {
-	cut -d' ' -f1 /proc/uptime
+# igb_vf N: the PCI address of the igb PF's VF N.
+igb_vf() {
+	for pf in /sys/bus/pci/drivers/igb/0000:*; do
+		[ -e "$pf/virtfn$1" ] && basename "$(readlink -f "$pf/virtfn$1")"
+	done
 }
 
 facts() {
+	echo "machine=${IOMMUTOP_LAB_MACHINE:-}"
 	echo "cpus_online=$(grep -c ^processor /proc/cpuinfo)"
 	for c in /sys/class/nvme/nvme*; do
 		[ -e "$c" ] || continue
@@ -56,65 +72,129 @@ facts() {
 	done
 }
 
+# The kernel's own packet counters of each PCI NIC of this network namespace (sent +
+# received), as "PCI-ADDRESS PACKETS" lines (support::exact::nic_packets reads them).
+packets_here() {
+	for n in /sys/class/net/*; do
+		[ -e "$n/device" ] || continue
+		echo "$(basename "$(readlink -f "$n/device")") \
+$(($(cat "$n/statistics/tx_packets") + $(cat "$n/statistics/rx_packets")))"
+	done
+}
+
+# The same for this namespace and the VFs' (ip netns exec mounts a /sys of the namespace's own).
+nic_packets() {
+	packets_here
+	for ns in lab-vf0 lab-vf1; do
+		ip netns exec "$ns" sh "$0" "$iommutop" "$out" packets
+	done
+}
+
+# vf_namespace NAMESPACE NIC ADDRESS: NIC in a network namespace of its own, with ADDRESS, up,
+# until its link is (30 s at most). IPv6 is off there: it would have the VF talk on its own
+# (router solicitations, multicast listener reports) between the interface counters' snapshots
+# and the recording.
+vf_namespace() {
+	ip netns add "$1" || exit 1
+	ip netns exec "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
+		net.ipv6.conf.default.disable_ipv6=1 || exit 1
+	ip link set "$2" netns "$1" || exit 1
+	ip -n "$1" link set lo up
+	ip -n "$1" addr add "$3" dev "$2" || exit 1
+	ip -n "$1" link set "$2" up || exit 1
+	i=0
+	until [ "$(ip netns exec "$1" cat "/sys/class/net/$2/carrier" 2>/dev/null)" = 1 ]; do
+		i=$((i + 1))
+		[ $i -le 300 ] || {
+			echo "server.sh load: $2 has no link in $1 after 30 s" >&2
+			exit 1
+		}
+		sleep 0.1
+	done
+}
+
+# reads DISK: the block layer's completed reads of DISK so far.
+reads() {
+	awk '{ print $1 }' "/sys/block/$1/stat"
+}
+
 load() {
-	seconds=${1:-5}
-	pf=$(basename "$(readlink -f /sys/bus/pci/drivers/igb/0000:*)")
-	vf0=$(basename "$(readlink -f "/sys/bus/pci/devices/$pf/virtfn0")")
-	vf1=$(basename "$(readlink -f "/sys/bus/pci/devices/$pf/virtfn1")")
+	vf0=$(igb_vf 0) vf1=$(igb_vf 1)
 	a=$(netdev_of "$vf0") b=$(netdev_of "$vf1")
 	if [ -z "$a" ] || [ -z "$b" ]; then
-		echo "load: needs two igb VFs with a network interface (--vfs 2 or more)" >&2
+		echo "server.sh load: needs two igb VFs with a network interface (--vfs 2 or more)" >&2
 		exit 1
 	fi
-	ip netns add lab-vf0 || exit 1
-	ip netns add lab-vf1 || exit 1
-	ip link set "$a" netns lab-vf0 || exit 1
-	ip link set "$b" netns lab-vf1 || exit 1
-	ip -n lab-vf0 addr add 10.79.0.1/24 dev "$a"
-	ip -n lab-vf1 addr add 10.79.0.2/24 dev "$b"
-	for ns in lab-vf0 lab-vf1; do ip -n $ns link set lo up; done
-	ip -n lab-vf0 link set "$a" up
-	ip -n lab-vf1 link set "$b" up
-	ip netns exec lab-vf1 netserver -4 -L 10.79.0.2 -p 12870 -D >"$out/netserver.out" 2>&1 &
-	server=$!
-	# The VFs' links come up a few seconds after they are set up, and netserver needs a moment.
+	e0=$(netdev_of 0000:00:05.0) e1=$(netdev_of 0000:00:06.0)
+	# The VFs go into their namespaces here, before the recording and before the disks are
+	# busy: an igbvf whose link comes up waits 1 s at most for each of the PF's answers, and
+	# with the 8 vCPUs busy on a loaded 2-core host it missed one (docs/lab.md) and had no link
+	# within the netperf workload's wait. The e1000e pair goes in inside the recording, by the
+	# netperf workload.
+	vf_namespace lab-vf0 "$a" 10.79.0.1/24
+	vf_namespace lab-vf1 "$b" 10.79.0.2/24
+	ip netns exec lab-vf1 netserver -4 -L 10.79.0.2 -D >"$out/netserver.out" 2>&1 &
+	netserver=$!
 	i=0
-	until ip netns exec lab-vf0 netperf -H 10.79.0.2 -L 10.79.0.1 -p 12870 -t TCP_RR -l 1 \
-		>/dev/null 2>&1; do
+	until ip netns exec lab-vf0 netperf -H 10.79.0.2 -L 10.79.0.1 -t TCP_RR -l 1 >/dev/null 2>&1; do
 		i=$((i + 1))
 		[ $i -lt 30 ] || {
-			echo "load: VF $vf0 cannot reach VF $vf1 after 30 tries" >&2
-			kill $server
+			echo "server.sh load: VF $vf0 ($a) cannot reach VF $vf1 ($b) after 30 tries" >&2
 			exit 1
 		}
 		sleep 1
 	done
-	started=$(now)
-	ip netns exec lab-vf0 netperf -H 10.79.0.2 -L 10.79.0.1 -p 12870 -t TCP_RR -l "$seconds" \
-		-- -r 1024,1024 >"$out/netperf.out" 2>&1 &
-	netperf=$!
-	fio --output-format=json --output="$out/fio.json" --direct=1 --ioengine=libaio --rw=randread \
-		--bs=4k --iodepth=32 --numjobs=4 --time_based=1 --runtime="$seconds" --group_reporting=1 \
-		--name=nvme0 --filename=/dev/nvme0n1 --name=nvme1 --new_group --filename=/dev/nvme1n1 \
-		>"$out/fio.out" 2>&1
-	echo "fio_rc=$?"
-	wait $netperf
-	echo "netperf_rc=$?"
-	ended=$(now)
-	kill $server 2>/dev/null
-	echo "wall_s=$(awk -v s="$started" -v e="$ended" 'BEGIN { printf "%.1f", e - s }')"
-	python3 - "$out/fio.json" <<'PY'
-import json, sys
-for job in json.load(open(sys.argv[1]))["jobs"]:
-    read = job["read"]
-    print(f"fio_{job['jobname']}_reads={read['total_ios']} fio_{job['jobname']}_iops={read['iops']:.0f}")
-PY
-	echo "tcp_rr_per_s=$(awk 'NF == 6 && $1 ~ /^[0-9]+$/ { print $6 }' "$out/netperf.out")"
+	for q in /sys/block/nvme*n1/mq/*; do
+		echo "${q#/sys/block/} $(cat "$q/cpu_list")"
+	done >"$out/queues.txt"
+	for group in /sys/kernel/iommu_groups/*; do
+		echo "$(ls "$group/devices") $(cat "$group/type" 2>/dev/null)"
+	done >"$out/groups.txt"
+	# The workloads, in a file the recorded shell sources. Each controller's four jobs run one
+	# on each of four CPUs, nvme0n1's on the even ones, nvme1n1's on the odd: with a hardware
+	# queue per CPU (queues.txt) a read completes on the CPU that issued it, so the two
+	# controllers' completions are spread over every CPU, not kept apart from their jobs.
+	cat >"$out/workloads.sh" <<FUNCTIONS
+fio_reads() { # DISK CPUS: fio's JSON goes to $out/load.DISK.fio.json
+	fio --name="\$1" --filename="/dev/\$1" --direct=1 --ioengine=libaio --rw=randread --bs=4k \\
+		--iodepth=32 --numjobs=4 --cpus_allowed="\$2" --cpus_allowed_policy=split \\
+		--time_based=1 --runtime=$fio_seconds --output-format=json \\
+		--output="$out/load.\$1.fio.json" >"$out/load.\$1.fio.out" 2>&1
+	echo \$? >"$out/load.\$1.fio.rc"
+}
+netperf_rr() { # NAME CLIENT-NIC SERVER-NIC: netperf's numbers go to $out/load.NAME.netperf.json
+	"$iommutop" workload netperf duration_s=$rr_seconds nics="\$2,\$3" \\
+		--json "$out/load.\$1.netperf.json" >"$out/load.\$1.netperf.out" 2>&1
+	echo \$? >"$out/load.\$1.netperf.rc"
+}
+netperf_vf() { # from lab-vf0 to the netserver in lab-vf1: $out/load.vf.netperf.json
+	ip netns exec lab-vf0 "$iommutop" workload netperf host=10.79.0.2 duration_s=$rr_seconds \\
+		--json "$out/load.vf.netperf.json" >"$out/load.vf.netperf.out" 2>&1
+	echo \$? >"$out/load.vf.netperf.rc"
+}
+FUNCTIONS
+	# The igb PF and the VFs not in use are up in this namespace, and IPv6 would have them talk
+	# on their own, copied by the NIC's switch to every VF (the VFs' own namespaces: above).
+	sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+	before0=$(reads nvme0n1) before1=$(reads nvme1n1)
+	nic_packets >"$out/load.nic-packets-before"
+	cat /proc/interrupts >"$out/load.interrupts-before"
+	"$iommutop" record --cross-check --json "$out/load.json" -- sh -c ". $out/workloads.sh
+netperf_rr e1000e $e0 $e1 & netperf_vf &
+fio_reads nvme0n1 0,2,4,6 & fio_reads nvme1n1 1,3,5,7 &
+wait" >"$out/load.out" 2>"$out/load.err"
+	echo $? >"$out/load.rc"
+	echo $(($(reads nvme0n1) - before0)) >"$out/load.nvme0n1.block-reads"
+	echo $(($(reads nvme1n1) - before1)) >"$out/load.nvme1n1.block-reads"
+	nic_packets >"$out/load.nic-packets-after"
+	cat /proc/interrupts >"$out/load.interrupts-after"
+	kill "$netserver" 2>/dev/null
 }
 
 case $mode in
-facts) facts ;;
-load) load "${3:-5}" ;;
+facts) facts >"$out/facts" ;;
+load) load ;;
+packets) packets_here ;;
 *)
 	echo "server.sh: unknown mode '$mode'" >&2
 	exit 2

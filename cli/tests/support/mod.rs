@@ -177,9 +177,9 @@ pub fn kernel_log_path(stderr: &str) -> Option<PathBuf> {
 }
 
 /// What lab/run said of the emulator's crashes in one run: each boot it made again (`the guest
-/// kernel oopsed while booting (…): the emulator's crash; boot N of 3`, or `the guest stalled
-/// while booting (…)`), then the crash that ended the run, if the emulator's (`the emulator
-/// crashed the guest: …`).
+/// kernel oopsed while booting (…): the emulator's crash; boot N of 3`, `the emulator aborted
+/// while booting (…)` or `the guest stalled while booting (…)`), then the crash that ended the
+/// run, if the emulator's (`the emulator crashed the guest: …`).
 pub fn emulator_crashes(stderr: &str) -> Vec<String> {
     stderr
         .lines()
@@ -187,6 +187,9 @@ pub fn emulator_crashes(stderr: &str) -> Vec<String> {
             if let Some(rest) = l.strip_prefix("lab: the guest kernel oopsed while booting (") {
                 let what = rest.rsplit_once("): ").map_or(rest, |(what, _)| what);
                 Some(format!("{what}, while booting"))
+            } else if let Some(rest) = l.strip_prefix("lab: the emulator aborted while booting (") {
+                let what = rest.rsplit_once("): ").map_or(rest, |(what, _)| what);
+                Some(format!("QEMU aborted ({what}), while booting"))
             } else if let Some(rest) = l.strip_prefix("lab: the guest stalled while booting (") {
                 let what = rest.rsplit_once("): ").map_or(rest, |(what, _)| what);
                 Some(format!("a stall ({what}), while booting"))
