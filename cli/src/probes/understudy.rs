@@ -1,9 +1,10 @@
 //! Understudies: a second copy of each timed fentry and fexit program (and of each multi-function
 //! family's), attached to the same functions, that acts only where its lead evidently did not
-//! (ebpf/lib/role.bpf.h, ebpf/lib/track.bpf.h). The kernel skips a trampoline program for a call
-//! made while that program is already running on the CPU: a task preempted inside it (PREEMPT_RT,
-//! full and lazy preemption preempt inside BPF programs) or an interrupt that landed in it. It does
-//! not skip another program, the copy, which then enters or closes the call in the lead's place.
+//! (ebpf/lib/role.bpf.h, ebpf/lib/track.bpf.h, ebpf/lib/exit.bpf.h). The kernel skips a
+//! trampoline program for a call made while that program is already running on the CPU: a task
+//! preempted inside it (PREEMPT_RT, full and lazy preemption preempt inside BPF programs) or an
+//! interrupt that landed in it. It does not skip another program, the copy, which then enters or
+//! closes the call in the lead's place.
 //!
 //! A copy is the lead's instructions from the object copy ([`super::object_copy`]) with its one
 //! role instruction patched ([`super::role::cast_as_understudy`]), loaded by our own loader for
