@@ -4,7 +4,7 @@
 //! lost calls are computed from. The report's `losses` section, its warnings, and what `diagnose`
 //! and `compare` read of it.
 
-use crate::report::{ProbeEntry, ProbeStatus};
+use crate::report::probes::{ProbeEntry, ProbeStatus};
 use crate::sample::{EntryGroup, Op, OpHealth};
 use crate::snapshot::Snapshot;
 use crate::units::percent;
