@@ -115,7 +115,7 @@ fn main() {
         &out.join("selftest.bpf.o"),
         &[],
     );
-    // The tracker driven step by step by BPF_PROG_TEST_RUN (cli/src/probes/tracker_test.rs).
+    // The tracker driven step by step by BPF_PROG_TEST_RUN (cli/src/probes/tracker_test/).
     compile(
         &ebpf.join("selftest/tracker.bpf.c"),
         &out.join("tracker.bpf.o"),

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * The forms of a frame's entry and exit (track.bpf.h) that probe programs call.
+ * The forms of a frame's entry and exit (track.bpf.h, exit.bpf.h) that probe programs call.
  */
 #ifndef IOMMUTOP_CALLS_BPF_H
 #define IOMMUTOP_CALLS_BPF_H
 
 #include "track.bpf.h"
+#include "exit.bpf.h"
 
 static __always_inline void iommutop_enter(void *ctx, struct iommutop_call call, __u32 op,
 					   const struct iommutop_dev_key *own_key, __u64 bytes,

@@ -16,6 +16,7 @@
 
 #include "iommutop/abi.h"
 #include "track.bpf.h"
+#include "exit.bpf.h"
 #include "calls.bpf.h"
 
 /* include/linux/dma-mapping.h: the dma_addr_t a failed map returns. */

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The in-flight tracker's global functions (ebpf/lib/track.bpf.h): its rare paths (counting a call
- * seen at one end only, dropping frames whose exits were lost, searching below the top frame,
- * naming a new row) and the end of every exit (iommutop_exit_done, which finds the stack again
- * from numbers). The verifier checks each once per program instead of once per place, loop turn
- * and stack map an inlined copy would sit in.
+ * The in-flight tracker's global functions (ebpf/lib/track.bpf.h, exit.bpf.h): its rare paths
+ * (counting a call seen at one end only, dropping frames whose exits were lost, searching below the
+ * top frame, naming a new row) and the end of every exit (iommutop_exit_done, which finds the stack
+ * again from numbers). The verifier checks each once per program instead of once per place, loop
+ * turn and stack map an inlined copy would sit in.
  */
 #include "common.bpf.h"
 

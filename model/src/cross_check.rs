@@ -9,7 +9,7 @@
 //! device); and maps made through the IOVA API (6.17+: dma_iova_link and dma_iova_sync, the block
 //! layer's multi-segment requests) have no dma: event at all. Both are known, and allowed for.
 
-use crate::report::ProgramOverhead;
+use crate::report::overhead::ProgramOverhead;
 use crate::sample::{KernelEvent, KernelEventCounts, Op, RawSample};
 use crate::units::human_count;
 use serde::{Deserialize, Serialize};

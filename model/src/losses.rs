@@ -4,7 +4,7 @@
 //! lost calls are computed from. The report's `losses` section, its warnings, and what `diagnose`
 //! and `compare` read of it.
 
-use crate::report::{ProbeEntry, ProbeStatus};
+use crate::report::probes::{ProbeEntry, ProbeStatus};
 use crate::sample::{EntryGroup, Op, OpHealth};
 use crate::snapshot::Snapshot;
 use crate::units::percent;
@@ -52,6 +52,13 @@ pub struct OpLosses {
     /// By row key, the rows with a call untimed or open at the end (a row not listed had none).
     #[serde(default)]
     pub devices: BTreeMap<String, DeviceLosses>,
+}
+
+impl OpLosses {
+    /// Whether a call of the operation went untimed, lost or open at the end.
+    pub fn any(&self) -> bool {
+        self.untimed.unwrap_or(0) > 0 || self.lost.unwrap_or(0) > 0 || self.open_at_end > 0
+    }
 }
 
 /// One row's share of an operation's [`OpLosses`]: what a device is known for. Lost calls have no
@@ -179,19 +186,6 @@ impl Losses {
             .fold(0u64, |sum, g| sum.saturating_add(g.lost))
     }
 
-    /// The calls counted but untimed over the calls of the timed operations; `None` without a
-    /// timed call.
-    pub fn untimed_share(&self) -> Option<f64> {
-        let (untimed, calls) = self
-            .ops
-            .values()
-            .filter_map(|o| Some((o.untimed?, o.calls)))
-            .fold((0u64, 0u64), |(u, c), (ou, oc)| {
-                (u.saturating_add(ou), c.saturating_add(oc))
-            });
-        (calls > 0).then(|| untimed as f64 / calls as f64)
-    }
-
     /// Calls still open at the end, over every operation and row.
     pub fn open_at_end(&self) -> u64 {
         self.ops
@@ -209,9 +203,7 @@ impl Losses {
 
     /// Whether any operation has a call untimed, lost or open at the end.
     pub fn any(&self) -> bool {
-        self.ops
-            .values()
-            .any(|o| o.untimed.unwrap_or(0) > 0 || o.lost.unwrap_or(0) > 0 || o.open_at_end > 0)
+        self.ops.values().any(OpLosses::any)
     }
 
     /// Keeps the rows `keep` keeps (by key) in each operation's `devices`; the operations'

@@ -5,10 +5,14 @@
 //! by a newer build that added fields or operations (unknown ones are skipped).
 
 mod build;
+pub(crate) mod overhead;
+pub(crate) mod probes;
 mod read;
 pub mod repeats;
 
 pub use build::{ReportInputs, MAX_PROCESS_ROWS, MAX_STATS_ROWS};
+pub use overhead::{ProgramOverhead, SelfOverhead, UnderstudiesUsed};
+pub use probes::{ProbeEntry, ProbeStatus, Refusal, Tier};
 pub use read::{ReadReportError, ReportError};
 pub use repeats::Repeats;
 
@@ -167,139 +171,6 @@ impl WorkloadReport {
     pub fn headline(&self) -> Option<crate::workload::Headline> {
         self.results.headline()
     }
-}
-
-/// How a probe is attached, cheapest first.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-pub enum Tier {
-    /// BPF trampolines on entry and exit: counts, bytes and latency.
-    Fentry,
-    /// kprobe and kretprobe: counts, bytes and latency, slower than fentry.
-    Kprobe,
-    /// A kernel tracepoint: counts and bytes only, no latency.
-    Tracepoint,
-}
-
-impl Tier {
-    pub fn name(self) -> &'static str {
-        self.into()
-    }
-
-    pub fn measures_latency(self) -> bool {
-        !matches!(self, Tier::Tracepoint)
-    }
-}
-
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-pub enum ProbeStatus {
-    Attached,
-    /// No tier exists on this kernel (no symbol, no tracepoint).
-    Unavailable,
-    /// A tier existed but loading or attaching failed.
-    Failed,
-}
-
-impl ProbeStatus {
-    pub fn name(self) -> &'static str {
-        self.into()
-    }
-}
-
-/// One logical probe point and the tier it got (the `iommutop probes` table).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProbeEntry {
-    /// Logical point (`dma_map`, `iotlb_flush`, `completion.nvme`, ...).
-    pub point: String,
-    /// The tier that attached; `None` if none did.
-    pub tier: Option<Tier>,
-    /// Kernel function or tracepoint attached to (`dma_map_page_attrs`, `iommu:map`).
-    pub symbol: Option<String>,
-    pub status: ProbeStatus,
-    /// Whether this point measures latency (fentry/kprobe pairs do, tracepoints count only).
-    pub latency: bool,
-    /// Why it is unavailable or failed, or a note on the tier chosen.
-    pub reason: Option<String>,
-    /// Better tiers that were tried and refused, best first.
-    pub refused: Vec<Refusal>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Refusal {
-    pub tier: Tier,
-    pub reason: String,
-}
-
-/// What the probes cost, from the kernel's BPF run-time statistics.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct SelfOverhead {
-    /// iommutop turned `kernel.bpf_stats_enabled` on for the run (and off again after).
-    pub bpf_stats_enabled_by_iommutop: bool,
-    pub programs: Vec<ProgramOverhead>,
-    /// All programs' run time over all events counted (an event may run two programs).
-    pub total_ns_per_event: Option<f64>,
-    /// The kernel's dispatch around a probe program, calibrated at attach, that self times take
-    /// out once per timed call; absent when not calibrated.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dispatch_ns: Option<u64>,
-    /// What a probed call costs the call it is nested in beyond its programs' runs, calibrated at
-    /// attach, that self times take out per nested call; absent when not calibrated (two
-    /// `dispatch_ns` are taken out instead).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nested_dispatch_ns: Option<u64>,
-    /// Whether each timed program had an understudy (a copy that acts where the kernel skipped
-    /// the program's run: docs/tracker.md), and why; absent in reports of builds before them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub understudies: Option<UnderstudiesUsed>,
-}
-
-/// Whether the timed programs had understudies, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UnderstudiesUsed {
-    pub on: bool,
-    /// Why (`the kernel's preemption is lazy: ...`, `IOMMUTOP_UNDERSTUDIES=off`).
-    pub why: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProgramOverhead {
-    /// BPF program name (`dma__map_page__fentry`).
-    pub name: String,
-    pub run_count: u64,
-    pub run_time_ns: u64,
-    /// Run time per run; `None` if it never ran.
-    pub ns_per_event: Option<f64>,
-    /// Runs the kernel skipped because the program was already running on that CPU; absent in
-    /// reports written before it was reported.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recursion_misses: Option<u64>,
 }
 
 /// The headline numbers of one interval.

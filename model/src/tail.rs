@@ -1,7 +1,7 @@
 //! Long tails: an operation whose mean is many times its median is not described by its mean.
 //! The report says so, with what the slow calls hold and what is already taken out of them
-//! (waiting switched out), so that a mean is never read as the typical call. `report` warns and
-//! `diagnose` prints the same figures.
+//! (waiting switched out), so that a mean is never read as the typical call: one line among the
+//! report's warnings.
 
 use crate::hist::slot_lower_bound;
 use crate::sample::Op;

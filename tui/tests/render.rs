@@ -260,7 +260,7 @@ fn lost_and_untimed_calls_show_in_the_footer() {
     let state = state_after(lab_probes(), snapshots);
     let screen = text(&draw(&state, 120, 40));
     assert!(screen.contains("⚠ 15 calls lost"), "{screen}");
-    assert!(screen.contains("untimed"), "{screen}");
+    assert!(screen.contains("dma_map 1.00% untimed"), "{screen}");
 
     let mut only_health = busy_nvme(2);
     let last = only_health.last_mut().expect("a snapshot");

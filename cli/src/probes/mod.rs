@@ -30,6 +30,7 @@ mod multi_shapes;
 mod object_copy;
 mod preemption;
 mod relocate;
+mod role;
 pub mod rows;
 pub mod selection;
 pub mod selftest;

@@ -12,7 +12,8 @@
 
 use super::bpf_syscalls::{link_tracing_multi, BPF_TRACE_FENTRY_MULTI, BPF_TRACE_FEXIT_MULTI};
 use super::multi_shapes::Family;
-use super::object_copy::{ObjectCopy, Role};
+use super::object_copy::ObjectCopy;
+use super::role::Role;
 use super::timing::timed;
 use super::understudy::Understudy;
 use aya::Btf;
@@ -27,7 +28,7 @@ pub(super) const KERNEL_MARKER: &str = "bpf_tracing_multi_attach";
 pub(super) struct MultiLinks {
     pub links: Vec<OwnedFd>,
     /// Each program's file, for its statistics (recursion misses), by name (an understudy's is
-    /// its lead's, [`super::understudy::name_of`]).
+    /// its lead's, [`super::role::name_of`]).
     pub programs: Vec<(String, OwnedFd)>,
 }
 

@@ -7,8 +7,8 @@
 
 use super::bpf_syscalls::{load_btf, load_tracing, TracingProgram};
 use super::multi_cast::{self, CastIds};
+use super::role::{cast_as_understudy, Role};
 use super::timing::{log_walked, timed};
-use super::understudy;
 use super::verifier_log::describe_text;
 use aya::maps::{Map, MapData};
 use aya::{Btf, Ebpf};
@@ -27,26 +27,6 @@ pub(super) struct ObjectCopy {
     /// The kernel's ids the programs' casts need ([`multi_cast`]), found at the first load that
     /// has any.
     casts: OnceLock<Result<CastIds, String>>,
-}
-
-/// The role a copy of a timed program plays (ebpf/lib/role.bpf.h).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Role {
-    /// As built: the program that times its calls.
-    Lead,
-    /// The same instructions with their role patched: acts where its lead's run was skipped.
-    Understudy,
-}
-
-impl Role {
-    /// The name a program's copy in this role goes by (the lead's own, or
-    /// [`understudy::name_of`] it).
-    pub(super) fn program_name(self, lead: &str) -> String {
-        match self {
-            Role::Lead => lead.to_string(),
-            Role::Understudy => understudy::name_of(lead),
-        }
-    }
 }
 
 impl ObjectCopy {
@@ -165,8 +145,7 @@ impl ObjectCopy {
                 .map_err(|e| format!("{name}: {e}"))?;
         }
         if role == Role::Understudy {
-            understudy::cast_as_understudy(&mut program.instructions)
-                .map_err(|e| format!("{name}: {e}"))?;
+            cast_as_understudy(&mut program.instructions).map_err(|e| format!("{name}: {e}"))?;
         }
         Ok(program)
     }

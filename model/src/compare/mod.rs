@@ -16,7 +16,9 @@
 //!
 //! Thresholds for CI are in [`threshold`].
 
+pub mod counts;
 pub mod explain;
+pub mod host;
 pub mod markdown;
 pub mod noise;
 pub mod numbers;
@@ -26,62 +28,24 @@ pub mod threshold;
 pub mod untimed;
 pub mod work;
 
+pub use counts::{count_changed, uncounted};
 pub use explain::{Figure, Finding, FindingKind};
+pub use host::{
+    config_role, config_role_for, config_vendor, iommu_description, HostDifference, Role, DMA_PATH,
+};
 pub use noise::{NoiseSource, Significance, Spread};
 pub use numbers::Numbers;
 pub use threshold::{Evaluation, Threshold, ThresholdError};
 pub use work::{work_units, DeviceWork, WorkUnits, COMPLETIONS_PER_S};
 
-use crate::facts::{IommuCmdline, IommuVendor};
 use crate::report::Report;
 use crate::sample::Op;
 use crate::snapshot::Device;
+use counts::{counts_changed, CountSlack};
+use host::{host_differences, iommu_params};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use work::{label, same_device};
-
-/// What a host difference can do to translation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    /// Decides whether DMA is translated at all (IOMMU on/off, passthrough).
-    Translation,
-    /// Decides strict or lazy (flush-queue) IOTLB invalidation.
-    Invalidation,
-    /// Changes what translation costs (scalable mode, debugging, bounce buffers).
-    Cost,
-    /// Context only (kernel release, IOMMU features this workload does not use).
-    Context,
-}
-
-impl Role {
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Translation => "decides translation",
-            Role::Invalidation => "decides invalidation",
-            Role::Cost => "changes its cost",
-            Role::Context => "context",
-        }
-    }
-}
-
-/// One host fact that differs between A and B.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct HostDifference {
-    /// `kernel`, `IOMMU`, `default domain type`, `command line iommu.passthrough`,
-    /// `CONFIG_INTEL_IOMMU_DEFAULT_ON`, ...
-    pub what: String,
-    pub a: String,
-    pub b: String,
-    pub role: Role,
-}
-
-impl HostDifference {
-    /// `command line iommu.passthrough: 1 in A, (not set) in B`.
-    pub fn sentence(&self) -> String {
-        format!("{}: {} in A, {} in B", self.what, self.a, self.b)
-    }
-}
 
 /// How a device's translation differs between the runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -412,22 +376,6 @@ pub fn common_unit(a: &WorkUnits, b: &WorkUnits) -> Option<String> {
     }
 }
 
-/// The host's IOMMU in a few words: vendor (units), default domain; "none" without one.
-pub fn iommu_description(host: &crate::report::Host) -> String {
-    if !host.iommu.present {
-        return "none".into();
-    }
-    format!(
-        "{} ({}), default domain {}",
-        host.iommu.vendor.map_or("unknown vendor", |v| v.name()),
-        host.iommu.units.join(", "),
-        host.iommu
-            .default_domain_type
-            .as_deref()
-            .unwrap_or("unknown")
-    )
-}
-
 fn side(report: &Report, units: WorkUnits) -> Side {
     let host = &report.host;
     let iommu = iommu_description(host);
@@ -451,173 +399,6 @@ fn side(report: &Report, units: WorkUnits) -> Side {
         duration_s: report.run.duration_s,
         units,
     }
-}
-
-/// The command-line parameters that decide translation, as the kernel reads them (last wins).
-fn iommu_params(report: &Report) -> BTreeMap<String, String> {
-    let parsed = report
-        .host
-        .cmdline
-        .as_deref()
-        .map(IommuCmdline::parse)
-        .unwrap_or_default();
-    [
-        ("intel_iommu", parsed.intel_iommu),
-        ("amd_iommu", parsed.amd_iommu),
-        ("iommu", parsed.iommu),
-        ("iommu.passthrough", parsed.iommu_passthrough),
-        ("iommu.strict", parsed.iommu_strict),
-    ]
-    .into_iter()
-    .filter_map(|(k, v)| Some((k.to_string(), v?)))
-    .collect()
-}
-
-/// The role of a command-line parameter.
-fn param_role(param: &str) -> Role {
-    match param {
-        "iommu.strict" => Role::Invalidation,
-        _ => Role::Translation,
-    }
-}
-
-/// The vendor whose driver a config option belongs to (`INTEL_IOMMU_*` → Intel), if any.
-pub fn config_vendor(option: &str) -> Option<IommuVendor> {
-    if option.starts_with("INTEL_IOMMU") {
-        Some(IommuVendor::Intel)
-    } else if option.starts_with("AMD_IOMMU") {
-        Some(IommuVendor::Amd)
-    } else if option == "VIRTIO_IOMMU" {
-        Some(IommuVendor::Virtio)
-    } else if option.starts_with("ARM_SMMU_V3") {
-        Some(IommuVendor::SmmuV3)
-    } else {
-        None
-    }
-}
-
-/// The role of an IOMMU kernel config option (without `CONFIG_`) on a host whose IOMMU is
-/// `vendors` (one per report): another vendor's driver options are context.
-pub fn config_role_for(option: &str, vendors: &[Option<IommuVendor>]) -> Role {
-    match config_vendor(option) {
-        Some(vendor) if !vendors.contains(&Some(vendor)) => Role::Context,
-        _ => config_role(option),
-    }
-}
-
-/// The role of an IOMMU kernel config option (without `CONFIG_`).
-pub fn config_role(option: &str) -> Role {
-    match option {
-        "IOMMU_SUPPORT"
-        | "IOMMU_API"
-        | "IOMMU_DMA"
-        | "INTEL_IOMMU"
-        | "AMD_IOMMU"
-        | "VIRTIO_IOMMU"
-        | "INTEL_IOMMU_DEFAULT_ON"
-        | "IOMMU_DEFAULT_PASSTHROUGH" => Role::Translation,
-        "IOMMU_DEFAULT_DMA_STRICT" | "IOMMU_DEFAULT_DMA_LAZY" => Role::Invalidation,
-        "INTEL_IOMMU_SCALABLE_MODE_DEFAULT_ON"
-        | "IOMMU_IOVA"
-        | "DMA_API_DEBUG"
-        | "SWIOTLB"
-        | "IRQ_REMAP" => Role::Cost,
-        _ => Role::Context,
-    }
-}
-
-/// The host difference naming the code that translates DMA (see [`path`]).
-pub const DMA_PATH: &str = "DMA translation code";
-
-fn host_differences(a: &Report, b: &Report) -> Vec<HostDifference> {
-    let mut out = Vec::new();
-    let mut push = |what: String, va: String, vb: String, role: Role| {
-        if va != vb {
-            out.push(HostDifference {
-                what,
-                a: va,
-                b: vb,
-                role,
-            });
-        }
-    };
-    let show = |v: Option<&str>| v.unwrap_or("unknown").to_string();
-    let iommu = |r: &Report| {
-        if r.host.iommu.present {
-            format!(
-                "{} ({})",
-                r.host.iommu.vendor.map_or("unknown vendor", |v| v.name()),
-                r.host.iommu.units.join(", ")
-            )
-        } else {
-            "none".into()
-        }
-    };
-    push("IOMMU".into(), iommu(a), iommu(b), Role::Translation);
-    let domain = |r: &Report| show(r.host.iommu.default_domain_type.as_deref());
-    let (da, db) = (domain(a), domain(b));
-    let domain_role = if [da.as_str(), db.as_str()]
-        .iter()
-        .all(|t| matches!(*t, "DMA" | "DMA-FQ"))
-    {
-        Role::Invalidation
-    } else {
-        Role::Translation
-    };
-    push("default domain type".into(), da, db, domain_role);
-    let (pa, pb) = (iommu_params(a), iommu_params(b));
-    let params: BTreeSet<&String> = pa.keys().chain(pb.keys()).collect();
-    let not_set = || "(not set)".to_string();
-    for key in params {
-        push(
-            format!("command line {key}"),
-            pa.get(key).cloned().unwrap_or_else(not_set),
-            pb.get(key).cloned().unwrap_or_else(not_set),
-            param_role(key),
-        );
-    }
-    // A report without the kernel config (unreadable on that host) says nothing about it.
-    let (ca, cb) = (&a.host.kernel_config, &b.host.kernel_config);
-    if !ca.is_empty() && !cb.is_empty() {
-        let options: BTreeSet<&String> = ca.keys().chain(cb.keys()).collect();
-        for key in options {
-            let value = |c: &BTreeMap<String, String>| {
-                c.get(key).cloned().unwrap_or_else(|| "(absent)".into())
-            };
-            push(
-                format!("CONFIG_{key}"),
-                value(ca),
-                value(cb),
-                config_role_for(key, &[a.host.iommu.vendor, b.host.iommu.vendor]),
-            );
-        }
-    }
-    if let (Some(pa), Some(pb)) = (path::dma_path(a), path::dma_path(b)) {
-        push(
-            DMA_PATH.into(),
-            pa.describe().into(),
-            pb.describe().into(),
-            Role::Cost,
-        );
-    }
-    push(
-        "kernel".into(),
-        show(a.host.kernel_release.as_deref()),
-        show(b.host.kernel_release.as_deref()),
-        Role::Context,
-    );
-    // Causes before consequences: the command line and config decide the IOMMU and its domains.
-    out.sort_by_key(|d| {
-        let order = if d.what.starts_with("command line") {
-            0
-        } else if d.what.starts_with("CONFIG_") {
-            1
-        } else {
-            2
-        };
-        (d.role, order)
-    });
-    out
 }
 
 /// What the devices' gaps are per.
@@ -777,93 +558,6 @@ fn workload_gap(
         Some(_) => None,
     };
     Some(per(db, b, &units.1)? - per(da, a, &units.0)?)
-}
-
-/// Relative change in a count per unit that counts as a change (counts repeat run to run; the
-/// margin absorbs set-up traffic and partial transactions).
-const COUNT_CHANGE: f64 = 0.10;
-/// Absolute change in a count per unit below which nothing changed.
-const COUNT_FLOOR: f64 = 0.05;
-
-/// Whether a count per unit differs between the runs.
-pub fn count_changed(a: Option<f64>, b: Option<f64>) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => {
-            let delta = (b - a).abs();
-            delta > COUNT_FLOOR && delta > COUNT_CHANGE * a.abs().max(b.abs())
-        }
-        _ => false,
-    }
-}
-
-/// How much of each count per unit the two runs may have missed together: the calls of the
-/// device their probes did not count, per unit of work. A difference no larger than this may be
-/// the probes', not the kernel's, and makes no finding.
-struct CountSlack {
-    dma_maps: f64,
-    iommu_maps: f64,
-    iotlb_syncs: f64,
-    iotlb_flushes: f64,
-}
-
-/// The calls of `op` on the row `device` that a report's counts may lack: from its `losses`, the
-/// calls no program saw (of no known device, so possibly all this one's) and the device's calls
-/// open at the end; in a report written before them, the bound its health gave
-/// (`missed_calls.<op>`, the kernel having skipped both programs of a call).
-pub fn uncounted(report: &Report, op: Op, device: Option<&str>) -> u64 {
-    match &report.losses {
-        Some(losses) => device.map_or_else(
-            || losses.ops.get(&op).and_then(|o| o.lost).unwrap_or(0),
-            |device| losses.uncounted(op, device),
-        ),
-        None => report
-            .health
-            .get(&format!("missed_calls.{}", op.name()))
-            .copied()
-            .unwrap_or(0),
-    }
-}
-
-impl CountSlack {
-    /// The calls A and B may have missed of the device (by its key in each, where it is there),
-    /// over its units in A and in B (`counts`).
-    fn of(
-        (a, key_a): (&Report, Option<String>),
-        (b, key_b): (&Report, Option<String>),
-        counts: (Option<f64>, Option<f64>),
-    ) -> CountSlack {
-        let per_unit = |report: &Report, key: Option<&str>, count: Option<f64>, op: Op| -> f64 {
-            let missed = uncounted(report, op, key) as f64;
-            count.filter(|c| *c > 0.0).map_or(0.0, |c| missed / c)
-        };
-        let both = |op: Op| {
-            per_unit(a, key_a.as_deref(), counts.0, op)
-                + per_unit(b, key_b.as_deref(), counts.1, op)
-        };
-        CountSlack {
-            dma_maps: both(Op::DmaMap),
-            iommu_maps: both(Op::IommuMap),
-            iotlb_syncs: both(Op::IotlbSync),
-            iotlb_flushes: both(Op::IotlbFlush),
-        }
-    }
-}
-
-/// Whether a count per unit differs between the runs by more than they may have missed of it.
-fn count_changed_beyond(a: Option<f64>, b: Option<f64>, slack: f64) -> bool {
-    count_changed(a, b) && a.zip(b).is_some_and(|(a, b)| (b - a).abs() > slack)
-}
-
-/// Whether any count per unit (maps, page-table maps, syncs, invalidations) differs by more than
-/// the runs' probes may have missed of it.
-fn counts_changed(a: Option<&DeviceWork>, b: Option<&DeviceWork>, slack: &CountSlack) -> bool {
-    let (Some(a), Some(b)) = (a, b) else {
-        return false;
-    };
-    count_changed_beyond(a.dma_maps, b.dma_maps, slack.dma_maps)
-        || count_changed_beyond(a.iommu_maps, b.iommu_maps, slack.iommu_maps)
-        || count_changed_beyond(a.iotlb_syncs, b.iotlb_syncs, slack.iotlb_syncs)
-        || count_changed_beyond(a.iotlb_flushes, b.iotlb_flushes, slack.iotlb_flushes)
 }
 
 /// A network device: its row folded in a netdev's completions, or its driver is a NIC's.

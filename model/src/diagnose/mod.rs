@@ -10,11 +10,14 @@
 
 pub mod ab;
 pub mod advice;
+mod call_paths;
 pub mod diagnosis;
+mod health;
 pub mod system;
 
 pub use ab::{ab_outcome, AbOutcome};
 pub use advice::{advise, Advice, Gain};
+pub use call_paths::{folded_stacks, CALL_PATHS};
 pub use diagnosis::Diagnosis;
 pub use system::{iommu_reasons, render_system};
 
@@ -22,8 +25,10 @@ use crate::compare::work::{label, work_units, DeviceWork, WorkUnits};
 use crate::report::Report;
 use crate::sample::Op;
 use crate::snapshot::{Device, RowKind};
-use crate::units::{human_ns, percent};
+use crate::units::human_ns;
 use crate::waiting::DmaWaiting;
+use call_paths::heaviest_paths;
+use health::health_line;
 use std::fmt::Write;
 
 /// Operations whose time a verdict breaks the translation cost into, with their plain names.
@@ -39,12 +44,6 @@ const WHERE: [(Op, &str); 7] = [
     (Op::IotlbFlush, "IOTLB invalidation and its wait"),
     (Op::IovaFree, "IOVA release"),
 ];
-
-/// How many call paths a verdict lists per device (the ranked list of sampled kernel stacks).
-pub const CALL_PATHS: usize = 3;
-
-/// Frames shown of a call path: the probed function and the callers that explain it.
-const SHOWN_FRAMES: usize = 6;
 
 /// Devices worth a verdict: those that mapped memory for DMA, busiest first.
 fn dma_devices<'a>(report: &'a Report, only: Option<&str>) -> Vec<&'a Device> {
@@ -110,104 +109,6 @@ pub fn verdict(report: &Report, device: Option<&str>, ab: Option<&AbOutcome>) ->
         out.push_str(&deferred_lines(report));
     }
     out
-}
-
-/// Whether a figure below lacks calls (see docs/probes.md, "How the loss figures are
-/// computed"): said before the verdict, so that no figure is read as complete when it is not, and
-/// not said at all on a run whose counts are exact and whose latencies miss at most
-/// [`UNTIMED_SHARE_LIMIT`](crate::losses::UNTIMED_SHARE_LIMIT) of any operation's calls.
-fn health_line(report: &Report) -> Option<String> {
-    let Some(losses) = &report.losses else {
-        return health_line_before_losses(report);
-    };
-    let health = |name: &str| report.health.get(name).copied().unwrap_or(0);
-    let mut parts = Vec::new();
-    let lost: Vec<String> = losses
-        .lost_groups()
-        .map(|g| {
-            let names: Vec<&str> = g.ops.iter().map(|op| op.name()).collect();
-            format!("{} {}", g.lost, crate::losses::either(&names))
-        })
-        .collect();
-    if !lost.is_empty() {
-        parts.push(format!(
-            "calls seen by no probe program: {} (the counts are short by that many)",
-            lost.join(", ")
-        ));
-    }
-    let open = losses.open_at_end();
-    if open > 0 {
-        parts.push(if open == 1 {
-            "1 call was still open at the end (its exit never seen): counted nowhere".to_string()
-        } else {
-            format!(
-                "{open} calls were still open at the end (their exits never seen): counted nowhere"
-            )
-        });
-    }
-    let dropped = health("device_map_full").saturating_add(health("row_busy"));
-    if dropped > 0 {
-        parts.push(format!(
-            "{dropped} events were dropped (statistics rows full or busy): the counts are short by that many"
-        ));
-    }
-    let unseen = health("completions_unseen");
-    if unseen > 0 {
-        parts.push(format!(
-            "the block layer completed {unseen} more requests than the probes counted"
-        ));
-    }
-    let untimed: Vec<String> = losses
-        .untimed_over_limit()
-        .map(|(op, _, share)| format!("{} of {} calls", percent(share), op.name()))
-        .collect();
-    if !untimed.is_empty() {
-        parts.push(format!(
-            "the latencies leave out {} (counted, not timed)",
-            untimed.join(" and ")
-        ));
-    }
-    (!parts.is_empty()).then(|| format!("numbers may be incomplete: {}", parts.join("; ")))
-}
-
-/// [`health_line`] for reports written before `losses`: their health counters bound what was
-/// missed (`missed_calls.<op>`), where newer reports give it exactly.
-fn health_line_before_losses(report: &Report) -> Option<String> {
-    let seen_at_one_end = [
-        "recursion_misses",
-        "exit_without_entry",
-        "abandoned_frames",
-        "clock_behind_entry",
-    ]
-    .iter()
-    .filter_map(|name| report.health.get(*name))
-    .fold(0u64, |sum, &n| sum.saturating_add(n));
-    let untracked = ["nesting_overflow", "task_map_full", "device_map_full"]
-        .iter()
-        .filter_map(|name| report.health.get(*name))
-        .chain(
-            report
-                .health
-                .iter()
-                .filter(|(name, _)| name.starts_with("missed_calls."))
-                .map(|(_, n)| n),
-        )
-        .fold(0u64, |sum, &n| sum.saturating_add(n));
-    if seen_at_one_end == 0 && untracked == 0 {
-        return None;
-    }
-    let mut parts = Vec::new();
-    if seen_at_one_end > 0 {
-        parts.push(format!(
-            "{seen_at_one_end} probe runs were skipped or calls seen at one end only: those calls are counted but not timed, and work nested in them may be `unattributed`"
-        ));
-    }
-    if untracked > 0 {
-        parts.push(format!(
-            "{untracked} calls could not be tracked (nesting or maps full): counts may be short"
-        ));
-    }
-    Some(format!("numbers may be incomplete: {}", parts.join("; ")))
 }
 
 /// The verdict in one sentence: what translation costs each translated device per its unit (the
@@ -477,50 +378,11 @@ fn deferred_lines(report: &Report) -> String {
     out
 }
 
-/// A device's sampled call paths as shown (their first frames), merged and heaviest first.
-fn heaviest_paths(report: &Report, device: &str) -> Vec<(String, String, u64)> {
-    let mut merged: Vec<(String, String, u64)> = Vec::new();
-    for stack in report.stacks.iter().filter(|s| s.device == device) {
-        let path = stack
-            .frames
-            .iter()
-            .take(SHOWN_FRAMES)
-            .map(String::as_str)
-            .collect::<Vec<_>>();
-        let path = path.join(" ← ");
-        match merged
-            .iter_mut()
-            .find(|(op, p, _)| *op == stack.op && *p == path)
-        {
-            Some((_, _, samples)) => *samples += stack.samples,
-            None => merged.push((stack.op.clone(), path, stack.samples)),
-        }
-    }
-    merged.sort_by_key(|(_, _, samples)| std::cmp::Reverse(*samples));
-    merged.truncate(CALL_PATHS);
-    merged
-}
-
-/// The sampled call paths in the folded format of flame-graph tools, one line per path:
-/// `DEVICE;OP;outermost;...;innermost SAMPLES`.
-pub fn folded_stacks(report: &Report) -> Vec<String> {
-    report
-        .stacks
-        .iter()
-        .map(|s| {
-            let mut frames: Vec<&str> = vec![s.device.as_str(), s.op.as_str()];
-            frames.extend(s.frames.iter().rev().map(String::as_str));
-            format!("{} {}", frames.join(";"), s.samples)
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::diagnose::Diagnosis;
     use crate::report::fixtures::full_report;
-    use crate::report::StackSample;
 
     /// Issue 27: waiting inside translation (PREEMPT_RT's sleeping locks) is named, apart from
     /// the cost, when it is a notable share of a device's DMA time; a trace of it is not.
@@ -732,61 +594,6 @@ mod tests {
         assert!(
             text.contains("- lazy invalidation: `echo DMA-FQ > /sys/kernel/iommu_groups/3/type`"),
             "{text}"
-        );
-    }
-
-    #[test]
-    fn call_paths_that_look_the_same_are_merged_heaviest_first() {
-        let mut report = full_report();
-        let device = report.devices[0].key.to_string();
-        let path = |top: &str, samples| StackSample {
-            device: device.clone(),
-            op: "dma_map".into(),
-            samples,
-            total_ns: 0,
-            frames: vec!["dma_map_page_attrs".into(), top.into()],
-        };
-        report.stacks = vec![
-            path("nvme_queue_rq", 2),
-            path("e1000_xmit_frame", 3),
-            path("nvme_queue_rq", 4),
-        ];
-        let paths = heaviest_paths(&report, &device);
-        assert_eq!(
-            paths,
-            [
-                (
-                    "dma_map".to_string(),
-                    "dma_map_page_attrs ← nvme_queue_rq".to_string(),
-                    6
-                ),
-                (
-                    "dma_map".to_string(),
-                    "dma_map_page_attrs ← e1000_xmit_frame".to_string(),
-                    3
-                ),
-            ]
-        );
-        let text = verdict(&report, None, None);
-        assert!(
-            text.contains("  call paths that pay it (sampled, most first):\n    dma_map ×6: dma_map_page_attrs ← nvme_queue_rq\n"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn folded_stacks_put_the_device_and_op_first_and_the_callee_last() {
-        let mut report = full_report();
-        report.stacks = vec![StackSample {
-            device: "0000:00:05.0".into(),
-            op: "dma_map".into(),
-            samples: 7,
-            total_ns: 0,
-            frames: vec!["dma_map_page_attrs".into(), "e1000_xmit_frame".into()],
-        }];
-        assert_eq!(
-            folded_stacks(&report),
-            ["0000:00:05.0;dma_map;e1000_xmit_frame;dma_map_page_attrs 7"]
         );
     }
 

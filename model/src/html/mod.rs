@@ -203,7 +203,7 @@ fn losses_table(losses: &Losses) -> String {
          <th>open at end (counted nowhere)</th></tr></thead><tbody>\n",
     );
     for (op, o) in &losses.ops {
-        if o.untimed.unwrap_or(0) == 0 && o.lost.unwrap_or(0) == 0 && o.open_at_end == 0 {
+        if !o.any() {
             continue;
         }
         let untimed = match (o.untimed, o.untimed_share) {

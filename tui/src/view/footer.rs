@@ -5,7 +5,6 @@
 use super::style;
 use crate::format;
 use crate::state::{Input, State};
-use iommutop_model::losses::UNTIMED_SHARE_LIMIT;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
@@ -103,9 +102,14 @@ fn overhead(state: &State) -> Vec<Span<'static>> {
             ));
             spans.push(Span::styled("│ ", style::dim()));
         }
-        if let Some(share) = losses.untimed_share().filter(|&s| s > UNTIMED_SHARE_LIMIT) {
+        // The worst operation, as the report warns per operation: a share over every
+        // operation's calls could hide one over the limit.
+        let worst = losses
+            .untimed_over_limit()
+            .max_by(|a, b| a.2.total_cmp(&b.2));
+        if let Some((op, _, share)) = worst {
             spans.push(Span::styled(
-                format!("⚠ {} untimed ", format::percent(share)),
+                format!("⚠ {} {} untimed ", op.name(), format::percent(share)),
                 style::warn(),
             ));
             spans.push(Span::styled("│ ", style::dim()));
