@@ -24,7 +24,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Show which attach tier each probe point gets on this kernel, and why others were refused.
+    /// Show which attach tier each probe point gets on this kernel, why others were refused, and
+    /// what the probes' BPF maps take in kernel memory here and with 256 CPUs.
     Probes(ProbesArgs),
     /// Attach, run COMMAND (or wait), and write one report.
     Record(RecordArgs),

@@ -200,7 +200,7 @@ fn example(name: &str) -> iommutop_model::Report {
         .expect("a report")
 }
 
-/// Facts as sysinfo reads them on the lab's Intel machine.
+/// Facts as sysinfo reads them on the lab's Intel machine, with an SR-IOV NIC and its VF.
 fn lab_facts() -> iommutop_model::HostFacts {
     serde_json::from_value(serde_json::json!({
         "kernel_release": "7.3.4+deb13-amd64",
@@ -212,6 +212,16 @@ fn lab_facts() -> iommutop_model::HostFacts {
             "pci_address": "0000:00:04.0", "driver": "nvme", "vendor_id": 6966,
             "device_id": 16, "class": 67586, "iommu_group": 3, "domain_type": "DMA-FQ",
             "iommu_unit": "dmar0", "netdevs": [], "disks": ["nvme0n1"], "children": ["nvme0"]
+        }, {
+            "pci_address": "0000:00:0c.0", "driver": "igb", "vendor_id": 32902,
+            "device_id": 4297, "class": 131072, "iommu_group": 5, "domain_type": "DMA-FQ",
+            "iommu_unit": "dmar0", "netdevs": ["eth1"], "disks": [], "children": [],
+            "sriov_numvfs": 1
+        }, {
+            "pci_address": "0000:00:1c.0", "driver": "igbvf", "vendor_id": 32902,
+            "device_id": 4298, "class": 131072, "iommu_group": 6, "domain_type": "DMA-FQ",
+            "iommu_unit": "dmar0", "netdevs": ["eth2"], "disks": [], "children": [],
+            "physfn": "0000:00:0c.0"
         }],
         "lab": true
     }))
@@ -239,6 +249,16 @@ fn diagnose_json_is_valid_against_its_schema_and_the_schema_refuses_what_lacks_a
     );
     let full = serde_json::to_value(&full).expect("serializes");
     assert_valid("diagnose.schema.json", &full);
+    assert_eq!(full["facts"]["devices"][2]["physfn"], "0000:00:0c.0");
+    assert_eq!(full["facts"]["devices"][1]["sriov_numvfs"], 1);
+    assert!(full["facts"]["devices"][0].get("physfn").is_none());
+    let mut numbered = full.clone();
+    numbered["facts"]["devices"][1]["sriov_numvfs"] = Value::from("one");
+    assert_refused(
+        "diagnose.schema.json",
+        &numbered,
+        "with sriov_numvfs a word",
+    );
     for plain in [
         Diagnosis::of_run(lab_facts(), new, Some("0000:00:04.0"), None, None),
         Diagnosis::without_iommu(iommutop_model::HostFacts::default()),

@@ -92,6 +92,103 @@ fn probes_on_the_host_fall_back_to_tracepoints_and_say_why() {
     assert_eq!(iova["refused"].as_array().map(Vec::len), Some(3), "{iova}");
 }
 
+fn probes_json(stats_rows: Option<&str>) -> Value {
+    let mut command = iommutop();
+    command.args(["probes", "--json"]);
+    if let Some(rows) = stats_rows {
+        command.env("IOMMUTOP_STATS_ROWS", rows);
+    }
+    let output = command.output().expect("runs");
+    assert_success(&output);
+    let probes = json_of(&output.stdout);
+    assert_valid("probes.schema.json", &probes);
+    probes
+}
+
+fn field(value: &Value, name: &str) -> u64 {
+    value[name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {name} in {value}"))
+}
+
+/// Whether the kernel's fdinfo `memlock` is its count of the map's memory (`map_mem_usage`,
+/// 6.4+) rather than a figure without per-CPU copies.
+fn memlock_is_map_mem_usage() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let mut number = || {
+        parts
+            .next()
+            .and_then(|p| p.parse::<u32>().ok())
+            .unwrap_or(0)
+    };
+    (number(), number()) >= (6, 4)
+}
+
+/// `probes` says what its maps take here and with 256 CPUs, from their sizes as loaded: here,
+/// each map's figure is the kernel's own count of it less the map's struct; with more CPUs only
+/// the per-CPU maps and the hashes' spares grow; the statistics rows scale it as
+/// `IOMMUTOP_STATS_ROWS` sets them, and the rows it advises keep 256 CPUs within 64 MiB.
+#[test]
+fn probes_say_what_their_maps_take_here_and_with_256_cpus() {
+    let _bpf = require_root();
+    let probes = probes_json(None);
+    let memory = &probes["map_memory"];
+    let (cpus, here, large) = (
+        field(memory, "cpus"),
+        field(memory, "bytes"),
+        field(memory, "bytes_256_cpus"),
+    );
+    assert!(cpus >= 1 && here > 0, "{memory}");
+    if cpus < 256 {
+        assert!(large > here, "{memory}");
+    }
+    let maps = memory["maps"].as_array().expect("maps");
+    let stats = maps
+        .iter()
+        .find(|m| m["name"] == "iommutop_stats")
+        .expect("the statistics map");
+    assert_eq!(stats["type"], "percpu_array");
+    assert_eq!(stats["max_entries"], memory["stats_rows"]);
+    for map in maps {
+        let (bytes, at_256) = (field(map, "bytes"), field(map, "bytes_256_cpus"));
+        if map["per_cpu"] == false && map["type"] != "hash" {
+            assert_eq!(bytes, at_256, "{map}");
+        }
+        if memlock_is_map_mem_usage() {
+            let kernel = field(map, "kernel_bytes");
+            assert!(
+                kernel >= bytes && kernel - bytes <= 4096,
+                "the kernel counts {kernel} bytes: {map}"
+            );
+        }
+    }
+    let rows = field(memory, "stats_rows");
+    let row_256 = 8 + field(stats, "value_size").next_multiple_of(8) * 256;
+    let one_row = &probes_json(Some("1"))["map_memory"];
+    assert_eq!(one_row["stats_rows"], 1);
+    assert_eq!(
+        large - field(one_row, "bytes_256_cpus"),
+        (rows - 1) * row_256,
+        "{one_row}"
+    );
+    if large > 64 << 20 {
+        let advised = field(memory, "stats_rows_within_64_mib");
+        let text = iommutop().arg("probes").output().expect("runs");
+        assert_success(&text);
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(
+            text.contains(&format!(
+                "over 64.0 MiB with 256 CPUs: IOMMUTOP_STATS_ROWS={advised} keeps the maps within it"
+            )),
+            "{text}"
+        );
+        let fitted = &probes_json(Some(&advised.to_string()))["map_memory"];
+        assert!(field(fitted, "bytes_256_cpus") <= 64 << 20, "{fitted}");
+        assert!(fitted["stats_rows_within_64_mib"].is_null(), "{fitted}");
+    }
+}
+
 /// The kernel files every edge value of the latency histogram in the slot user space reads it
 /// back from (the test program runs through BPF_PROG_TEST_RUN; the lab checks 5.10 and 7.3).
 #[test]

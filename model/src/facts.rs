@@ -287,6 +287,14 @@ pub struct DeviceFacts {
     pub disks: Vec<String>,
     /// Other kernel devices under this function whose names may key DMA work (`nvme0`, `virtio0`).
     pub children: Vec<String>,
+    /// The physical function of an SR-IOV virtual function (its `physfn` link); `None` for
+    /// every other function.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub physfn: Option<PciAddress>,
+    /// The virtual functions a physical function has enabled (`sriov_numvfs`); `None` for a
+    /// function without SR-IOV.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sriov_numvfs: Option<u32>,
 }
 
 impl DeviceFacts {

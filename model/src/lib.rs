@@ -21,6 +21,7 @@ pub mod row_key;
 pub mod sample;
 pub mod shell;
 pub mod snapshot;
+pub mod sriov;
 pub mod summary;
 pub mod tail;
 pub mod task_filter;

@@ -45,6 +45,10 @@ pub struct Device {
     pub iommu_group: Option<u32>,
     pub domain_type: Option<String>,
     pub iommu_unit: Option<String>,
+    /// The physical function of an SR-IOV virtual function's row (`0000:00:0c.0`); absent on
+    /// every other row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub physfn: Option<PciAddress>,
     /// Every operation, counted or not (zero counts when nothing was seen).
     #[serde(deserialize_with = "crate::ops_map::skip_unknown")]
     pub ops: BTreeMap<Op, OpStats>,
@@ -373,6 +377,7 @@ impl RowBuilder {
             iommu_group: facts.iommu_group,
             domain_type: facts.domain_type,
             iommu_unit: facts.iommu_unit,
+            physfn: facts.physfn,
             derived: derive(&ops, interval_ns),
             ops,
             completions,

@@ -5,6 +5,7 @@ use crate::losses::Losses;
 use crate::report::{ProbeEntry, Report};
 use crate::sample::Op;
 use crate::snapshot::Device;
+use crate::sriov::{vfs_under_physfn, Nesting};
 use crate::text::{widest_line, wrap, Align, Table};
 use crate::units::{human_count, human_ns, percent};
 
@@ -223,17 +224,28 @@ const DEVICE_COLUMNS: [DeviceColumn; 14] = [
     }),
 ];
 
-/// The device table. On a terminal too narrow for every column, the columns marked optional are
-/// left out (last first) until it fits, and a line says which.
+/// The device table, SR-IOV virtual functions indented under their physical function. On a
+/// terminal too narrow for every column, the columns marked optional are left out (last first)
+/// until it fits, and a line says which.
 fn device_table(devices: &[Device], width: Option<u16>) -> String {
     if devices.is_empty() {
         return "no DMA or IOMMU activity was seen\n".to_string();
     }
+    let rows: Vec<&Device> = devices.iter().collect();
+    let listed = vfs_under_physfn(&rows);
     let render = |columns: &[&DeviceColumn]| {
         let headers: Vec<(&str, Align)> = columns.iter().map(|c| (c.0, c.1)).collect();
         let mut table = Table::new(&headers);
-        for device in devices {
-            table.row(columns.iter().map(|c| (c.3)(device)).collect());
+        for (device, nesting) in &listed {
+            table.row(
+                columns
+                    .iter()
+                    .map(|c| match c.0 {
+                        "DEVICE" => device_cell(device, *nesting),
+                        _ => (c.3)(device),
+                    })
+                    .collect(),
+            );
         }
         table.render(width)
     };
@@ -250,6 +262,15 @@ fn device_table(devices: &[Device], width: Option<u16>) -> String {
         left_out.insert(0, columns.remove(index).0);
         text = render(&columns);
     }
+    if listed
+        .iter()
+        .any(|(_, nesting)| matches!(nesting, Nesting::UnderPhysfn(_)))
+    {
+        text.push_str(&wrap(
+            "(indented: SR-IOV virtual functions, each under its physical function)\n",
+            width,
+        ));
+    }
     if !left_out.is_empty() {
         text.push_str(&wrap(
             &format!(
@@ -260,6 +281,16 @@ fn device_table(devices: &[Device], width: Option<u16>) -> String {
         ));
     }
     text
+}
+
+/// A row's key; a virtual function's indented under its physical function's row, or, where that
+/// has no row, followed by whose it is.
+fn device_cell(device: &Device, nesting: Nesting) -> String {
+    match nesting {
+        Nesting::Own => device.key.to_string(),
+        Nesting::UnderPhysfn(_) => format!("  {}", device.key),
+        Nesting::PhysfnAbsent(pf) => format!("{} (VF of {pf})", device.key),
+    }
 }
 
 /// The operations with calls untimed, lost or open at the end, one line each, and a line per
@@ -564,6 +595,59 @@ mod tests {
                 .is_some_and(|line| line.ends_with(", cgroup /sys/fs/cgroup/vm only")),
             "{text}"
         );
+    }
+
+    /// The device table, header first, and the notes in parentheses under it.
+    fn device_rows(text: &str) -> Vec<&str> {
+        text.lines()
+            .skip_while(|l| !l.starts_with("DEVICE"))
+            .take_while(|l| {
+                !l.is_empty() && !l.starts_with("times are") && !l.starts_with("probe cost")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn vfs_are_indented_under_their_pf_though_another_nic_sorts_between() {
+        let text = render_summary(&crate::report::fixtures::sriov_report());
+        let expected = "\
+DEVICE          DRIVER  NAMES    DOMAIN  MAPS    MB   MAP50   MAP99  IOVAS  SYNCS  FLUSHES   IOS   NS/IO   CPU%
+0000:00:02.0    nvme    nvme0n1  DMA-FQ  4000  16.4  1.92us  1.92us   4000   4000        0  4000  3.00us  0.60%
+0000:00:0c.0    igb     eth1     DMA-FQ   300   0.5       -       -      0      0        0     0       -      -
+  0000:00:1c.0  igbvf   eth3     DMA-FQ  1000   1.5       -       -      0      0        0     0       -      -
+  0000:00:1c.2  igbvf   eth4     DMA-FQ   500   0.8       -       -      0      0        0     0       -      -
+  0000:00:1c.4  igbvf   eth5     DMA-FQ  4000   6.0       -       -      0      0        0     0       -      -
+0000:00:0d.0    e1000e  eth2     DMA-FQ  2000   3.0       -       -      0      0        0     0       -      -
+deferred        -       -        -          0   0.0       -       -      0      0        0     0       -      -
+(indented: SR-IOV virtual functions, each under its physical function)";
+        assert_eq!(device_rows(&text).join("\n"), expected, "{text}");
+        // Fitted to 80 columns, the indentation stays.
+        let fitted = render_summary_fitted(&crate::report::fixtures::sriov_report(), Some(80));
+        assert!(
+            fitted
+                .lines()
+                .any(|l| l.starts_with("  0000:00:1c.4  igbvf   eth5")),
+            "{fitted}"
+        );
+    }
+
+    /// `--device` on a VF keeps its row without its PF's: the row says whose VF it is.
+    #[test]
+    fn a_vf_without_its_pf_says_whose_it_is() {
+        let mut report = crate::report::fixtures::sriov_report();
+        report.apply_device_filter(&crate::device_filter::DeviceFilter {
+            device: "eth3".into(),
+            pci_address: "0000:00:1c.0".parse().expect("address"),
+        });
+        let text = render_summary(&report);
+        let rows = device_rows(&text);
+        assert_eq!(rows.len(), 3, "{text}");
+        assert!(
+            rows[1].starts_with("0000:00:1c.0 (VF of 0000:00:0c.0)  igbvf"),
+            "{text}"
+        );
+        assert!(rows[2].starts_with("deferred "), "{text}");
+        assert!(!text.contains("(indented"), "{text}");
     }
 
     #[test]

@@ -90,6 +90,7 @@ mod tests {
                     iommu_group: None,
                     domain_type: None,
                     iommu_unit: None,
+                    physfn: None,
                     ops: Default::default(),
                     completions: 0,
                     derived: Default::default(),

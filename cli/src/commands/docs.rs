@@ -84,7 +84,9 @@ what is logged to stderr, overriding \-v (e.g. iommutop=debug).
 a directory of profiles searched before the built\-in ones.
 .TP
 \fBIOMMUTOP_STATS_ROWS\fR
-rows of per\-device statistics the probes keep (default: sized for this machine).
+rows of per\-device statistics the probes keep (default: sized for this machine); each takes
+17 KiB of kernel memory per possible CPU: \fBiommutop probes\fR says what the maps take here and
+with 256 CPUs, and how many rows keep them within 64 MiB there.
 .TP
 \fBIOMMUTOP_TASK_SLOTS\fR
 thread\-id slots for calls in flight before the hash by thread id (a power of two; for tests).

@@ -1,10 +1,12 @@
 //! `iommutop probes [--verify | --selftest] [--format text|json] [--json FILE|-]`: which tier
-//! each probe point gets here, found by really attaching.
+//! each probe point gets here, found by really attaching, and what the probes' maps take in
+//! kernel memory here and on a large machine.
 
 use crate::cli::ProbesArgs;
 use crate::exit::{Failure, Outcome};
 use crate::output::{emit_table_or_json, json_or_text, stdout_width};
 use crate::privileges::require_bpf_privileges;
+use crate::probes::map_memory::{MapMemory, LARGE_MACHINE_BUDGET, LARGE_MACHINE_CPUS, STATS_MAP};
 use crate::probes::selftest::check_hist_slots;
 use crate::probes::table::{hook_kernels, point};
 use crate::probes::{
@@ -12,7 +14,7 @@ use crate::probes::{
     ProgramVerdict,
 };
 use anyhow::anyhow;
-use iommutop_model::text::{Align, Table};
+use iommutop_model::text::{wrap, Align, Table};
 use serde_json::json;
 use std::process::ExitCode;
 
@@ -32,11 +34,99 @@ pub fn run(args: &ProbesArgs) -> Outcome<ExitCode> {
     let probes =
         Probes::attach(&settings, false, &PointSelection::all(), None).map_err(load_failure)?;
     let points: Vec<serde_json::Value> = probes.statuses().iter().map(status_json).collect();
+    let memory = probes.map_memory();
+    let width = stdout_width();
+    let text = format!(
+        "{}\n{}",
+        table(probes.statuses(), width),
+        wrap(&map_memory_text(&memory), width)
+    );
     out(
-        &table(probes.statuses(), stdout_width()),
-        &json!({ "points": points }),
+        &text,
+        &json!({ "points": points, "map_memory": map_memory_json(&memory) }),
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `3.4 MiB`, `512 KiB`, `96 B`.
+fn binary_size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / f64::from(1u32 << 20)),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} B"),
+    }
+}
+
+/// What the maps hold here and with [`LARGE_MACHINE_CPUS`], the largest three, and the rows
+/// that keep them within [`LARGE_MACHINE_BUDGET`] there when they are not.
+fn map_memory_text(memory: &MapMemory) -> String {
+    let (here, large) = (memory.cpus, LARGE_MACHINE_CPUS);
+    let mut text = format!(
+        "map memory: the probes' {} BPF maps hold {} with this machine's {here} possible CPUs, \
+         {} with {large} CPUs (an estimate of their data from each map's type, key and value \
+         sizes and entries as loaded: a per-CPU map holds a copy for each CPU; the allocators' \
+         own overhead is not in it)\n",
+        memory.maps.len(),
+        binary_size(memory.bytes(here)),
+        binary_size(memory.bytes(large)),
+    );
+    for map in memory.maps.iter().take(3) {
+        let what = if map.name == STATS_MAP {
+            format!(
+                "{} rows of {} on each CPU, IOMMUTOP_STATS_ROWS sets the rows",
+                map.max_entries,
+                binary_size(u64::from(map.value_size).next_multiple_of(8))
+            )
+        } else {
+            format!("{} entries", map.max_entries)
+        };
+        text.push_str(&format!(
+            "  {}: {} here, {} with {large} CPUs ({}, {what})\n",
+            map.name,
+            binary_size(map.bytes(here)),
+            binary_size(map.bytes(large)),
+            map.kind.name(),
+        ));
+    }
+    if let Some(rows) = memory.rows_within_budget() {
+        text.push_str(&format!(
+            "  over {} with {large} CPUs: IOMMUTOP_STATS_ROWS={rows} keeps the maps within it, \
+             room for {rows} devices, disks, netdevs and processes that do DMA (a key beyond \
+             them is counted as device_map_full)\n",
+            binary_size(LARGE_MACHINE_BUDGET)
+        ));
+    }
+    text
+}
+
+fn map_memory_json(memory: &MapMemory) -> serde_json::Value {
+    let (here, large) = (memory.cpus, LARGE_MACHINE_CPUS);
+    let maps: Vec<serde_json::Value> = memory
+        .maps
+        .iter()
+        .map(|map| {
+            json!({
+                "name": map.name,
+                "type": map.kind.name(),
+                "per_cpu": map.kind.per_cpu(),
+                "key_size": map.key_size,
+                "value_size": map.value_size,
+                "max_entries": map.max_entries,
+                "bytes": map.bytes(here),
+                "bytes_256_cpus": map.bytes(large),
+                "kernel_bytes": map.kernel_bytes,
+            })
+        })
+        .collect();
+    json!({
+        "cpus": here,
+        "bytes": memory.bytes(here),
+        "bytes_256_cpus": memory.bytes(large),
+        "kernel_bytes": memory.kernel_bytes(),
+        "stats_rows": memory.stats().map(|stats| stats.max_entries),
+        "stats_rows_within_64_mib": memory.rows_within_budget(),
+        "maps": maps,
+    })
 }
 
 /// Writes a result as the table (text) and the JSON `--format` and `--json` ask for.
@@ -197,4 +287,68 @@ fn table(statuses: &[PointStatus], width: Option<u16>) -> String {
         }
     }
     table.render(width)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probes::map_memory::{MapKind, MapShape};
+
+    fn memory(stats_rows: u32) -> MapMemory {
+        let map = |name: &str, kind, value_size, max_entries| MapShape {
+            name: name.into(),
+            kind,
+            key_size: 4,
+            value_size,
+            max_entries,
+            flags: 0,
+            kernel_bytes: None,
+        };
+        MapMemory::new(
+            2,
+            vec![
+                map("iommutop_names", MapKind::Array, 64, 256),
+                map(STATS_MAP, MapKind::PerCpuArray, 17_408, stats_rows),
+                map("iommutop_health", MapKind::PerCpuArray, 8, 10),
+                map("iommutop_row_count", MapKind::Array, 4, 1),
+            ],
+        )
+    }
+
+    #[test]
+    fn the_text_gives_both_figures_the_largest_maps_and_the_setting_that_reduces_them() {
+        let text = map_memory_text(&memory(99));
+        assert!(
+            text.starts_with(
+                "map memory: the probes' 4 BPF maps hold 3.3 MiB with this machine's 2 possible \
+                 CPUs, 420.8 MiB with 256 CPUs ("
+            ),
+            "{text}"
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 5, "{text}");
+        assert_eq!(
+            lines[1],
+            "  iommutop_stats: 3.3 MiB here, 420.8 MiB with 256 CPUs (percpu_array, 99 rows of \
+             17.0 KiB on each CPU, IOMMUTOP_STATS_ROWS sets the rows)"
+        );
+        assert!(
+            lines[2].starts_with("  iommutop_health: 240 B here"),
+            "{text}"
+        );
+        assert!(
+            lines[4].starts_with(
+                "  over 64.0 MiB with 256 CPUs: IOMMUTOP_STATS_ROWS=15 keeps the maps within it"
+            ),
+            "{text}"
+        );
+        let json = map_memory_json(&memory(99));
+        assert_eq!(json["stats_rows"], 99);
+        assert_eq!(json["stats_rows_within_64_mib"], 15);
+        assert_eq!(json["maps"][0]["name"], STATS_MAP);
+        assert_eq!(json["maps"][0]["per_cpu"], true);
+        assert!(json["kernel_bytes"].is_null());
+        let within = map_memory_text(&memory(15));
+        assert!(!within.contains("over 64"), "{within}");
+    }
 }

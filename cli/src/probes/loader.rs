@@ -4,22 +4,25 @@
 
 use super::attach::{attach_point, attach_waiting, WAITING_EVENT, WAITING_PROGRAM};
 use super::detach::EarlierDetaches;
+use super::fdinfo;
 use super::fentry_jobs::OwnLoader;
 use super::load::LoadError;
+use super::map_memory::{MapKind, MapMemory, MapShape};
 use super::maps::{ProbeMaps, SampleError};
 use super::multi::MultiAttached;
+use super::object_copy::map_data;
 use super::relocate::{relocate, Relocated, UnderstudyChoice};
 use super::selection::PointSelection;
 use super::settings::ProbeSettings;
 use super::status::PointStatus;
 use super::table::{Tier, POINTS};
 use super::timing::timed;
-use super::{cross_check, detach, dispatch, fentry_jobs};
+use super::{cross_check, detach, dispatch, fentry_jobs, LOADER_LOG};
 use aya::Ebpf;
 use iommutop_model::report::StackSample;
 use iommutop_model::sample::RawSample;
 use iommutop_model::TaskFilter;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 
 /// How long a call must have been open at a recording's end to be taken for one whose exits were
 /// never seen: no DMA or IOMMU call runs this long, and a workload that ended has none running.
@@ -48,6 +51,8 @@ pub struct Probes {
     understudies: UnderstudyChoice,
     /// The kernel's own events counted beside the probes, when asked ([`super::cross_check`]).
     cross_check: Option<CrossCheck>,
+    /// Every map of the object, as the kernel created it.
+    map_shapes: Vec<MapShape>,
 }
 
 /// The cross-check's programs as attached, and its maps.
@@ -90,6 +95,7 @@ impl Probes {
             multi,
             understudies,
         } = relocate(settings, enable_stats, tasks)?;
+        let map_shapes = map_shapes(&ebpf);
         let maps = ProbeMaps::take(&mut ebpf)?;
         let tells_interrupts = symbols.preempt.is_some();
         let mut kernel = symbols.support;
@@ -168,7 +174,15 @@ impl Probes {
             waiting,
             understudies,
             cross_check,
+            map_shapes,
         })
+    }
+
+    /// The probes' maps as the kernel created them, and this machine's possible CPUs: what
+    /// they hold here and on a larger machine ([`MapMemory`]).
+    pub fn map_memory(&self) -> MapMemory {
+        let cpus = aya::util::nr_cpus().map_or(1, |cpus| cpus as u64);
+        MapMemory::new(cpus, self.map_shapes.clone())
     }
 
     /// Whether the timed programs have understudies ([`super::understudy`]), and why.
@@ -288,6 +302,35 @@ impl Probes {
             .as_ref()
             .expect("the object lives until Probes is dropped")
     }
+}
+
+/// Every map of the loaded object as the kernel describes it (type, sizes and entries after the
+/// loader set them, and the kernel's own count of its memory); a map it cannot describe is left
+/// out, and logged.
+fn map_shapes(ebpf: &Ebpf) -> Vec<MapShape> {
+    ebpf.maps()
+        .filter_map(|(name, map)| {
+            let data = map_data(map);
+            let info = data
+                .info()
+                .map_err(|e| log::info!(target: LOADER_LOG, "map `{name}`: no information: {e}"))
+                .ok()?;
+            let kind = info
+                .map_type()
+                .map_or(MapKind::Other(0), |t| MapKind::from_kernel(t as u32));
+            let kernel_bytes =
+                fdinfo::read(data.fd().as_fd()).and_then(|text| fdinfo::field(&text, "memlock"));
+            Some(MapShape {
+                name: name.to_string(),
+                kind,
+                key_size: info.key_size(),
+                value_size: info.value_size(),
+                max_entries: info.max_entries(),
+                flags: info.map_flags(),
+                kernel_bytes,
+            })
+        })
+        .collect()
 }
 
 impl Probes {

@@ -23,6 +23,7 @@ mod kallsyms_cache;
 mod kernel_btf_cache;
 mod load;
 pub mod loader;
+pub mod map_memory;
 mod maps;
 mod multi;
 mod multi_cast;

@@ -199,7 +199,8 @@ fn map_fds(ebpf: &Ebpf) -> HashMap<&str, RawFd> {
         .collect()
 }
 
-fn map_data(map: &Map) -> &MapData {
+/// The map's data whatever its type (every variant holds one).
+pub(super) fn map_data(map: &Map) -> &MapData {
     match map {
         Map::Array(data)
         | Map::ArrayOfMaps(data)

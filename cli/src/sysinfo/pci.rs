@@ -1,6 +1,7 @@
-//! PCI functions: driver, ids, IOMMU group and unit, and the disks and netdevs on them.
+//! PCI functions: driver, ids, IOMMU group and unit, the disks and netdevs on them, and an SR-IOV
+//! virtual function's physical function.
 
-use super::fs::{entry_names, link_name, read_hex};
+use super::fs::{entry_names, link_name, read_hex, read_trimmed};
 use iommutop_model::facts::{DeviceFacts, IommuGroup};
 use iommutop_model::pci::PciAddress;
 use std::path::Path;
@@ -37,6 +38,8 @@ pub fn device_facts(root: &Path, address: PciAddress, groups: &[IommuGroup]) -> 
         netdevs: entry_names(&dir.join("net")),
         disks: Vec::new(),
         children: Vec::new(),
+        physfn: link_name(&dir.join("physfn")).and_then(|name| name.parse().ok()),
+        sriov_numvfs: read_trimmed(&dir.join("sriov_numvfs")).and_then(|n| n.parse().ok()),
     };
     add_nvme(root, &dir, &mut facts);
     add_virtio(&dir, &mut facts);

@@ -127,6 +127,21 @@ fn lab_guest() -> FakeRoot {
     .dir(&format!("{virtio}/virtio2/block/vda"))
     .dir(&format!("{virtio}/virtio2/driver"))
     .dir("sys/bus/pci/devices/not-a-device");
+    // An igb NIC with SR-IOV, two VFs enabled; its first VF (QEMU's devfn + 0x80) bound to igbvf.
+    let pf = "sys/bus/pci/devices/0000:00:05.0";
+    root.file(&format!("{pf}/vendor"), "0x8086\n")
+        .file(&format!("{pf}/device"), "0x10c9\n")
+        .link(&format!("{pf}/driver"), "../../../bus/pci/drivers/igb")
+        .file(&format!("{pf}/sriov_totalvfs"), "7\n")
+        .file(&format!("{pf}/sriov_numvfs"), "2\n")
+        .link(&format!("{pf}/virtfn0"), "../0000:00:15.0")
+        .dir(&format!("{pf}/net/eth1"));
+    let vf = "sys/bus/pci/devices/0000:00:15.0";
+    root.file(&format!("{vf}/vendor"), "0x8086\n")
+        .file(&format!("{vf}/device"), "0x10ca\n")
+        .link(&format!("{vf}/driver"), "../../../bus/pci/drivers/igbvf")
+        .link(&format!("{vf}/physfn"), "../0000:00:05.0")
+        .dir(&format!("{vf}/net/eth2"));
     root
 }
 
@@ -147,7 +162,16 @@ fn a_lab_guest_is_described_fully() {
         .iter()
         .map(|d| d.pci_address.to_string())
         .collect();
-    assert_eq!(addresses, ["0000:00:02.0", "0000:00:03.0", "0000:00:04.0"]);
+    assert_eq!(
+        addresses,
+        [
+            "0000:00:02.0",
+            "0000:00:03.0",
+            "0000:00:04.0",
+            "0000:00:05.0",
+            "0000:00:15.0"
+        ]
+    );
 
     let nvme = &facts.devices[0];
     assert_eq!(nvme.driver.as_deref(), Some("nvme"));
@@ -165,6 +189,18 @@ fn a_lab_guest_is_described_fully() {
     assert_eq!(nic.domain_type.as_deref(), Some("identity"));
     assert_eq!(nic.netdevs, ["eth0"]);
     assert_eq!(nic.iommu_unit, None);
+
+    for function in &facts.devices[..3] {
+        assert_eq!(function.physfn, None, "{}", function.pci_address);
+        assert_eq!(function.sriov_numvfs, None, "{}", function.pci_address);
+    }
+    let (pf, vf) = (&facts.devices[3], &facts.devices[4]);
+    assert_eq!(pf.sriov_numvfs, Some(2));
+    assert_eq!(pf.physfn, None);
+    assert_eq!(vf.driver.as_deref(), Some("igbvf"));
+    assert_eq!(vf.netdevs, ["eth2"]);
+    assert_eq!(vf.physfn, Some(pf.pci_address));
+    assert_eq!(vf.sriov_numvfs, None);
 
     let virtio = &facts.devices[2];
     assert_eq!(virtio.disks, ["vda"]);

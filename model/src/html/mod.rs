@@ -21,6 +21,7 @@ use crate::losses::Losses;
 use crate::report::Report;
 use crate::sample::Op;
 use crate::snapshot::{Device, RowKind};
+use crate::sriov::{vfs_under_physfn, Nesting};
 use crate::units::{human_ns, three_digits};
 use charts::{HistSeries, Line};
 use std::fmt::Write;
@@ -44,8 +45,8 @@ pub fn render_report(report: &Report, source: &str) -> String {
 fn report_sections(report: &Report, with_verdict: bool) -> String {
     let mut body = run_facts(report);
     body.push_str(&warnings(&report.warnings));
-    let rows = shown_rows(report);
-    body.push_str(&overview(&rows));
+    let listed = shown_rows(report);
+    body.push_str(&overview(&listed));
     if let Some(losses) = report.losses.as_ref().filter(|l| l.any()) {
         body.push_str(&losses_table(losses));
     }
@@ -58,15 +59,16 @@ fn report_sections(report: &Report, with_verdict: bool) -> String {
             escape(&verdict)
         );
     }
-    for (index, device) in rows.iter().enumerate() {
-        body.push_str(&device_section(report, device, index));
+    for (index, (device, nesting)) in listed.iter().enumerate() {
+        body.push_str(&device_section(report, device, *nesting, index));
     }
     body
 }
 
 /// The rows worth a section: any with something counted, those that mapped memory for DMA first
-/// (most maps first), then by translation time.
-fn shown_rows(report: &Report) -> Vec<&Device> {
+/// (most maps first), then by translation time; SR-IOV virtual functions right under their
+/// physical function ([`vfs_under_physfn`]).
+fn shown_rows(report: &Report) -> Vec<(&Device, Nesting)> {
     let mut rows: Vec<&Device> = report
         .devices
         .iter()
@@ -78,7 +80,7 @@ fn shown_rows(report: &Report) -> Vec<&Device> {
             std::cmp::Reverse(d.derived.translation_ns.unwrap_or(0)),
         )
     });
-    rows
+    vfs_under_physfn(&rows)
 }
 
 /// `0000:00:05.0 (eth0, e1000e)`, escaped.
@@ -161,17 +163,27 @@ fn warnings(warnings: &[String]) -> String {
     out
 }
 
-/// One line per row: what it is, its DMA maps and completions, what translation costs it.
-fn overview(rows: &[&Device]) -> String {
+/// One line per row: what it is, its DMA maps and completions, what translation costs it; a
+/// virtual function's row indented under its physical function's, or saying whose it is.
+fn overview(rows: &[(&Device, Nesting)]) -> String {
     let mut out = String::from(
         "<h2>Devices</h2>\n<table class=\"overview\"><thead><tr><th>row</th><th>kind</th>\
          <th>names</th><th>driver</th><th>domain</th><th>dma_map</th><th>completions</th>\
          <th>translation per I/O</th><th>CPU</th></tr></thead><tbody>\n",
     );
-    for (index, d) in rows.iter().enumerate() {
+    for (index, (d, nesting)) in rows.iter().enumerate() {
+        let (row_attributes, cell_class, vf_of) = match nesting.physfn() {
+            None => (String::new(), "", String::new()),
+            Some(pf) => (
+                format!(" class=\"vf\" data-physfn=\"{pf}\""),
+                " class=\"vf\"",
+                format!(" <span class=\"vf-of\">VF of {pf}</span>"),
+            ),
+        };
         let _ = writeln!(
             out,
-            "<tr data-device=\"{key}\"><td><a href=\"#dev-{index}\">{key}</a></td><td>{kind}</td>\
+            "<tr data-device=\"{key}\"{row_attributes}><td{cell_class}><a href=\"#dev-{index}\">{key}</a>\
+             {vf_of}</td><td>{kind}</td>\
              <td>{names}</td><td>{driver}</td><td>{domain}</td>\
              <td class=\"num\" data-field=\"dma_map\">{maps}</td>\
              <td class=\"num\" data-field=\"completions\">{completions}</td>\
@@ -265,7 +277,7 @@ fn per_io(d: &Device) -> String {
 
 /// Everything about one row: its counts, the time bar, a latency chart per timed operation, its
 /// rates over time and its call paths. Rows that mapped nothing for DMA start folded.
-fn device_section(report: &Report, d: &Device, index: usize) -> String {
+fn device_section(report: &Report, d: &Device, nesting: Nesting, index: usize) -> String {
     let open = if d.op(Op::DmaMap).count > 0 {
         " open"
     } else {
@@ -277,6 +289,12 @@ fn device_section(report: &Report, d: &Device, index: usize) -> String {
         escape(&d.key.to_string()),
         label(d)
     );
+    if let Some(pf) = nesting.physfn() {
+        let _ = writeln!(
+            out,
+            "<p class=\"vf-of\">SR-IOV virtual function of {pf}</p>"
+        );
+    }
     out.push_str(&ops_table(&[("", d)]));
     out.push_str("<h3>Where the time goes</h3>\n");
     out.push_str(&time_bar_html(d));
@@ -543,6 +561,8 @@ table.paths td.frames { font-family: monospace; font-size: 0.85em; }
 td.share { position: relative; min-width: 5em; }
 .meter { position: absolute; left: 0; top: 15%; height: 70%; background: #4e79a7; opacity: 0.3; }
 .note { color: #666; font-style: italic; }
+td.vf { padding-left: 2em; }
+.vf-of { color: #666; font-size: 0.85em; }
 .findings li { margin-bottom: 0.4em; }
 .side-a { color: #1f77b4; font-weight: bold; }
 .side-b { color: #e66a00; font-weight: bold; }

@@ -357,3 +357,67 @@ fn a_report_with_calls_not_seen_whole_shows_them() {
     exact.losses = Some(crate::losses::Losses::default());
     assert!(!render_report(&exact, "r.json").contains("Calls not seen whole"));
 }
+
+/// The keys of the rows of the page's overview, then of its sections, in page order.
+fn overview_and_section_keys(page: &str) -> (Vec<&str>, Vec<&str>) {
+    let keys = |marker: &str| -> Vec<&str> {
+        page.match_indices(marker)
+            .filter_map(|(i, _)| {
+                let rest = &page[i..];
+                let start = rest.find("data-device=\"")? + "data-device=\"".len();
+                let end = start + rest[start..].find('"')?;
+                Some(&rest[start..end])
+            })
+            .collect()
+    };
+    (keys("<tr data-device="), keys("<section class=\"device\""))
+}
+
+/// Rows go by DMA maps, most first, so that a VF with 4000 maps would lead and its PF with 300
+/// come last: the PF comes first, its VFs right under it, marked as such.
+#[test]
+fn vfs_are_listed_under_their_pf_in_the_overview_and_the_sections() {
+    let page = render_report(&crate::report::fixtures::sriov_report(), "sriov.json");
+    let expected = [
+        "0000:00:02.0",
+        "0000:00:0d.0",
+        "0000:00:0c.0",
+        "0000:00:1c.4",
+        "0000:00:1c.0",
+        "0000:00:1c.2",
+        "deferred",
+    ];
+    let (overview, sections) = overview_and_section_keys(&page);
+    assert_eq!(overview, expected, "{page}");
+    assert_eq!(sections, expected, "{page}");
+    for vf in ["0000:00:1c.0", "0000:00:1c.2", "0000:00:1c.4"] {
+        assert!(
+            page.contains(&format!(
+                "<tr data-device=\"{vf}\" class=\"vf\" data-physfn=\"0000:00:0c.0\"><td class=\"vf\">"
+            )),
+            "{vf}: {page}"
+        );
+        assert!(
+            section(&page, vf).contains("SR-IOV virtual function of 0000:00:0c.0"),
+            "{vf}"
+        );
+    }
+    assert!(
+        page.contains("<tr data-device=\"0000:00:0c.0\"><td><a"),
+        "{page}"
+    );
+    assert!(!section(&page, "0000:00:0c.0").contains("virtual function"));
+    assert_eq!(
+        page.matches("<span class=\"vf-of\">VF of 0000:00:0c.0</span>")
+            .count(),
+        3
+    );
+}
+
+/// A report without VFs has neither the marks nor the attributes.
+#[test]
+fn rows_without_vfs_are_not_marked() {
+    let page = render_report(&full_report(), "full.json");
+    assert!(!page.contains("data-physfn"), "{page}");
+    assert!(!page.contains("VF of"), "{page}");
+}

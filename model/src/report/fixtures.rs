@@ -65,6 +65,8 @@ pub fn host() -> HostFacts {
             netdevs: vec![],
             disks: vec!["nvme0n1".into()],
             children: vec!["nvme0".into()],
+            physfn: None,
+            sriov_numvfs: None,
         }],
         lab: true,
     }
@@ -517,4 +519,59 @@ pub fn two_workloads_report(domain: &str) -> Report {
         )],
         warnings: vec![],
     })
+}
+
+/// The PCI functions of [`sriov_report`]: address, driver, netdev, its physical function, DMA
+/// maps. An igb NIC at 0c.0 with three VFs (QEMU puts them at its devfn + 0x80, stride 2), and
+/// an e1000e at 0d.0 that sorts between the PF and its VFs.
+const SRIOV_FUNCTIONS: [(&str, &str, &str, Option<&str>, u64); 5] = [
+    ("0000:00:0c.0", "igb", "eth1", None, 300),
+    ("0000:00:0d.0", "e1000e", "eth2", None, 2_000),
+    ("0000:00:1c.0", "igbvf", "eth3", Some("0000:00:0c.0"), 1_000),
+    ("0000:00:1c.2", "igbvf", "eth4", Some("0000:00:0c.0"), 500),
+    ("0000:00:1c.4", "igbvf", "eth5", Some("0000:00:0c.0"), 4_000),
+];
+
+/// The full report's NVMe and deferred work beside an SR-IOV NIC and three of its VFs, each
+/// with DMA maps of its own.
+pub fn sriov_report() -> Report {
+    let mut host = host();
+    for (i, (address, driver, netdev, physfn, _)) in SRIOV_FUNCTIONS.into_iter().enumerate() {
+        let group = 10 + i as u32;
+        host.devices.push(DeviceFacts {
+            pci_address: address.parse().expect("address"),
+            driver: Some(driver.into()),
+            iommu_group: Some(group),
+            domain_type: Some("DMA-FQ".into()),
+            iommu_unit: Some("dmar0".into()),
+            netdevs: vec![netdev.into()],
+            physfn: physfn.map(|pf| pf.parse().expect("address")),
+            sriov_numvfs: (driver == "igb").then_some(3),
+            ..DeviceFacts::default()
+        });
+        host.groups.push(IommuGroup {
+            id: group,
+            domain_type: Some("DMA-FQ".into()),
+            devices: vec![address.into()],
+        });
+    }
+    let first = first_sample();
+    let mut last = last_sample();
+    for (i, (address, _, _, _, maps)) in SRIOV_FUNCTIONS.into_iter().enumerate() {
+        last.sources.push(RawSource {
+            kind: SourceKind::Device,
+            id: 0xffff_8880_0800_0000 + i as u64,
+            name: address.into(),
+            generation: 0,
+            driver: None,
+            row: 0,
+            ops: [(Op::DmaMap, counters(maps, 1500, &[]))]
+                .into_iter()
+                .collect(),
+        });
+    }
+    Report {
+        devices: Snapshot::between(&first, &last, &host.devices).devices,
+        ..full_report()
+    }
 }

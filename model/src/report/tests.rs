@@ -65,6 +65,46 @@ fn a_report_of_repeated_runs_matches_the_schema_and_round_trips() {
     );
 }
 
+/// A VF's row names its PF in `physfn`; no other row has the field, so a report without VFs
+/// is written as before.
+#[test]
+fn a_vfs_row_names_its_physical_function_and_no_other_row_has_the_field() {
+    let report = super::fixtures::sriov_report();
+    let json = as_json(&report);
+    assert_eq!(violations(&json), Vec::<String>::new());
+    let physfns: Vec<(&str, Option<&str>)> = json["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .map(|d| {
+            (
+                d["key"].as_str().unwrap_or(""),
+                d.get("physfn").and_then(Value::as_str),
+            )
+        })
+        .collect();
+    let vf = |key| (key, Some("0000:00:0c.0"));
+    assert_eq!(
+        physfns,
+        [
+            ("0000:00:02.0", None),
+            ("0000:00:0c.0", None),
+            ("0000:00:0d.0", None),
+            vf("0000:00:1c.0"),
+            vf("0000:00:1c.2"),
+            vf("0000:00:1c.4"),
+            ("deferred", None),
+        ]
+    );
+    assert_eq!(
+        Report::from_json(&report.to_json().expect("encodes")).expect("reads"),
+        report
+    );
+    let mut broken = json.clone();
+    broken["devices"][3]["physfn"] = json!("eth0");
+    assert!(!violations(&broken).is_empty(), "physfn is a PCI address");
+}
+
 #[test]
 fn a_minimal_report_matches_the_schema() {
     let report = as_json(&minimal_report());

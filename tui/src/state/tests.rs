@@ -21,6 +21,7 @@ fn device(key: &str, driver: &str, maps_per_s: f64, cpu: Option<f64>) -> Device 
         iommu_group: None,
         domain_type: Some("DMA-FQ".into()),
         iommu_unit: None,
+        physfn: None,
         ops,
         completions: 0,
         derived: iommutop_model::Derived {

@@ -213,6 +213,7 @@ mod tests {
             iommu_group: None,
             domain_type: None,
             iommu_unit: None,
+            physfn: None,
             ops,
             completions: 0,
             derived: Default::default(),

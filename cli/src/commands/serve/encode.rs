@@ -360,13 +360,19 @@ fn log2_histogram(delta: &OpDelta) -> Histogram {
     histogram
 }
 
-fn device_labels(labels: &DeviceLabels) -> [(&str, &str); 4] {
-    [
-        ("device", &labels.device),
-        ("driver", &labels.driver),
-        ("group", &labels.group),
-        ("domain", &labels.domain),
-    ]
+/// A device series' labels; `physfn` only on an SR-IOV virtual function's (an empty label and
+/// an absent one are the same series to Prometheus: absent keeps every other series as it was).
+fn device_labels(labels: &DeviceLabels) -> Vec<(&str, &str)> {
+    let mut pairs = vec![
+        ("device", labels.device.as_str()),
+        ("driver", labels.driver.as_str()),
+        ("group", labels.group.as_str()),
+        ("domain", labels.domain.as_str()),
+    ];
+    if !labels.physfn.is_empty() {
+        pairs.push(("physfn", labels.physfn.as_str()));
+    }
+    pairs
 }
 
 fn label_pairs(pairs: &[(&str, &str)]) -> Vec<LabelPair> {

@@ -24,6 +24,9 @@ pub struct DeviceLabels {
     pub group: String,
     /// `identity`, `DMA`, `DMA-FQ`, ...; empty without a group.
     pub domain: String,
+    /// An SR-IOV virtual function's physical function (`0000:00:0c.0`); empty for every other
+    /// device, whose series have no such label.
+    pub physfn: String,
 }
 
 impl DeviceLabels {
@@ -36,6 +39,7 @@ impl DeviceLabels {
                 .map(|group| group.to_string())
                 .unwrap_or_default(),
             domain: device.domain_type.clone().unwrap_or_default(),
+            physfn: device.physfn.map(|pf| pf.to_string()).unwrap_or_default(),
         }
     }
 }

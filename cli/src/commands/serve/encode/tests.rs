@@ -340,3 +340,91 @@ fn a_host_without_an_iommu_says_none() {
     assert_eq!(labels.iommu, "none");
     assert_eq!(labels.default_domain, "");
 }
+
+/// An igb NIC at 0c.0 and one of its virtual functions, each with timed DMA maps.
+fn nic_and_its_vf() -> Totals {
+    let pf: iommutop_model::pci::PciAddress = "0000:00:0c.0".parse().expect("address");
+    let function = |address: &str, driver: &str, group: u32| DeviceFacts {
+        pci_address: address.parse().expect("address"),
+        driver: Some(driver.into()),
+        iommu_group: Some(group),
+        domain_type: Some("DMA-FQ".into()),
+        ..DeviceFacts::default()
+    };
+    let facts = [
+        DeviceFacts {
+            sriov_numvfs: Some(3),
+            ..function("0000:00:0c.0", "igb", 10)
+        },
+        DeviceFacts {
+            physfn: Some(pf),
+            ..function("0000:00:1c.0", "igbvf", 11)
+        },
+    ];
+    let maps = |count: u64| {
+        let mut slots = vec![0; HIST_SLOTS];
+        slots[slot_of(1_000)] = count;
+        OpCounters {
+            count,
+            bytes: count * 1500,
+            timed: count,
+            total_ns: count * 1_000,
+            hist: slots,
+            ..OpCounters::default()
+        }
+    };
+    let source = |id: u64, name: &str, count: u64| RawSource {
+        kind: SourceKind::Device,
+        id,
+        name: name.into(),
+        generation: 0,
+        driver: None,
+        row: 0,
+        ops: [(Op::DmaMap, maps(count))].into_iter().collect(),
+    };
+    let sample = RawSample {
+        monotonic_ns: 1_000_000_000,
+        sources: vec![source(1, "0000:00:0c.0", 10), source(2, "0000:00:1c.0", 20)],
+        ..RawSample::default()
+    };
+    let mut totals = Totals::default();
+    totals.add(&Snapshot::between(&RawSample::default(), &sample, &facts));
+    totals
+}
+
+/// Every series of an SR-IOV virtual function names its physical function, so that a fleet
+/// sums a NIC's VFs with it; no other series has the label.
+#[test]
+fn a_vfs_series_name_its_physical_function() {
+    let text = text(&nic_and_its_vf());
+    let series = |device: &str| -> Vec<&str> {
+        text.lines()
+            .filter(|l| !l.starts_with('#') && l.contains(&format!("device=\"{device}\"")))
+            .collect()
+    };
+    let vf = series("0000:00:1c.0");
+    let pf = series("0000:00:0c.0");
+    assert_eq!(vf.len(), pf.len(), "the same families for both:\n{text}");
+    assert!(vf.len() > 40, "{text}");
+    for line in &vf {
+        assert!(
+            line.contains(r#",physfn="0000:00:0c.0""#),
+            "no physfn label: {line}"
+        );
+    }
+    for line in &pf {
+        assert!(!line.contains("physfn"), "{line}");
+    }
+    assert_line(
+        &text,
+        r#"iommutop_dma_maps_total{device="0000:00:1c.0",driver="igbvf",group="11",domain="DMA-FQ",physfn="0000:00:0c.0"} 20"#,
+    );
+    assert_line(
+        &text,
+        r#"iommutop_dma_map_duration_seconds_bucket{device="0000:00:1c.0",driver="igbvf",group="11",domain="DMA-FQ",physfn="0000:00:0c.0",le="+Inf"} 20"#,
+    );
+    assert_line(
+        &text,
+        r#"iommutop_dma_maps_total{device="0000:00:0c.0",driver="igb",group="10",domain="DMA-FQ"} 10"#,
+    );
+}
