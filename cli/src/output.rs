@@ -164,12 +164,14 @@ impl Drop for ReportSink {
 }
 
 /// One interval as the table `top --batch` and `record --print` print: a `time` line naming the
-/// sort, the filter, the device and the tasks the rows are limited to, then the rows.
+/// sort, the filter, the device and the tasks the rows are limited to, then the rows and their
+/// totals, in as many columns as the terminal (or `COLUMNS`) holds.
 pub struct IntervalText {
     sort: Column,
     filter: String,
     device: Option<String>,
     scope: Option<String>,
+    width: Option<usize>,
 }
 
 impl IntervalText {
@@ -179,6 +181,7 @@ impl IntervalText {
             filter,
             device: session.device_filter().map(DeviceFilter::label),
             scope: session.task_filter().map(|f| f.describe()),
+            width: stdout_width().map(usize::from),
         }
     }
 
@@ -190,6 +193,7 @@ impl IntervalText {
             &self.filter,
             self.device.as_deref(),
             self.scope.as_deref(),
+            self.width,
         )
     }
 }

@@ -164,7 +164,14 @@ fn batch_mode_shows_only_the_device_asked_for() {
     assert_eq!(blocks.len(), 2, "{stdout}");
     let mut shown = 0;
     for block in blocks {
-        let rows: Vec<&str> = block.lines().skip(2).collect();
+        let (totals, rows) = block
+            .lines()
+            .skip(2)
+            .collect::<Vec<&str>>()
+            .split_last()
+            .map(|(totals, rows)| (totals.to_string(), rows.to_vec()))
+            .unwrap_or_default();
+        assert!(totals.starts_with("total"), "the rows' totals close {block}");
         for row in &rows {
             let key = row.split_whitespace().next().unwrap_or_default();
             assert!(

@@ -1,14 +1,17 @@
 //! `iommutop top --batch`: the device table as plain text, one block per interval, for pipes and
-//! logs (as `top -b` and `perf stat -I` print). Same columns, cells and order as the live view.
+//! logs (as `top -b` and `perf stat -I` print). Same cells and order as the live view, with the
+//! shown rows' totals under them; as many columns as `width` holds, the live view's most
+//! important first, every cell whole.
 
 use crate::columns::Column;
-use crate::rows;
+use crate::{rows, totals};
 use iommutop_model::snapshot::Snapshot;
 
-/// One interval's block: a `time` line, the header and a row per device that matches `filter`
-/// (as the live view's `/` matches), sorted by `sort` (descending where the live view sorts that
-/// column descending by default). `device` names the one device `--device` kept, if any;
-/// `scope` is whose work alone was counted (`--pid`/`--cgroup`).
+/// One interval's block: a `time` line, the header, a row per device that matches `filter` (as
+/// the live view's `/` matches), sorted by `sort` (descending where the live view sorts that
+/// column descending by default), and their totals. `device` names the one device `--device`
+/// kept, if any; `scope` is whose work alone was counted (`--pid`/`--cgroup`). With a `width`
+/// (a terminal's), columns that would not fit whole are left out, least important first.
 pub fn render_interval(
     time: &str,
     snapshot: &Snapshot,
@@ -16,19 +19,27 @@ pub fn render_interval(
     filter: &str,
     device: Option<&str>,
     scope: Option<&str>,
+    width: Option<usize>,
 ) -> String {
-    let columns = Column::ALL;
     let rows = rows::shown(
         &snapshot.devices,
         sort,
         sort.descending_by_default(),
         filter,
     );
-    let cells: Vec<Vec<String>> = rows
+    let mut cells: Vec<Vec<String>> = rows
         .iter()
-        .map(|d| columns.iter().map(|c| c.cell(d)).collect())
+        .map(|d| Column::ALL.iter().map(|c| c.cell(d)).collect())
         .collect();
-    let widths: Vec<usize> = columns
+    if !rows.is_empty() {
+        cells.push(
+            Column::ALL
+                .iter()
+                .map(|&c| totals::cell(c, &rows))
+                .collect(),
+        );
+    }
+    let content_widths: Vec<usize> = Column::ALL
         .iter()
         .enumerate()
         .map(|(i, c)| {
@@ -40,13 +51,13 @@ pub fn render_interval(
                 .unwrap_or(0)
         })
         .collect();
-    let line = |values: Vec<&str>| {
-        let fields: Vec<String> = values
+    let shown = fitting(&content_widths, width);
+    let line = |values: &[String]| {
+        let fields: Vec<String> = shown
             .iter()
-            .zip(columns)
-            .zip(&widths)
-            .map(|((value, column), width)| {
-                if column.is_text() {
+            .map(|&i| {
+                let (value, width) = (&values[i], content_widths[i]);
+                if Column::ALL[i].is_text() {
                     format!("{value:<width$}")
                 } else {
                     format!("{value:>width$}")
@@ -71,10 +82,11 @@ pub fn render_interval(
         out.push_str(&format!("  only {scope}, task context"));
     }
     out.push('\n');
-    out.push_str(&line(columns.iter().map(|c| c.title()).collect()));
+    let titles: Vec<String> = Column::ALL.iter().map(|c| c.title().to_string()).collect();
+    out.push_str(&line(&titles));
     out.push('\n');
     for row in &cells {
-        out.push_str(&line(row.iter().map(String::as_str).collect()));
+        out.push_str(&line(row));
         out.push('\n');
     }
     for (device, waiting) in rows::waiting(&rows) {
@@ -86,6 +98,26 @@ pub fn render_interval(
     }
     out.push('\n');
     out
+}
+
+/// The indices of the columns (in display order) that fit in `width` with a space between
+/// each, taken in the live view's order of importance; every column without a width.
+fn fitting(content_widths: &[usize], width: Option<usize>) -> Vec<usize> {
+    let Some(width) = width else {
+        return (0..Column::ALL.len()).collect();
+    };
+    let index = |column: Column| Column::ALL.iter().position(|&c| c == column);
+    let mut chosen: Vec<usize> = Vec::new();
+    let mut used = 0;
+    for i in Column::by_importance().filter_map(index) {
+        let needed = content_widths[i] + usize::from(!chosen.is_empty());
+        if used + needed <= width || chosen.is_empty() {
+            used += needed;
+            chosen.push(i);
+        }
+    }
+    chosen.sort_unstable();
+    chosen
 }
 
 #[cfg(test)]
@@ -111,6 +143,7 @@ mod tests {
             "",
             None,
             None,
+            None,
         );
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
@@ -126,6 +159,7 @@ mod tests {
             "",
             None,
             Some("process 42 (dd)"),
+            None,
         );
         assert!(
             scoped
@@ -140,6 +174,7 @@ mod tests {
             Column::MapsPerS,
             "",
             Some("vda (0000:00:02.0)"),
+            None,
             None,
         );
         assert!(

@@ -95,6 +95,11 @@ impl Column {
         Column::UnmapP50,
     ];
 
+    /// Every column, the one to keep first on a narrow terminal first.
+    pub fn by_importance() -> impl Iterator<Item = Column> {
+        Column::PRIORITY.into_iter()
+    }
+
     /// The name to type in a shell (`maps-per-s`).
     pub fn name(self) -> &'static str {
         self.into()

@@ -9,6 +9,7 @@ pub mod format;
 pub mod history;
 pub mod rows;
 pub mod state;
+pub mod totals;
 mod view;
 
 pub use columns::{Column, UnknownColumn};

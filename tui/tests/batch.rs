@@ -16,6 +16,7 @@ fn busy_devices_come_first_in_aligned_columns() {
         "",
         None,
         None,
+        None,
     );
     let lines: Vec<&str> = text.lines().collect();
     assert!(
@@ -65,6 +66,7 @@ fn the_filter_and_sort_given_at_start_up_shape_every_block() {
         filter,
         None,
         None,
+        None,
     );
     let lines: Vec<&str> = text.lines().collect();
     assert!(
@@ -79,7 +81,12 @@ fn the_filter_and_sort_given_at_start_up_shape_every_block() {
         .filter(|l| !l.is_empty())
         .filter_map(|l| l.split_whitespace().next())
         .collect();
-    assert_eq!(keys, expected, "{text}");
+    let (last, rows) = keys.split_last().expect("rows");
+    assert_eq!(rows, expected, "{text}");
+    assert_eq!(
+        *last, "total",
+        "the shown rows' totals close the block: {text}"
+    );
 }
 
 /// Issue 27: a device whose DMA calls waited 5% of their time or more gets a line under the
@@ -94,6 +101,7 @@ fn waiting_inside_translation_gets_a_line_under_the_table() {
             snapshot,
             Column::MapsPerS,
             "",
+            None,
             None,
             None,
         )
@@ -119,4 +127,73 @@ fn waiting_inside_translation_gets_a_line_under_the_table() {
         "nothing else changes"
     );
     assert!(!before.contains("waiting:"), "{before}");
+}
+
+/// The server machine's thirteen rows fitted to 80 and to 200 columns: no line longer than the
+/// terminal, every cell whole (columns that do not fit are left out, the least important
+/// first), the rows sorted and their totals last.
+#[test]
+fn a_server_s_rows_fit_80_and_200_columns_whole() {
+    let snapshot = fixtures::busy_server(12).pop().expect("a snapshot");
+    let full = render_interval(
+        "2026-11-29T08:00:12Z",
+        &snapshot,
+        Column::MapsPerS,
+        "",
+        None,
+        None,
+        None,
+    );
+    let full_rows: Vec<&str> = full.lines().skip(2).filter(|l| !l.is_empty()).collect();
+    assert_eq!(full_rows.len(), snapshot.devices.len() + 1, "{full}");
+    for width in [80, 200] {
+        let text = render_interval(
+            "2026-11-29T08:00:12Z",
+            &snapshot,
+            Column::MapsPerS,
+            "",
+            None,
+            None,
+            Some(width),
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        for line in &lines[1..] {
+            assert!(line.chars().count() <= width, "{width}: {line:?}");
+        }
+        let header: Vec<&str> = lines[1].split_whitespace().collect();
+        for kept in ["DEVICE", "MAPS/s", "NS/IO", "CPU%"] {
+            assert!(header.contains(&kept), "{width}: no {kept} in {header:?}");
+        }
+        // Each row is the full table's row with whole cells left out, never cut: its cells, in
+        // order, are among the full row's cells.
+        let rows: Vec<&str> = lines[2..]
+            .iter()
+            .copied()
+            .filter(|l| !l.is_empty())
+            .collect();
+        assert_eq!(rows.len(), full_rows.len(), "{width}:\n{text}");
+        for (row, full_row) in rows.iter().zip(&full_rows) {
+            let mut whole = full_row.split_whitespace();
+            for cell in row.split_whitespace() {
+                assert!(
+                    whole.any(|c| c == cell),
+                    "{width}: `{cell}` of {row:?} is not a whole cell of {full_row:?}"
+                );
+            }
+        }
+        assert!(
+            rows.last().is_some_and(|l| l.starts_with("total")),
+            "{text}"
+        );
+    }
+    let wide = render_interval(
+        "2026-11-29T08:00:12Z",
+        &snapshot,
+        Column::MapsPerS,
+        "",
+        None,
+        None,
+        Some(200),
+    );
+    assert_eq!(wide, full, "200 columns hold every column");
 }

@@ -294,3 +294,48 @@ fn a_task_filter_is_named_in_the_header() {
         text(&terminal)
     );
 }
+
+/// The server machine's thirteen rows at 80 and at 200 columns: every row shown, sorted by
+/// MAPS/s, the totals line under them summing the shown rows' rates, and no figure cut short.
+#[test]
+fn a_server_s_rows_stay_sorted_whole_and_totalled_at_80_and_200_columns() {
+    let snapshots = busy_server(12);
+    let last = snapshots.last().expect("a snapshot").clone();
+    assert!(last.devices.len() >= 12, "{} rows", last.devices.len());
+    let mut by_maps: Vec<(f64, String)> = last
+        .devices
+        .iter()
+        .map(|d| (d.op(Op::DmaMap).rate_per_s, d.key.to_string()))
+        .collect();
+    by_maps.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let expected: Vec<&str> = by_maps.iter().map(|(_, key)| key.as_str()).collect();
+    let total_maps: f64 = by_maps.iter().map(|(rate, _)| rate).sum();
+
+    let state = state_after(lab_probes(), snapshots);
+    for (width, height) in [(80, 40), (200, 50)] {
+        let screen = text(&draw(&state, width, height));
+        insta::assert_snapshot!(format!("server_{width}x{height}"), screen);
+        let lines: Vec<&str> = screen
+            .lines()
+            .map(|l| l.trim_matches('"').trim_matches('│'))
+            .collect();
+        let header = lines
+            .iter()
+            .position(|l| l.starts_with("DEVICE"))
+            .expect("the table's header");
+        let rows: Vec<&str> = lines[header + 1..]
+            .iter()
+            .take_while(|l| !l.starts_with("total"))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert_eq!(rows, expected, "{width} columns:\n{screen}");
+        let totals = lines[header + 1 + rows.len()];
+        assert!(
+            totals.contains(&iommutop_tui::format::rate(total_maps)),
+            "{width} columns: totals {totals:?} without {total_maps} maps/s"
+        );
+        for line in &lines[header..=header + 1 + rows.len()] {
+            assert!(!line.contains('…'), "{width} columns, a cell cut: {line:?}");
+        }
+    }
+}

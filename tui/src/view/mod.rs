@@ -28,10 +28,10 @@ pub fn render(state: &State, frame: &mut Frame) {
     footer::render(state, frame, bottom);
 
     let rows = state.rows();
-    // Table: its rows plus borders and header, at least 5 rows and at most half the body when
-    // the detail pane is shown; the detail pane (and a profile's workload pane beside it) takes
-    // the rest.
-    let wanted = (rows.len() as u16).saturating_add(3);
+    // Table: its rows plus borders, header and totals, at least 5 rows and at most half the body
+    // when the detail pane is shown; the detail pane (and a profile's workload pane beside it)
+    // takes the rest.
+    let wanted = (rows.len() as u16).saturating_add(4);
     let table_height = wanted.min(body.height / 2).max(5);
     let detail_shown = state.detail && body.height >= table_height + DETAIL_MIN_HEIGHT;
     if detail_shown {

@@ -1,9 +1,10 @@
-//! The device table: one row per device, as many columns as fit, the sort column marked.
+//! The device table: one row per device, as many columns as fit, the sort column marked, and the
+//! shown rows' totals on its last line.
 
 use super::{fit, style};
 use crate::columns::Column;
 use crate::state::State;
-use crate::{format, rows};
+use crate::{format, rows, totals};
 use iommutop_model::snapshot::Device;
 use ratatui::layout::{Alignment, Constraint, Rect};
 use ratatui::text::{Line, Span, Text};
@@ -58,13 +59,26 @@ pub fn render(state: &State, rows: &[&Device], frame: &mut Frame, area: Rect) {
             row
         }
     });
-    // Names take what is left over: a device with several netdevs shows them all.
+    // Names are as wide as the widest (a device with several netdevs shows them all), within
+    // what the other columns leave over; on a wide terminal the spare room goes to the right.
+    let names_width = rows
+        .iter()
+        .map(|d| Column::Names.cell(d).chars().count() as u16)
+        .max()
+        .unwrap_or(0)
+        .max(Column::Names.width());
     let widths = columns.iter().map(|&c| match c {
-        Column::Names => Constraint::Fill(1),
+        Column::Names => Constraint::Max(names_width),
         _ => Constraint::Length(c.width()),
     });
+    let totals = Row::new(columns.iter().map(|&c| {
+        let text = fit(&totals::cell(c, rows), c.width() as usize);
+        Cell::from(Line::from(text).alignment(alignment(c)))
+    }))
+    .style(style::title());
     let table = Table::new(body, widths)
         .header(header)
+        .footer(totals)
         .column_spacing(1)
         .row_highlight_style(style::selected());
     let mut table_state = TableState::default().with_selected(state.selected_index());
