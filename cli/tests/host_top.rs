@@ -171,7 +171,10 @@ fn batch_mode_shows_only_the_device_asked_for() {
             .split_last()
             .map(|(totals, rows)| (totals.to_string(), rows.to_vec()))
             .unwrap_or_default();
-        assert!(totals.starts_with("total"), "the rows' totals close {block}");
+        assert!(
+            totals.starts_with("total"),
+            "the rows' totals close {block}"
+        );
         for row in &rows {
             let key = row.split_whitespace().next().unwrap_or_default();
             assert!(

@@ -45,12 +45,10 @@ pub fn render(state: &State, rows: &[&Device], frame: &mut Frame, area: Rect) {
             cell.style(style::title())
         }
     }));
+    let widths = widths(&columns, rows, inner.width);
     let body = rows.iter().map(|device| {
-        let row = Row::new(columns.iter().map(|&c| {
-            let text = match c {
-                Column::Names => c.cell(device),
-                _ => fit(&c.cell(device), c.width() as usize),
-            };
+        let row = Row::new(columns.iter().zip(&widths).map(|(&c, &width)| {
+            let text = fit(&c.cell(device), width as usize);
             Cell::from(Line::from(text).alignment(alignment(c)))
         }));
         if is_idle(device) {
@@ -59,30 +57,48 @@ pub fn render(state: &State, rows: &[&Device], frame: &mut Frame, area: Rect) {
             row
         }
     });
-    // Names are as wide as the widest (a device with several netdevs shows them all), within
-    // what the other columns leave over; on a wide terminal the spare room goes to the right.
-    let names_width = rows
-        .iter()
-        .map(|d| Column::Names.cell(d).chars().count() as u16)
-        .max()
-        .unwrap_or(0)
-        .max(Column::Names.width());
-    let widths = columns.iter().map(|&c| match c {
-        Column::Names => Constraint::Max(names_width),
-        _ => Constraint::Length(c.width()),
-    });
-    let totals = Row::new(columns.iter().map(|&c| {
-        let text = fit(&totals::cell(c, rows), c.width() as usize);
+    let totals = Row::new(columns.iter().zip(&widths).map(|(&c, &width)| {
+        let text = fit(&totals::cell(c, rows), width as usize);
         Cell::from(Line::from(text).alignment(alignment(c)))
     }))
     .style(style::title());
-    let table = Table::new(body, widths)
+    let constraints: Vec<Constraint> = widths.iter().copied().map(Constraint::Length).collect();
+    let table = Table::new(body, constraints)
         .header(header)
         .footer(totals)
         .column_spacing(1)
         .row_highlight_style(style::selected());
     let mut table_state = TableState::default().with_selected(state.selected_index());
     frame.render_stateful_widget(table, inner, &mut table_state);
+}
+
+/// Each shown column's width: its own, and for DEVICE and NAMES as much more as their widest
+/// cell needs (`unattributed:fio[1129]`, a NIC's several netdevs) out of what the columns leave
+/// over in `width`, DEVICE first: it tells the rows apart. On a wide terminal the rest of the
+/// room stays on the right.
+fn widths(columns: &[Column], rows: &[&Device], width: u16) -> Vec<u16> {
+    let widest = |column: Column| {
+        rows.iter()
+            .map(|d| column.cell(d).chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let gaps = columns.len().saturating_sub(1) as u16;
+    let used = columns.iter().map(|c| c.width()).sum::<u16>() + gaps;
+    let mut spare = width.saturating_sub(used);
+    columns
+        .iter()
+        .map(|&column| {
+            let own = column.width();
+            if !matches!(column, Column::Device | Column::Names) {
+                return own;
+            }
+            let wanted = u16::try_from(widest(column)).unwrap_or(u16::MAX);
+            let extra = wanted.saturating_sub(own).min(spare);
+            spare -= extra;
+            own + extra
+        })
+        .collect()
 }
 
 /// ` devices 3 · sort MAPS/s ▼ · filter "nv" `.
