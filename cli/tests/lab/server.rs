@@ -393,3 +393,182 @@ fn server_load_cell_counts_exactly_on_7_3() {
     }
     server_load_cell_counts_exactly("7.3", true);
 }
+
+/// The device rows of one table as text lines: those after the line starting with `DEVICE`
+/// (border characters trimmed) up to the `total` line, which is returned apart.
+fn table_rows(text: &str) -> Option<(Vec<String>, String)> {
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            l.trim_matches(|c: char| c == '│' || c.is_whitespace())
+                .to_string()
+        })
+        .collect();
+    let header = lines.iter().position(|l| l.starts_with("DEVICE"))?;
+    let total = header
+        + lines[header..]
+            .iter()
+            .position(|l| l.starts_with("total"))?;
+    Some((lines[header + 1..total].to_vec(), lines[total].clone()))
+}
+
+/// Where QEMU puts the igb's VFs with `--vfs 7`: the first four, then 00:1d.0, .2 and .4.
+const IGB_SEVEN_VFS: [&str; 7] = [
+    IGB_VFS[0],
+    IGB_VFS[1],
+    IGB_VFS[2],
+    IGB_VFS[3],
+    "0000:00:1d.0",
+    "0000:00:1d.2",
+    "0000:00:1d.4",
+];
+
+/// A table of `what` from the server's views: sorted by MAPS/s (largest first), no figure cut
+/// (`…`: the numeric cells, the last ones of a row; a long key may end in `…` in the live view),
+/// no line wider than `width`; with `every_function`, a row for each of the machine's twelve
+/// PCI functions (NVMe, e1000e, the igb PF and its VFs).
+fn assert_server_table(what: &str, text: &str, width: usize, every_function: bool) {
+    let (rows, total) = table_rows(text).unwrap_or_else(|| panic!("{what}: no table:\n{text}"));
+    if every_function {
+        let functions = NVME
+            .iter()
+            .map(|(pci, _)| *pci)
+            .chain(E1000E)
+            .chain([IGB_PF])
+            .chain(IGB_SEVEN_VFS);
+        for pci in functions {
+            assert!(
+                rows.iter().any(|r| r.starts_with(&format!("{pci} "))),
+                "{what}: no row of {pci}:\n{text}"
+            );
+        }
+    }
+    let header: Vec<&str> = text
+        .lines()
+        .find(|l| l.contains("DEVICE"))
+        .expect("a header")
+        .trim_matches(|c: char| c == '│' || c.is_whitespace())
+        .split_whitespace()
+        .collect();
+    let maps_column = header
+        .iter()
+        .position(|&t| t == "MAPS/s")
+        .unwrap_or_else(|| panic!("{what}: no MAPS/s in {header:?}"));
+    // MAPS/s is the first of the numeric cells, counted from a row's end (a text cell may hold
+    // no word at all).
+    let figures = header.len() - maps_column;
+    let rates: Vec<f64> = rows
+        .iter()
+        .map(|r| {
+            let cells: Vec<&str> = r.split_whitespace().collect();
+            crate::tui::rate(cells[cells.len().saturating_sub(figures)])
+        })
+        .collect();
+    assert!(
+        rates.windows(2).all(|w| w[0] >= w[1]),
+        "{what}: not sorted by MAPS/s {rates:?}:\n{text}"
+    );
+    assert!(total.starts_with("total"), "{what}: {total:?}");
+    for line in &rows {
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        let numbers = &cells[cells.len().saturating_sub(figures)..];
+        assert!(
+            numbers.iter().all(|c| !c.contains('…')),
+            "{what}: a figure cut short: {line:?}"
+        );
+    }
+    assert!(!total.contains('…'), "{what}: a total cut short: {total:?}");
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= width,
+            "{what}: a line over {width} columns: {line:?}"
+        );
+    }
+}
+
+/// Issue 48's views of a server (`server.sh views`, `--vfs 7`: twelve PCI functions, each
+/// doing DMA) from a real run under the load cell's workloads: `top --batch` at 80 and 200
+/// columns and the live view in 200×50 and 80×40 tmux panes, each sorted, totalled, with every
+/// figure whole and a row for every function; the view's report lists each VF under its PF and
+/// the HTML page marks it. scripts/views copies what it saw into docs/views/.
+#[test]
+fn lab_server_views_stay_whole_at_80_and_200_columns() {
+    if lab_skipped("lab_server_views_stay_whole_at_80_and_200_columns") {
+        return;
+    }
+    lab_fetch(&["--kernel", "6.12", "--machine", "server"]);
+    let out = run_guest_script(
+        "server-views",
+        &[
+            "--machine",
+            "server",
+            "--vfs",
+            "7",
+            "--kernel",
+            "6.12",
+            "--timeout",
+            "900",
+        ],
+        "server.sh",
+        &["views"],
+    );
+    for width in [80, 200] {
+        let batch = read(&out.join(format!("views.batch-{width}.txt")));
+        let blocks: Vec<&str> = batch
+            .split("\n\n")
+            .filter(|b| !b.trim().is_empty())
+            .collect();
+        assert_eq!(
+            blocks.len(),
+            3,
+            "three intervals at {width} columns:\n{batch}"
+        );
+        for (i, block) in blocks.iter().enumerate() {
+            let what = format!("top --batch at {width} columns, interval {}", i + 1);
+            assert_server_table(&what, block, width, i == blocks.len() - 1);
+        }
+    }
+    assert_eq!(read(&out.join("views.top.rc")).trim(), "0", "top's exit");
+    for (width, height) in [(200, 50), (80, 40)] {
+        let pane = read(&out.join(format!("views.top-{width}x{height}.txt")));
+        let what = format!("the live view at {width}x{height}");
+        assert_server_table(&what, &pane, width, true);
+    }
+    // The live view's report, as `report` prints it on the host at each width, and its page.
+    let views = out.join("views.json");
+    let report_of = |args: &[&str], columns: &str| {
+        let output = Command::new(lab_iommutop_bin())
+            .arg("report")
+            .arg(&views)
+            .args(args)
+            .env("COLUMNS", columns)
+            .output()
+            .expect("iommutop report runs");
+        assert_succeeded(&output, "iommutop report");
+        String::from_utf8(output.stdout).expect("UTF-8")
+    };
+    for width in [80, 200] {
+        let report = report_of(&[], &width.to_string());
+        std::fs::write(out.join(format!("views.report-{width}.txt")), &report)
+            .expect("write the report text");
+        let lines: Vec<&str> = report.lines().collect();
+        let pf = lines
+            .iter()
+            .position(|l| l.starts_with(IGB_PF))
+            .unwrap_or_else(|| panic!("report at {width}: no PF row:\n{report}"));
+        for (i, vf) in IGB_SEVEN_VFS.iter().enumerate() {
+            assert!(
+                lines[pf + 1 + i].starts_with(&format!("  {vf}")),
+                "report at {width}: VF {vf} not under its PF:\n{report}"
+            );
+        }
+    }
+    let html = report_of(&["--format", "html"], "200");
+    for vf in IGB_SEVEN_VFS {
+        assert!(html.contains(vf), "the HTML page has no {vf}");
+    }
+    assert!(
+        html.contains(&format!("VF of {IGB_PF}")),
+        "the HTML page marks no VF as its PF's"
+    );
+}

@@ -15,14 +15,21 @@
 #          queues.txt (each NVMe hardware queue's CPUs), groups.txt
 #   packets  each PCI NIC of the network namespace it runs in, with its packets sent and received
 #          (load runs it in the VFs' namespaces)
+#   views  the views of a server under the load cell's workloads (run until the views are taken):
+#          `top --batch` with COLUMNS=80 and 200 (OUT/views.batch-W.txt), the live view in a
+#          tmux pane of 200x50 and then of 80x40 (views.top-200x50.txt, views.top-80x40.txt,
+#          views.top.rc), and the view's report (views.json); the PF and the VFs the workloads
+#          leave idle send UDP broadcasts meanwhile, so that every PCI function does DMA
 set -u
 iommutop=$1
 out=$2
 mode=$3
 mkdir -p "$out"
+steps=$out/$mode.steps
+. "$(dirname "$0")/guest-lib.sh"
 
-# How long each workload runs, in seconds. fio runs longer than netperf so that it covers the
-# netperf workloads' own setup (namespaces, links up) before their transactions start.
+# How long each workload runs, in seconds (prepare sets them). fio runs longer than netperf so
+# that it covers the netperf workloads' own setup (links up) before their transactions start.
 rr_seconds=5 fio_seconds=8
 
 # group_of PCI-ADDRESS: the device's IOMMU group number, or "none".
@@ -43,6 +50,13 @@ netdev_of() {
 igb_vf() {
 	for pf in /sys/bus/pci/drivers/igb/0000:*; do
 		[ -e "$pf/virtfn$1" ] && basename "$(readlink -f "$pf/virtfn$1")"
+	done
+}
+
+# igb_pf: the PCI address of the igb PF with VFs.
+igb_pf() {
+	for pf in /sys/bus/pci/drivers/igb/0000:*; do
+		[ -e "$pf/virtfn0" ] && basename "$pf"
 	done
 }
 
@@ -118,7 +132,10 @@ reads() {
 	awk '{ print $1 }' "/sys/block/$1/stat"
 }
 
-load() {
+# prepare SECONDS: the VFs in their namespaces with a netserver, and $out/workloads.sh, whose
+# functions run each workload for SECONDS (fio 3 s longer, see rr_seconds).
+prepare() {
+	rr_seconds=$1 fio_seconds=$(($1 + 3))
 	vf0=$(igb_vf 0) vf1=$(igb_vf 1)
 	a=$(netdev_of "$vf0") b=$(netdev_of "$vf1")
 	if [ -z "$a" ] || [ -z "$b" ]; then
@@ -176,6 +193,10 @@ FUNCTIONS
 	# The igb PF and the VFs not in use are up in this namespace, and IPv6 would have them talk
 	# on their own, copied by the NIC's switch to every VF (the VFs' own namespaces: above).
 	sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+}
+
+load() {
+	prepare 5
 	before0=$(reads nvme0n1) before1=$(reads nvme1n1)
 	nic_packets >"$out/load.nic-packets-before"
 	cat /proc/interrupts >"$out/load.interrupts-before"
@@ -191,9 +212,91 @@ wait" >"$out/load.out" 2>"$out/load.err"
 	kill "$netserver" 2>/dev/null
 }
 
+# pane_shows_rows TEXT-FILE: whether a captured pane holds the device table with 12 rows or more.
+pane_shows_rows() {
+	[ "$(grep -o 'Devices [0-9]*' "$1" | head -n1 | cut -d' ' -f2)" -ge 12 ] 2>/dev/null
+}
+
+views() {
+	# The workloads run until the views are taken, then they are stopped.
+	prepare 1200
+	sh -c ". $out/workloads.sh
+netperf_rr e1000e $e0 $e1 & netperf_vf &
+fio_reads nvme0n1 0,2,4,6 & fio_reads nvme1n1 1,3,5,7 &
+wait" >"$out/views.workloads.out" 2>&1 &
+	workloads=$!
+	# The PF and the VFs the workloads leave idle send a UDP broadcast each, five times a second:
+	# each one a map where it is sent and a refill where the NIC's switch copies it to the
+	# others, so that each of them does DMA and has a row. (The guest has no ping.)
+	idle_nics=$(netdev_of "$(igb_pf)")
+	for n in $(seq 2 $(($(cat "/sys/bus/pci/devices/$(igb_pf)/sriov_numvfs") - 1))); do
+		idle_nics="$idle_nics $(netdev_of "$(igb_vf "$n")")"
+	done
+	i=10
+	for nic in $idle_nics; do
+		ip addr add "10.80.0.$i/24" dev "$nic"
+		i=$((i + 1))
+	done
+	# shellcheck disable=SC2086 # one word a NIC
+	python3 -c '
+import socket, sys, time
+senders = []
+for nic in sys.argv[1:]:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, nic.encode())
+    senders.append(s)
+while True:
+    for s in senders:
+        s.sendto(b"iommutop views", ("10.80.0.255", 9))
+    time.sleep(0.2)
+' $idle_nics >"$out/views.broadcast.out" 2>&1 &
+	asking=$!
+	# Three iommutop at once, each with its own probes: attaching takes tens of seconds on a
+	# loaded host, and one after another each would also wait for the last one's detaching.
+	tm() { tmux -u -L iommutop-views -f /dev/null "$@"; }
+	export LANG=C.UTF-8 TERM="${TERM:-xterm-256color}"
+	tm new-session -d -x 200 -y 50 "$iommutop top --interval 2 --json $out/views.json \
+		2>$out/views.top.err; echo \$? >$out/views.top.rc; sleep 600"
+	batches=
+	for width in 200 80; do
+		COLUMNS=$width "$iommutop" top --batch -n 3 --interval 2 \
+			>"$out/views.batch-$width.txt" 2>"$out/views.batch-$width.err" &
+		batches="$batches $!"
+	done
+	# shellcheck disable=SC2086 # one word a process
+	wait $batches
+	say "top --batch at 200 and 80 columns done"
+	pane=$out/views.top-200x50.txt
+	deadline=$(deadline_in 240)
+	until tm capture-pane -p >"$pane" && pane_shows_rows "$pane" || past "$deadline"; do
+		sleep 1
+	done
+	# Two more intervals, so that every rate is of an interval under load.
+	sleep 5
+	tm capture-pane -p >"$pane"
+	tm resize-window -x 80 -y 40
+	sleep 5
+	tm capture-pane -p >"$out/views.top-80x40.txt"
+	tm send-keys q
+	deadline=$(deadline_in 120)
+	until [ -s "$out/views.top.rc" ] || past "$deadline"; do
+		sleep 0.5
+	done
+	tm kill-server
+	say "top: $(cat "$out/views.top.rc" 2>/dev/null || echo 'no status after 120 s')"
+	kill "$asking"
+	pkill -x fio
+	pkill -x netperf
+	wait "$workloads"
+	kill "$netserver" 2>/dev/null
+	say "views done"
+}
+
 case $mode in
 facts) facts >"$out/facts" ;;
 load) load ;;
+views) views ;;
 packets) packets_here ;;
 *)
 	echo "server.sh: unknown mode '$mode'" >&2

@@ -31,7 +31,7 @@ fn cell<'a>(cells: &'a [(String, String)], title: &str) -> &'a str {
 }
 
 /// `3.07k` → 3070, `12.6` → 12.6, `0` → 0.
-fn rate(text: &str) -> f64 {
+pub(crate) fn rate(text: &str) -> f64 {
     let (number, scale) = match text.strip_suffix('k') {
         Some(n) => (n, 1e3),
         None => match text.strip_suffix('M') {
