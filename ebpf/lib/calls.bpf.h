@@ -19,16 +19,19 @@ static __always_inline void iommutop_exit_keyed(void *ctx, struct iommutop_call 
 						int failed, __u64 bytes,
 						const struct iommutop_dev_key *own_key)
 {
-	iommutop_exit_as(ctx, call, op, failed, bytes, own_key, NULL, IOMMUTOP_EXIT_COUNT, 0);
+	iommutop_exit_as(ctx, call, op, failed, bytes, own_key, NULL, 0, IOMMUTOP_EXIT_COUNT, 0);
 }
 
 /* Exit of a DMA API call, whose device is own_dev (any pointer: read as cast.bpf.h says, and
- * only when the call's entry was not seen). ended as iommutop_exit_as's. */
+ * only when the call's entry was not seen), and a map's direction own_direction
+ * (IOMMUTOP_ENTER_DIRECTION, or 0). ended as iommutop_exit_as's. */
 static __always_inline void iommutop_exit_device(void *ctx, struct iommutop_call call, __u32 op,
 						 int failed, __u64 bytes,
-						 const struct device *own_dev, __u64 ended)
+						 const struct device *own_dev, __u32 own_direction,
+						 __u64 ended)
 {
-	iommutop_exit_as(ctx, call, op, failed, bytes, NULL, own_dev, IOMMUTOP_EXIT_COUNT, ended);
+	iommutop_exit_as(ctx, call, op, failed, bytes, NULL, own_dev, own_direction,
+			 IOMMUTOP_EXIT_COUNT, ended);
 }
 
 static __always_inline void iommutop_exit_sized(void *ctx, struct iommutop_call call, __u32 op,

@@ -50,6 +50,7 @@ static __always_inline void iommutop_count_exit(__u32 op, int failed, __u64 byte
 	IOMMUTOP_ADD(op_stats->bytes, bytes);
 	if (failed)
 		IOMMUTOP_ADD(op_stats->failures, 1);
+	iommutop_count_direction(stats, op, done->flags, bytes);
 	iommutop_record_latency(op_stats, raw_ns, self_ns);
 	if (offcpu_ns) {
 		IOMMUTOP_ADD(op_stats->offcpu_ns, offcpu_ns);
@@ -78,13 +79,14 @@ int iommutop_exit_done(__u64 place, __u32 index, __u64 ns, __u64 since, __u64 of
  * what the entry recorded when the size is only known on return (IOMMUTOP_KEEP_BYTES keeps it).
  * A call whose entry was not seen is counted, untimed, on own_dev's key (the device a DMA API
  * exit knows from its arguments: its binding read only then, out of every timed call's time),
- * else on own_key, else on the call it is nested in. ended is when the program began, for one
- * that worked before calling this, or 0: the call ended then.
+ * else on own_key, else on the call it is nested in, with own_direction (a DMA map's direction,
+ * IOMMUTOP_ENTER_DIRECTION, read from the exit's arguments; 0: not known). ended is when the
+ * program began, for one that worked before calling this, or 0: the call ended then.
  */
 static __always_inline void iommutop_exit_as(void *ctx, struct iommutop_call call, __u32 op,
 					     int failed, __u64 bytes,
 					     const struct iommutop_dev_key *own_key,
-					     const struct device *own_dev,
+					     const struct device *own_dev, __u32 own_direction,
 					     enum iommutop_exit_mode mode, __u64 ended)
 {
 	__u64 now = ended ? ended : bpf_ktime_get_ns();
@@ -189,7 +191,7 @@ unseen_entry:
 		struct iommutop_dev_key numbers = iommutop_key_numbers(&key);
 
 		iommutop_count_untimed(numbers.id, iommutop_kind_generation(&numbers), op, bytes,
-				       0);
+				       own_direction & IOMMUTOP_FRAME_DIRECTION_MASK);
 	}
 }
 

@@ -108,6 +108,24 @@ const volatile __u64 iommutop_stack_interval_ns __weak = 0;
 /* The identity a session's end passes when it cannot see the session (a kretprobe has no
  * arguments): the innermost open session of its operation. */
 #define IOMMUTOP_ANY_SESSION ((struct iommutop_call){.at = 0})
+/* A DMA map's direction (enum dma_data_direction, as the kernel passed it), for the row's split
+ * of its maps by direction (abi.h, struct iommutop_map_directions): kept in the frame's flags,
+ * and counted wherever the call is. DMA_NONE, never a map's, reads as not known. */
+#define IOMMUTOP_ENTER_DIRECTION(dir) (((((__u32)(dir)) + 1) & 3) << IOMMUTOP_FRAME_DIRECTION_SHIFT)
+
+/* Adds a counted DMA map to its row's split by direction, if its direction was read (flags, a
+ * frame's: IOMMUTOP_FRAME_DIRECTION_MASK). */
+static __always_inline void iommutop_count_direction(struct iommutop_dev_stats *stats, __u32 op,
+						     __u32 flags, __u64 bytes)
+{
+	__u32 direction = (flags & IOMMUTOP_FRAME_DIRECTION_MASK) >> IOMMUTOP_FRAME_DIRECTION_SHIFT;
+
+	if (op != IOMMUTOP_OP_DMA_MAP || !direction)
+		return;
+	direction = (direction - 1) & (IOMMUTOP_DIRECTIONS - 1);
+	IOMMUTOP_ADD(stats->map_directions.count[direction], 1);
+	IOMMUTOP_ADD(stats->map_directions.bytes[direction], bytes);
+}
 
 /* Whether this CPU may unwind a call path now (at most one per iommutop_stack_interval_ns). A
  * timestamp costs a DMA API entry about 55 instructions and the clock tick (jiffies, inlined by
@@ -157,6 +175,7 @@ static __always_inline void iommutop_charge_untimed(const struct iommutop_dev_ke
 		iommutop_name_row(new_row, numbers.id, iommutop_kind_generation(&numbers));
 	IOMMUTOP_ADD(stats->ops[op].count, 1);
 	IOMMUTOP_ADD(stats->ops[op].bytes, bytes);
+	iommutop_count_direction(stats, op, frame_flags, bytes);
 	if (frame_flags & IOMMUTOP_FRAME_FULL)
 		IOMMUTOP_ADD(stats->ops[IOMMUTOP_OP_IOTLB_FLUSH_FULL].count, 1);
 }
@@ -314,7 +333,8 @@ static __always_inline void iommutop_enter_bound(void *ctx, struct iommutop_call
 		frame->key.generation = (__u32)(__u64)typed_dev->driver;
 	frame->op = op;
 	frame->bytes = bytes;
-	frame->flags = flags & IOMMUTOP_ENTER_FULL ? IOMMUTOP_FRAME_FULL : 0;
+	frame->flags = (flags & IOMMUTOP_ENTER_FULL ? IOMMUTOP_FRAME_FULL : 0) |
+		       (flags & IOMMUTOP_FRAME_DIRECTION_MASK);
 	if (flags & IOMMUTOP_ENTER_SESSION)
 		frame->flags |= IOMMUTOP_FRAME_SESSION;
 	if (left_out)

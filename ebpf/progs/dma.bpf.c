@@ -44,13 +44,14 @@
  * pointers, not compute with them. */
 #define DMA_CALL(ctx, tag_arg) IOMMUTOP_FENTRY_CALL_TAGGED(ctx, ((__u64 *)(ctx))[tag_arg])
 
-/* kprobe: the device's key, its binding read through a helper (charge.bpf.h). */
+/* kprobe: the device's key, its binding read through a helper (charge.bpf.h). flags: a map's
+ * direction (IOMMUTOP_ENTER_DIRECTION), or 0. */
 static __always_inline void dma_enter(void *ctx, struct iommutop_call call, __u32 op,
-				      struct device *dev, __u64 bytes)
+				      struct device *dev, __u64 bytes, __u32 flags)
 {
 	struct iommutop_dev_key key = iommutop_device_key(dev);
 
-	iommutop_enter(ctx, call, op, &key, bytes, 0);
+	iommutop_enter(ctx, call, op, &key, bytes, flags);
 }
 
 /* fentry: dev is typed, its binding one load into the frame (iommutop_enter_bound). */
@@ -67,11 +68,11 @@ static __always_inline void dma_enter_typed(void *ctx, struct iommutop_call call
  * dma_unmap_phys are not such: 6.18's dma_map_page_attrs calls them, but where they exist it is
  * not hooked (the table's `unless`). */
 static __always_inline void dma_enter_twin(void *ctx, struct iommutop_call call, __u32 op,
-					   struct device *dev, __u64 bytes)
+					   struct device *dev, __u64 bytes, __u32 flags)
 {
 	struct iommutop_dev_key key = iommutop_device_key(dev);
 
-	iommutop_enter(ctx, call, op, &key, bytes, IOMMUTOP_ENTER_TWIN);
+	iommutop_enter(ctx, call, op, &key, bytes, IOMMUTOP_ENTER_TWIN | flags);
 }
 
 static __always_inline void dma_count(void *ctx, __u32 op, struct device *dev, __u64 bytes,
@@ -86,14 +87,17 @@ static __always_inline void dma_count(void *ctx, __u32 op, struct device *dev, _
 
 /* Scatter-gather and allocation entries may nest in a twin on the same device: counted once. */
 static __always_inline void dma_enter_sg(void *ctx, struct iommutop_call call, __u32 op,
-					 struct device *dev, __u64 bytes)
+					 struct device *dev, __u64 bytes, __u32 flags)
 {
-	dma_enter_twin(ctx, call, op, dev, bytes);
+	dma_enter_twin(ctx, call, op, dev, bytes, flags);
 }
 
+/* A map's direction, argument dir_arg of the call (an fentry's or fexit's). */
+#define DMA_DIRECTION(ctx, dir_arg) IOMMUTOP_ENTER_DIRECTION(((__u64 *)(ctx))[dir_arg])
+
 /* An fexit of a DMA API call: the device it was made for, from the arguments, takes the call if
- * its entry was not seen. */
-#define DMA_FEXIT(prog, op, failed, tag_arg)                                                       \
+ * its entry was not seen; direction (DMA_DIRECTION, or 0) is a map's. */
+#define DMA_FEXIT_DIRECTED(prog, op, failed, tag_arg, direction)                                   \
 	IOMMUTOP_DECLARE_RET_AT(prog);                                                             \
 	IOMMUTOP_SEC("fexit", prog)                                                                \
 	int BPF_PROG(prog, struct device *dev)                                                     \
@@ -101,27 +105,32 @@ static __always_inline void dma_enter_sg(void *ctx, struct iommutop_call call, _
 		__u64 ret = IOMMUTOP_FEXIT_RET(prog);                                              \
 		(void)ret;                                                                         \
 		iommutop_exit_device(ctx, DMA_CALL(ctx, tag_arg), op, (failed),                    \
-				     IOMMUTOP_KEEP_BYTES, dev, 0);                                 \
+				     IOMMUTOP_KEEP_BYTES, dev, (direction), 0);                    \
 		return 0;                                                                          \
 	}
+#define DMA_FEXIT(prog, op, failed, tag_arg) DMA_FEXIT_DIRECTED(prog, op, failed, tag_arg, 0)
 
 /* fentry/fexit, one pair per function */
 IOMMUTOP_SEC("fentry", dma__map_page__fentry)
 int BPF_PROG(dma__map_page__fentry, struct device *dev, struct page *page, size_t offset,
 	     size_t size)
 {
-	dma_enter_typed(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_MAP, dev, size, 0);
+	dma_enter_typed(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_MAP, dev, size,
+			DMA_DIRECTION(ctx, 4));
 	return 0;
 }
-DMA_FEXIT(dma__map_page__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR, 2)
+DMA_FEXIT_DIRECTED(dma__map_page__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR, 2,
+		   DMA_DIRECTION(ctx, 4))
 
 IOMMUTOP_SEC("fentry", dma__map_phys__fentry)
 int BPF_PROG(dma__map_phys__fentry, struct device *dev, phys_addr_t phys, size_t size)
 {
-	dma_enter_typed(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_MAP, dev, size, 0);
+	dma_enter_typed(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_MAP, dev, size,
+			DMA_DIRECTION(ctx, 3));
 	return 0;
 }
-DMA_FEXIT(dma__map_phys__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR, 1)
+DMA_FEXIT_DIRECTED(dma__map_phys__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR, 1,
+		   DMA_DIRECTION(ctx, 3))
 
 IOMMUTOP_SEC("fentry", dma__unmap_page__fentry)
 int BPF_PROG(dma__unmap_page__fentry, struct device *dev, dma_addr_t addr, size_t size)
@@ -143,19 +152,21 @@ IOMMUTOP_SEC("fentry", dma__map_sg__fentry)
 int BPF_PROG(dma__map_sg__fentry, struct device *dev, struct scatterlist *sg, int nents)
 {
 	dma_enter_typed(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_MAP, dev, sg_bytes(sg, nents),
-			IOMMUTOP_ENTER_TWIN);
+			IOMMUTOP_ENTER_TWIN | DMA_DIRECTION(ctx, 3));
 	return 0;
 }
-DMA_FEXIT(dma__map_sg__fexit, IOMMUTOP_OP_DMA_MAP, (unsigned int)ret == 0, 2)
+DMA_FEXIT_DIRECTED(dma__map_sg__fexit, IOMMUTOP_OP_DMA_MAP, (unsigned int)ret == 0, 2,
+		   DMA_DIRECTION(ctx, 3))
 
 IOMMUTOP_SEC("fentry", dma__map_sgtable__fentry)
 int BPF_PROG(dma__map_sgtable__fentry, struct device *dev, struct sg_table *sgt)
 {
 	dma_enter_typed(ctx, DMA_CALL(ctx, 2), IOMMUTOP_OP_DMA_MAP, dev, sgtable_bytes(sgt),
-			IOMMUTOP_ENTER_TWIN);
+			IOMMUTOP_ENTER_TWIN | DMA_DIRECTION(ctx, 2));
 	return 0;
 }
-DMA_FEXIT(dma__map_sgtable__fexit, IOMMUTOP_OP_DMA_MAP, (int)ret != 0, 2)
+DMA_FEXIT_DIRECTED(dma__map_sgtable__fexit, IOMMUTOP_OP_DMA_MAP, (int)ret != 0, 2,
+		   DMA_DIRECTION(ctx, 2))
 
 IOMMUTOP_SEC("fentry", dma__unmap_sg__fentry)
 int BPF_PROG(dma__unmap_sg__fentry, struct device *dev, struct scatterlist *sg, int nents)
@@ -169,10 +180,12 @@ DMA_FEXIT(dma__unmap_sg__fexit, IOMMUTOP_OP_DMA_UNMAP, 0, 2)
 IOMMUTOP_SEC("fentry", dma__map_resource__fentry)
 int BPF_PROG(dma__map_resource__fentry, struct device *dev, phys_addr_t phys, size_t size)
 {
-	dma_enter_typed(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_MAP, dev, size, 0);
+	dma_enter_typed(ctx, DMA_CALL(ctx, 1), IOMMUTOP_OP_DMA_MAP, dev, size,
+			DMA_DIRECTION(ctx, 3));
 	return 0;
 }
-DMA_FEXIT(dma__map_resource__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR, 1)
+DMA_FEXIT_DIRECTED(dma__map_resource__fexit, IOMMUTOP_OP_DMA_MAP, ret == IOMMUTOP_DMA_MAPPING_ERROR,
+		   1, DMA_DIRECTION(ctx, 3))
 
 IOMMUTOP_SEC("fentry", dma__unmap_resource__fentry)
 int BPF_PROG(dma__unmap_resource__fentry, struct device *dev, dma_addr_t addr, size_t size)
@@ -198,7 +211,7 @@ static __always_inline void dma_iova_try_alloc_exit(void *ctx, struct iommutop_c
 						    __u8 allocated)
 {
 	if (!allocated)
-		iommutop_exit_as(ctx, state, IOMMUTOP_OP_DMA_MAP, 0, 0, NULL, NULL,
+		iommutop_exit_as(ctx, state, IOMMUTOP_OP_DMA_MAP, 0, 0, NULL, NULL, 0,
 				 IOMMUTOP_EXIT_DISCARD, 0);
 }
 
@@ -219,7 +232,7 @@ int BPF_PROG(dma__iova_sync__fexit, struct device *dev, void *state, size_t offs
 	int err = (int)IOMMUTOP_FEXIT_RET(dma__iova_sync__fexit);
 
 	iommutop_exit_as(ctx, IOMMUTOP_SESSION_CALL(state), IOMMUTOP_OP_DMA_MAP, err != 0, size,
-			 NULL, dev, IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED, 0);
+			 NULL, dev, 0, IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED, 0);
 	return 0;
 }
 
@@ -253,14 +266,16 @@ IOMMUTOP_SEC("kprobe", dma__map_page__kprobe)
 int BPF_KPROBE(dma__map_page__kprobe, struct device *dev, struct page *page, size_t offset,
 	       size_t size)
 {
-	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, dev, size);
+	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, dev, size,
+		  IOMMUTOP_ENTER_DIRECTION(PT_REGS_PARM5(ctx)));
 	return 0;
 }
 
 IOMMUTOP_SEC("kprobe", dma__map_phys__kprobe)
 int BPF_KPROBE(dma__map_phys__kprobe, struct device *dev, phys_addr_t phys, size_t size)
 {
-	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, dev, size);
+	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, dev, size,
+		  IOMMUTOP_ENTER_DIRECTION(PT_REGS_PARM4(ctx)));
 	return 0;
 }
 
@@ -275,14 +290,14 @@ int BPF_KRETPROBE(dma__map__kretprobe, dma_addr_t addr)
 IOMMUTOP_SEC("kprobe", dma__unmap__kprobe)
 int BPF_KPROBE(dma__unmap__kprobe, struct device *dev, dma_addr_t addr, size_t size)
 {
-	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_UNMAP, dev, size);
+	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_UNMAP, dev, size, 0);
 	return 0;
 }
 
 IOMMUTOP_SEC("kprobe", dma__unmap_phys__kprobe)
 int BPF_KPROBE(dma__unmap_phys__kprobe, struct device *dev, dma_addr_t addr, size_t size)
 {
-	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_UNMAP, dev, size);
+	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_UNMAP, dev, size, 0);
 	return 0;
 }
 
@@ -296,7 +311,8 @@ int BPF_KRETPROBE(dma__unmap__kretprobe)
 IOMMUTOP_SEC("kprobe", dma__map_sg__kprobe)
 int BPF_KPROBE(dma__map_sg__kprobe, struct device *dev, struct scatterlist *sg, int nents)
 {
-	dma_enter_sg(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, dev, sg_bytes(sg, nents));
+	dma_enter_sg(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, dev, sg_bytes(sg, nents),
+		     IOMMUTOP_ENTER_DIRECTION(PT_REGS_PARM4(ctx)));
 	return 0;
 }
 
@@ -310,7 +326,8 @@ int BPF_KRETPROBE(dma__map_sg__kretprobe, unsigned int mapped)
 IOMMUTOP_SEC("kprobe", dma__map_sgtable__kprobe)
 int BPF_KPROBE(dma__map_sgtable__kprobe, struct device *dev, struct sg_table *sgt)
 {
-	dma_enter_sg(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, dev, sgtable_bytes(sgt));
+	dma_enter_sg(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, dev, sgtable_bytes(sgt),
+		     IOMMUTOP_ENTER_DIRECTION(PT_REGS_PARM3(ctx)));
 	return 0;
 }
 
@@ -325,14 +342,15 @@ IOMMUTOP_SEC("kprobe", dma__unmap_sg__kprobe)
 int BPF_KPROBE(dma__unmap_sg__kprobe, struct device *dev, struct scatterlist *sg, int nents)
 {
 	dma_enter_sg(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_UNMAP, dev,
-		     sg_bytes(sg, nents));
+		     sg_bytes(sg, nents), 0);
 	return 0;
 }
 
 IOMMUTOP_SEC("kprobe", dma__map_resource__kprobe)
 int BPF_KPROBE(dma__map_resource__kprobe, struct device *dev, phys_addr_t phys, size_t size)
 {
-	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, dev, size);
+	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_MAP, dev, size,
+		  IOMMUTOP_ENTER_DIRECTION(PT_REGS_PARM4(ctx)));
 	return 0;
 }
 
@@ -358,21 +376,22 @@ IOMMUTOP_SEC("kretprobe", dma__iova_sync__kretprobe)
 int BPF_KRETPROBE(dma__iova_sync__kretprobe, int err)
 {
 	iommutop_exit_as(ctx, IOMMUTOP_ANY_SESSION, IOMMUTOP_OP_DMA_MAP, err != 0,
-			 IOMMUTOP_KEEP_BYTES, NULL, NULL, IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED, 0);
+			 IOMMUTOP_KEEP_BYTES, NULL, NULL, 0, IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED,
+			 0);
 	return 0;
 }
 
 IOMMUTOP_SEC("kprobe", dma__iova_destroy__kprobe)
 int BPF_KPROBE(dma__iova_destroy__kprobe, struct device *dev, void *state, size_t mapped_len)
 {
-	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_UNMAP, dev, mapped_len);
+	dma_enter(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_UNMAP, dev, mapped_len, 0);
 	return 0;
 }
 
 IOMMUTOP_SEC("kprobe", dma__alloc__kprobe)
 int BPF_KPROBE(dma__alloc__kprobe, struct device *dev, size_t size)
 {
-	dma_enter_sg(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_ALLOC, dev, size);
+	dma_enter_sg(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_ALLOC, dev, size, 0);
 	return 0;
 }
 
@@ -386,7 +405,7 @@ int BPF_KRETPROBE(dma__alloc__kretprobe, void *allocated)
 IOMMUTOP_SEC("kprobe", dma__free__kprobe)
 int BPF_KPROBE(dma__free__kprobe, struct device *dev, size_t size)
 {
-	dma_enter_sg(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_FREE, dev, size);
+	dma_enter_sg(ctx, IOMMUTOP_KPROBE_CALL(ctx), IOMMUTOP_OP_DMA_FREE, dev, size, 0);
 	return 0;
 }
 

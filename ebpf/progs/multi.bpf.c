@@ -126,6 +126,16 @@ static __always_inline __u32 multi_enter_flags(__u64 cookie, __u64 *bytes)
 	return flags;
 }
 
+/* A DMA map's direction, from the argument its cookie names (IOMMUTOP_ENTER_DIRECTION), or 0
+ * (masked, not branched on: see multi_mask). */
+static __always_inline __u32 multi_direction(void *ctx, __u64 cookie)
+{
+	__u32 which = MULTI_BYTE(cookie, IOMMUTOP_MULTI_DIRECTION_SHIFT);
+
+	return IOMMUTOP_ENTER_DIRECTION(multi_arg(ctx, MULTI_ARG(which))) &
+	       (__u32)multi_mask(MULTI_LOW(which), IOMMUTOP_MULTI_DIRECTION_ARG);
+}
+
 static __always_inline int multi_failed(__u64 cookie, __u64 ret)
 {
 	switch (MULTI_BYTE(cookie, IOMMUTOP_MULTI_FAILED_SHIFT)) {
@@ -164,7 +174,7 @@ int multi__device__fentry(void *ctx)
 	__u64 began = bpf_ktime_get_ns(), cookie = bpf_get_attach_cookie(ctx);
 	struct iommutop_dev_key key = iommutop_device_key((const struct device *)multi_arg(ctx, 0));
 	__u64 bytes = multi_bytes(ctx, cookie);
-	__u32 flags = multi_enter_flags(cookie, &bytes);
+	__u32 flags = multi_enter_flags(cookie, &bytes) | multi_direction(ctx, cookie);
 
 	iommutop_enter_bound(ctx, multi_call(ctx, cookie), multi_op(cookie), &key, NULL, bytes,
 			     flags, began);
@@ -178,7 +188,8 @@ int multi__device__fexit(void *ctx)
 
 	iommutop_exit_device(ctx, multi_device_call(ctx, cookie), multi_op(cookie),
 			     multi_failed(cookie, multi_ret(ctx)), IOMMUTOP_KEEP_BYTES,
-			     (const struct device *)multi_arg(ctx, 0), ended);
+			     (const struct device *)multi_arg(ctx, 0), multi_direction(ctx, cookie),
+			     ended);
 	return 0;
 }
 
@@ -210,7 +221,7 @@ static __always_inline void multi_owned_exit(void *ctx)
 	__u64 ended = bpf_ktime_get_ns(), cookie = bpf_get_attach_cookie(ctx), ret = multi_ret(ctx);
 
 	iommutop_exit_as(ctx, multi_owned_call(ctx, cookie), multi_op(cookie),
-			 multi_failed(cookie, ret), multi_exit_bytes(cookie, ret), NULL, NULL,
+			 multi_failed(cookie, ret), multi_exit_bytes(cookie, ret), NULL, NULL, 0,
 			 IOMMUTOP_EXIT_COUNT, ended);
 }
 

@@ -78,6 +78,7 @@ mod tests {
             completions: 0,
             derived: Default::default(),
             pid: None,
+            dma_map_directions: Default::default(),
         }
     }
 

@@ -7,6 +7,7 @@ pub mod cross_check;
 pub mod derive;
 pub mod device_filter;
 pub mod diagnose;
+pub mod direction;
 pub mod facts;
 pub mod hist;
 pub mod html;

@@ -3,6 +3,7 @@
 //! The loader (cli) produces a [`RawSample`] every interval; everything downstream works on
 //! differences between two of them. Counters only ever grow while the probes stay attached.
 
+use crate::direction::MapDirections;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -164,6 +165,10 @@ pub struct RawSource {
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub row: u64,
     pub ops: BTreeMap<Op, OpCounters>,
+    /// Of the `dma_map` operation's calls, those whose direction the probe read, by direction
+    /// (cumulative; zero in samples written before the split).
+    #[serde(default, skip_serializing_if = "MapDirections::is_zero")]
+    pub map_directions: MapDirections,
 }
 
 impl RawSource {

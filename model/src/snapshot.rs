@@ -10,6 +10,7 @@
 //! the PCI address, found through [`DeviceFacts`]. See [`crate::derive`] for the overhead figures.
 
 use crate::derive::{derive, Derived};
+use crate::direction::{DirectionSplit, MapDirections};
 use crate::facts::DeviceFacts;
 pub use crate::op_stats::{per_second, Latency, OpDelta, OpStats};
 use crate::pci::PciAddress;
@@ -55,6 +56,10 @@ pub struct Device {
     /// Completed I/Os (the `completion` op's count).
     pub completions: u64,
     pub derived: Derived,
+    /// The `dma_map` calls by direction, and for a NIC per packet sent and received; absent on a
+    /// row that made no map, and in reports written before the split.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dma_map_directions: Option<DirectionSplit>,
     /// The process of an `unattributed:COMM[PID]` row (`names` holds its COMM); absent on every
     /// other row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -151,6 +156,9 @@ impl Snapshot {
         for source in &later.sources {
             let previous = earlier.sources.iter().find(|s| s.same_as(source));
             let deltas = source_deltas(previous, source);
+            let directions = previous.map_or(source.map_directions, |p| {
+                source.map_directions.since(&p.map_directions)
+            });
             events = deltas
                 .values()
                 .fold(events, |sum, d| sum.saturating_add(d.count));
@@ -162,7 +170,7 @@ impl Snapshot {
             let row = rows
                 .entry((place.key.to_string(), binding.clone()))
                 .or_insert_with(|| RowBuilder::new(&place, binding));
-            row.absorb(&place, deltas);
+            row.absorb(&place, deltas, &directions);
         }
         Snapshot {
             monotonic_ns: later.monotonic_ns,
@@ -325,6 +333,7 @@ struct RowBuilder {
     facts: Option<DeviceFacts>,
     names: BTreeSet<String>,
     ops: BTreeMap<Op, OpDelta>,
+    map_directions: MapDirections,
     pid: Option<u32>,
     /// The driver the kernel counted this row's work under, where it is split by binding.
     binding: Option<String>,
@@ -344,12 +353,19 @@ impl RowBuilder {
             facts: place.facts.cloned(),
             names,
             ops: BTreeMap::new(),
+            map_directions: MapDirections::default(),
             pid: place.pid,
             binding,
         }
     }
 
-    fn absorb(&mut self, place: &Placement<'_>, deltas: BTreeMap<Op, OpDelta>) {
+    fn absorb(
+        &mut self,
+        place: &Placement<'_>,
+        deltas: BTreeMap<Op, OpDelta>,
+        directions: &MapDirections,
+    ) {
+        self.map_directions = self.map_directions.plus(directions);
         if let Some(name) = place.name.as_ref().filter(|n| !n.is_empty()) {
             self.names.insert(name.clone());
         }
@@ -368,7 +384,9 @@ impl RowBuilder {
             .collect();
         let facts = self.facts.unwrap_or_default();
         let completions = ops.get(&Op::Completion).map_or(0, |s| s.count);
+        let derived = derive(&ops, interval_ns);
         Device {
+            dma_map_directions: DirectionSplit::of(&self.map_directions, &ops, derived.io_basis),
             key: self.key,
             kind: self.kind,
             pci_address: self.pci_address,
@@ -378,7 +396,7 @@ impl RowBuilder {
             domain_type: facts.domain_type,
             iommu_unit: facts.iommu_unit,
             physfn: facts.physfn,
-            derived: derive(&ops, interval_ns),
+            derived,
             ops,
             completions,
             pid: self.pid,
@@ -463,6 +481,7 @@ fn open_rows(
             driver: None,
             row: 0,
             ops: BTreeMap::new(),
+            map_directions: MapDirections::default(),
         };
         let source = sources
             .iter()

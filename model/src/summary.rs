@@ -1,6 +1,7 @@
 //! A report as plain text for the terminal: host line, one row per device, the probes, warnings.
 
 use crate::cross_check::CrossCheck;
+use crate::direction::DirectionSplit;
 use crate::losses::Losses;
 use crate::report::{ProbeEntry, Report};
 use crate::sample::Op;
@@ -24,6 +25,10 @@ pub fn render_summary_fitted(report: &Report, width: Option<u16>) -> String {
     out.push_str(&wrap(&run_line(report), width));
     out.push('\n');
     out.push_str(&device_table(&report.devices, width));
+    if let Some(table) = direction_table(&report.devices, width) {
+        out.push('\n');
+        out.push_str(&table);
+    }
     if let Some(note) = self_time_note(&report.devices) {
         out.push_str(&wrap(&note, width));
     }
@@ -281,6 +286,45 @@ fn device_table(devices: &[Device], width: Option<u16>) -> String {
         ));
     }
     text
+}
+
+/// The rows' DMA maps by direction (those with a split: rows that made maps, in reports of
+/// builds that split them), and for a NIC per packet sent and received; None without any.
+fn direction_table(devices: &[Device], width: Option<u16>) -> Option<String> {
+    let split: Vec<(&Device, &DirectionSplit)> = devices
+        .iter()
+        .filter_map(|d| Some((d, d.dma_map_directions.as_ref()?)))
+        .collect();
+    if split.is_empty() {
+        return None;
+    }
+    let mut table = Table::new(&[
+        ("MAPS BY DIRECTION", Align::Left),
+        ("TO DEV", Align::Right),
+        ("PER SENT", Align::Right),
+        ("FROM DEV", Align::Right),
+        ("PER RCVD", Align::Right),
+        ("BOTH", Align::Right),
+        ("UNKNOWN", Align::Right),
+    ]);
+    let ratio = |r: Option<f64>| or_none(r.map(|r| format!("{r:.2}")));
+    for (device, s) in split {
+        table.row(vec![
+            device.key.to_string(),
+            human_count(s.to_device.count),
+            ratio(s.to_device_per_packet_sent),
+            human_count(s.from_device.count),
+            ratio(s.from_device_per_packet_received),
+            human_count(s.bidirectional.count),
+            human_count(s.not_known.count),
+        ]);
+    }
+    let mut text = table.render(width);
+    text.push_str(&wrap(
+        "(TO DEV: buffers the device reads, a NIC's packets to send; FROM DEV: buffers it writes, a NIC's receive buffers; PER SENT, PER RCVD: those maps per packet the NIC sent, received; UNKNOWN: maps whose direction no probe read)\n",
+        width,
+    ));
+    Some(text)
 }
 
 /// A row's key; a virtual function's indented under its physical function's row, or, where that
@@ -659,6 +703,10 @@ run 2.0 s, interval 1.0 s, profile nvme-4k-read, workload fio, exit status 0
 DEVICE        DRIVER  NAMES    DOMAIN  MAPS    MB   MAP50   MAP99  IOVAS  SYNCS  FLUSHES   IOS   NS/IO   CPU%
 0000:00:02.0  nvme    nvme0n1  DMA-FQ  4000  16.4  1.92us  1.92us   4000   4000        0  4000  3.00us  0.60%
 deferred      -       -        -          0   0.0       -       -      0      0        0     0       -      -
+
+MAPS BY DIRECTION  TO DEV  PER SENT  FROM DEV  PER RCVD  BOTH  UNKNOWN
+0000:00:02.0            0         -         0         -     0     4000
+(TO DEV: buffers the device reads, a NIC's packets to send; FROM DEV: buffers it writes, a NIC's receive buffers; PER SENT, PER RCVD: those maps per packet the NIC sent, received; UNKNOWN: maps whose direction no probe read)
 times are self times: the probes nested in each call ran 13.16% of the measured time, taken out (raw_total_ns in the JSON keeps it)
 probe cost: 16000 runs of iommutop's BPF programs took 2.80ms in all (175ns per run), 0.14% of one CPU over the run
 

@@ -131,6 +131,7 @@ mod tests {
                     ..OpCounters::default()
                 },
             )]),
+            map_directions: Default::default(),
         }
     }
 

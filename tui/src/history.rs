@@ -95,6 +95,7 @@ mod tests {
                     completions: 0,
                     derived: Default::default(),
                     pid: None,
+                    dma_map_directions: Default::default(),
                 })
                 .collect(),
             ..Snapshot::default()

@@ -1,9 +1,10 @@
 //! Turns the kernel's per-CPU values into the model's summed counters.
 
 use super::abi::{
-    iommutop_dev_key, iommutop_dev_stats, iommutop_key_kind, iommutop_op, iommutop_op_stats,
-    IOMMUTOP_HIST_SLOTS, IOMMUTOP_NAME_LEN,
+    iommutop_dev_key, iommutop_dev_stats, iommutop_key_kind, iommutop_map_directions, iommutop_op,
+    iommutop_op_stats, IOMMUTOP_HIST_SLOTS, IOMMUTOP_NAME_LEN,
 };
+use iommutop_model::direction::MapDirections;
 use iommutop_model::sample::{Op, OpCounters, SourceKind, HIST_SLOTS};
 use std::collections::BTreeMap;
 
@@ -17,7 +18,12 @@ const _: () =
 const _: () = assert!(
     std::mem::size_of::<iommutop_dev_stats>()
         == Op::ALL.len() * std::mem::size_of::<iommutop_op_stats>()
+            + std::mem::size_of::<iommutop_map_directions>()
 );
+const _: () = assert!(super::abi::IOMMUTOP_DIRECTIONS == 4);
+const _: () = assert!(super::abi::IOMMUTOP_DIRECTION_BIDIRECTIONAL == 0);
+const _: () = assert!(super::abi::IOMMUTOP_DIRECTION_TO_DEVICE == 1);
+const _: () = assert!(super::abi::IOMMUTOP_DIRECTION_FROM_DEVICE == 2);
 
 /// Whether `Op::ALL[i]` is the op of value `i`: the kernel counts op `i` at `ops[i]`.
 const fn all_in_abi_order() -> bool {
@@ -78,6 +84,18 @@ pub fn sum_per_cpu<'a>(
     }
     ops.retain(|_, c| c.count > 0 || c.timed > 0 || c.failures > 0);
     ops
+}
+
+/// Sums one key's per-CPU split of its DMA maps by direction.
+pub fn sum_directions<'a>(
+    per_cpu: impl IntoIterator<Item = &'a iommutop_dev_stats>,
+) -> MapDirections {
+    per_cpu
+        .into_iter()
+        .fold(MapDirections::default(), |sum, cpu| {
+            let slots = &cpu.map_directions;
+            sum.plus(&MapDirections::from_slots(slots.count, slots.bytes))
+        })
 }
 
 /// Adds one CPU's values; saturating, since a sum of kernel values can exceed u64 (a vendor that
@@ -151,6 +169,23 @@ mod tests {
         let summed = sum_per_cpu([&a, &b]);
         assert_eq!(summed[&Op::IotlbFlush].count, 2);
         assert_eq!(summed[&Op::IotlbFlush].bytes, u64::MAX);
+    }
+
+    #[test]
+    fn directions_sum_over_cpus_by_the_kernels_slots() {
+        let mut a = zeroed_stats();
+        let mut b = zeroed_stats();
+        a.map_directions.count[super::super::abi::IOMMUTOP_DIRECTION_TO_DEVICE as usize] = 2;
+        a.map_directions.bytes[1] = 134;
+        b.map_directions.count[1] = 1;
+        b.map_directions.count[2] = 5;
+        b.map_directions.bytes[2] = 5 * 1522;
+        let summed = sum_directions([&a, &b]);
+        assert_eq!(summed.to_device.count, 3);
+        assert_eq!(summed.to_device.bytes, 134);
+        assert_eq!(summed.from_device.count, 5);
+        assert_eq!(summed.from_device.bytes, 5 * 1522);
+        assert_eq!(summed.bidirectional.count, 0);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use super::abi::{
     iommutop_key_kind, iommutop_op_health, iommutop_row_key, iommutop_stack_key,
     iommutop_stack_value, iommutop_task_slot, IOMMUTOP_FRAME_DUPLICATE, IOMMUTOP_FRAME_FILTERED,
 };
-use super::convert::{name_from_kernel, source_kind, sum_per_cpu};
+use super::convert::{name_from_kernel, source_kind, sum_directions, sum_per_cpu};
 use super::entry_groups::entry_groups;
 use super::fdinfo;
 use super::kallsyms::Kallsyms;
@@ -207,6 +207,7 @@ impl ProbeMaps {
                 driver,
                 row: self.book.life_of(row),
                 ops: sum_per_cpu(per_cpu.iter()),
+                map_directions: sum_directions(per_cpu.iter()),
             });
         }
         self.book.sampled();

@@ -7,9 +7,9 @@
 use super::abi::{
     iommutop_multi_bytes as bytes, iommutop_multi_call as call, iommutop_multi_failed as failed,
     iommutop_op as op, IOMMUTOP_MULTI_ARG_SHIFT, IOMMUTOP_MULTI_BYTES_SHIFT,
-    IOMMUTOP_MULTI_CALL_SHIFT, IOMMUTOP_MULTI_ENTER_FULL, IOMMUTOP_MULTI_ENTER_RANGE_MAY_BE_FULL,
-    IOMMUTOP_MULTI_ENTER_SHIFT, IOMMUTOP_MULTI_ENTER_TWIN, IOMMUTOP_MULTI_FAILED_SHIFT,
-    IOMMUTOP_MULTI_OP_SHIFT,
+    IOMMUTOP_MULTI_CALL_SHIFT, IOMMUTOP_MULTI_DIRECTION_ARG, IOMMUTOP_MULTI_DIRECTION_SHIFT,
+    IOMMUTOP_MULTI_ENTER_FULL, IOMMUTOP_MULTI_ENTER_RANGE_MAY_BE_FULL, IOMMUTOP_MULTI_ENTER_SHIFT,
+    IOMMUTOP_MULTI_ENTER_TWIN, IOMMUTOP_MULTI_FAILED_SHIFT, IOMMUTOP_MULTI_OP_SHIFT,
 };
 
 /// Which pair of multi-function programs serves a function.
@@ -131,6 +131,14 @@ impl Shape {
         self.entering(IOMMUTOP_MULTI_ENTER_TWIN | IOMMUTOP_MULTI_ENTER_RANGE_MAY_BE_FULL)
     }
 
+    /// A DMA map whose direction (`enum dma_data_direction`) is argument `arg`.
+    const fn directed(self, arg: u32) -> Shape {
+        self.with(
+            IOMMUTOP_MULTI_DIRECTION_SHIFT,
+            IOMMUTOP_MULTI_DIRECTION_ARG as u64 | (arg as u64) << IOMMUTOP_MULTI_ARG_SHIFT,
+        )
+    }
+
     const fn fails_when(self, rule: failed::Type) -> Shape {
         self.with(IOMMUTOP_MULTI_FAILED_SHIFT, rule as u64)
     }
@@ -186,6 +194,7 @@ const SHAPES: &[(&str, Shape)] = &[
             .tagged(2)
             .bytes(bytes::IOMMUTOP_MULTI_BYTES_SG, 0)
             .twin()
+            .directed(3)
             .fails_when(failed::IOMMUTOP_MULTI_FAILED_ZERO_U32),
     ),
     (
@@ -194,6 +203,7 @@ const SHAPES: &[(&str, Shape)] = &[
             .tagged(2)
             .bytes(bytes::IOMMUTOP_MULTI_BYTES_SGTABLE, 0)
             .twin()
+            .directed(2)
             .fails_when(failed::IOMMUTOP_MULTI_FAILED_NONZERO_INT),
     ),
     (
@@ -208,6 +218,7 @@ const SHAPES: &[(&str, Shape)] = &[
         Shape::device(MAP)
             .tagged(1)
             .bytes_arg(2)
+            .directed(3)
             .fails_when(MAPPING_ERROR),
     ),
     (
@@ -365,5 +376,28 @@ mod tests {
                 | u64::from(MAPPING_ERROR) << 32
         );
         assert_eq!(shape.family, Family::Device);
+        assert_eq!(
+            shape.directed(3).cookie >> 40,
+            u64::from(IOMMUTOP_MULTI_DIRECTION_ARG) | 3 << 4
+        );
+    }
+
+    /// Every DMA map of the device family names its direction's argument (the kernel's
+    /// signatures: `dma_map_sg_attrs(dev, sg, nents, dir, attrs)`, `dma_map_sgtable(dev, sgt,
+    /// dir, attrs)`, `dma_map_resource(dev, phys, size, dir, attrs)`), and nothing else does: a
+    /// map without one would be counted as of no known direction.
+    #[test]
+    fn every_dma_map_of_the_family_reads_its_direction() {
+        for (program, shape) in SHAPES {
+            let direction = (shape.cookie >> IOMMUTOP_MULTI_DIRECTION_SHIFT) & 0xff;
+            let op = (shape.cookie >> IOMMUTOP_MULTI_OP_SHIFT) & 0xff;
+            let expected = match *program {
+                "dma__map_sg__fentry" | "dma__map_resource__fentry" => 1 | 3 << 4,
+                "dma__map_sgtable__fentry" => 1 | 2 << 4,
+                _ => 0,
+            };
+            assert_eq!(direction, expected, "{program}");
+            assert_eq!(direction != 0, op == u64::from(MAP), "{program}");
+        }
     }
 }

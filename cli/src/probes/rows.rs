@@ -311,6 +311,7 @@ mod tests {
             )]
             .into_iter()
             .collect(),
+            map_directions: Default::default(),
         }
     }
 

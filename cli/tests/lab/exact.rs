@@ -325,6 +325,13 @@ fn assert_load_cell(kernel: &str, out: &std::path::Path, report: &Value, underst
             nic_packets(out, "load", nic),
             0.5,
         );
+        assert_nic_directions(
+            &format!("{kernel} under load: {nic}"),
+            row,
+            nic_packets_sent(out, "load", nic),
+            nic_packets_received(out, "load", nic),
+            transactions(out, "load"),
+        );
     }
     let mut compared = vec![NVME];
     compared.extend(NICS);

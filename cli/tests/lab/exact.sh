@@ -40,11 +40,12 @@ FUNCTIONS
 # record NAME SHELL-COMMANDS: iommutop's report of them goes to OUT/NAME.json, the block layer's
 # own count of the NVMe's completed reads over the recording to OUT/NAME.block-reads, and the
 # NICs' own packet counters before and after to OUT/NAME.nic-packets-{before,after}.
-# The kernel's own packet counters of each NIC (sent + received), as "PCI-ADDRESS PACKETS" lines.
+# The kernel's own packet counters of each NIC, as "PCI-ADDRESS PACKETS SENT RECEIVED" lines
+# (PACKETS = SENT + RECEIVED).
 nic_packets() {
 	for n in /sys/class/net/eth*; do
-		echo "$(basename "$(readlink -f "$n/device")") \
-$(($(cat "$n/statistics/tx_packets") + $(cat "$n/statistics/rx_packets")))"
+		tx=$(cat "$n/statistics/tx_packets") rx=$(cat "$n/statistics/rx_packets")
+		echo "$(basename "$(readlink -f "$n/device")") $((tx + rx)) $tx $rx"
 	done
 }
 # RECORD_ARGS: more arguments for `iommutop record`.

@@ -268,14 +268,30 @@ pub fn block_reads(out: &Path, name: &str) -> u64 {
 
 /// Packets a NIC sent and received over a recording, by the kernel's interface counters.
 pub fn nic_packets(out: &Path, name: &str, pci: &str) -> u64 {
+    nic_counter(out, name, pci, 0)
+}
+
+/// The packets a NIC sent over the recording `name`, by its interface counters.
+pub fn nic_packets_sent(out: &Path, name: &str, pci: &str) -> u64 {
+    nic_counter(out, name, pci, 1)
+}
+
+/// The packets a NIC received over the recording `name`, by its interface counters.
+pub fn nic_packets_received(out: &Path, name: &str, pci: &str) -> u64 {
+    nic_counter(out, name, pci, 2)
+}
+
+/// Column `column` of the guest's "PCI-ADDRESS PACKETS [SENT RECEIVED]" lines, after less
+/// before.
+fn nic_counter(out: &Path, name: &str, pci: &str, column: usize) -> u64 {
     let of = |which: &str| -> u64 {
         read(&out.join(format!("{name}.nic-packets-{which}")))
             .lines()
             .find_map(|line| {
-                let (address, packets) = line.split_once(' ')?;
-                (address == pci).then(|| packets.trim().parse().ok())?
+                let mut fields = line.split_whitespace();
+                (fields.next()? == pci).then(|| fields.nth(column)?.parse().ok())?
             })
-            .unwrap_or_else(|| panic!("no packet counters of {pci} {which} {name}"))
+            .unwrap_or_else(|| panic!("no packet counters of {pci} {which} {name} ({column})"))
     };
     of("after") - of("before")
 }
@@ -306,3 +322,65 @@ pub const NVME: &str = "0000:00:04.0";
 /// descriptors (`e1000_desc_unused` of the default 256-descriptor ring, E1000_DEFAULT_RXD).
 pub const E1000E_RX_RING_FILL: u64 = 255;
 pub const NICS: [&str; 2] = ["0000:00:05.0", "0000:00:06.0"];
+
+/// An e1000e's DMA maps by direction (`dma_map_directions`) against its interface counters over a
+/// recording that brought its link up and ran TCP_RR (`transactions` of them): every map is of a
+/// known direction and none both ways; from the device, the receive ring's first fill
+/// ([`E1000E_RX_RING_FILL`]) and then one buffer mapped again per packet received; to the device,
+/// one map per packet sent (its linear part: headers, or a whole ACK) and one more per packet that
+/// carries data in a page fragment (each request or response: one per transaction; the netperf
+/// control connection's few messages, 2 or 3 a run, are the rest). Measured on 6.12's load cell:
+/// 1,356 from the device = 1,101 received + 255; 2,198 to the device = 1,116 sent + 1,080
+/// transactions + 2 (docs/measurements.md).
+pub fn assert_nic_directions(
+    label: &str,
+    row: &Value,
+    sent: u64,
+    received: u64,
+    transactions: u64,
+) {
+    let split = &row["dma_map_directions"];
+    let n = |direction: &str| {
+        split[direction]["count"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{label}: no {direction} in {split}"))
+    };
+    let (to, from, both, unknown) = (
+        n("to_device"),
+        n("from_device"),
+        n("bidirectional"),
+        n("not_known"),
+    );
+    eprintln!(
+        "{label}: DMA maps {} = {to} to the device + {from} from the device + {both} both ways \
+         + {unknown} not known; packets sent {sent} (probes {}), received {received} (probes {}); \
+         per packet sent {:.4}, per packet received {:.4} ({:.4} without the RX ring fill); \
+         report: {} and {}",
+        op_count(row, "dma_map"),
+        op_count(row, "tx_packets"),
+        op_count(row, "completion"),
+        to as f64 / sent as f64,
+        from as f64 / received as f64,
+        from.saturating_sub(E1000E_RX_RING_FILL) as f64 / received as f64,
+        split["to_device_per_packet_sent"],
+        split["from_device_per_packet_received"],
+    );
+    assert_eq!(
+        to + from + both + unknown,
+        op_count(row, "dma_map"),
+        "{label}: {split}"
+    );
+    assert_eq!((both, unknown), (0, 0), "{label}: {split}");
+    assert_close(
+        &format!("{label}: maps from the device less the RX ring's fill vs packets received"),
+        from.saturating_sub(E1000E_RX_RING_FILL),
+        received,
+        0.5,
+    );
+    assert_close(
+        &format!("{label}: maps to the device vs packets sent + transactions"),
+        to,
+        sent + transactions,
+        0.5,
+    );
+}

@@ -87,9 +87,27 @@ struct iommutop_op_stats {
 	__u64 hist[IOMMUTOP_HIST_SLOTS]; /* of the latencies in total_ns */
 };
 
+/* The DMA data directions (the kernel's enum dma_data_direction), which index the DMA maps'
+ * split below. DMA_NONE (3) is never a map's: its slot stays 0. */
+#define IOMMUTOP_DIRECTION_BIDIRECTIONAL 0
+#define IOMMUTOP_DIRECTION_TO_DEVICE 1
+#define IOMMUTOP_DIRECTION_FROM_DEVICE 2
+#define IOMMUTOP_DIRECTIONS 4
+
+/* Of a row's DMA maps (ops[IOMMUTOP_OP_DMA_MAP]), those whose direction their probe read, by
+ * direction: count and bytes only, counted where the map is counted. A map whose direction was
+ * not read (a count-only tracepoint, a kretprobe whose kprobe was skipped, the IOVA API, whose
+ * first step takes no direction) is in no slot: user space takes the map count less the slots'
+ * sum as "not known". */
+struct iommutop_map_directions {
+	__u64 count[IOMMUTOP_DIRECTIONS];
+	__u64 bytes[IOMMUTOP_DIRECTIONS];
+};
+
 /* Everything iommutop knows about one device on one CPU. */
 struct iommutop_dev_stats {
 	struct iommutop_op_stats ops[IOMMUTOP_OP_COUNT];
+	struct iommutop_map_directions map_directions;
 };
 
 /* Key of the per-device maps: the kernel's struct device pointer, or a completion source. */
@@ -212,6 +230,10 @@ struct iommutop_op_health {
 /* Pushed by a lead program whose understudy (abi.h, IOMMUTOP_ROLE_UNDERSTUDY) has yet to see it:
  * the understudy takes the mark off and leaves the frame to the lead. */
 #define IOMMUTOP_FRAME_LEAD 16
+/* A DMA map's direction plus one (0: not read), in these bits of a frame's flags (and of the
+ * flags its entry is given: IOMMUTOP_ENTER_DIRECTION). */
+#define IOMMUTOP_FRAME_DIRECTION_SHIFT 8
+#define IOMMUTOP_FRAME_DIRECTION_MASK (3U << IOMMUTOP_FRAME_DIRECTION_SHIFT)
 
 struct iommutop_frame {
 	__u64 call; /* the call's identity (frame.bpf.h, struct iommutop_call): its position or
@@ -295,8 +317,11 @@ _Static_assert(sizeof(struct iommutop_stack_key) == 24, "stack_key size");
 _Static_assert(sizeof(struct iommutop_stack_value) == 16, "stack_value size");
 
 _Static_assert(sizeof(struct iommutop_op_stats) == 8 * (8 + IOMMUTOP_HIST_SLOTS), "op_stats size");
+_Static_assert(sizeof(struct iommutop_map_directions) == 8 * 2 * IOMMUTOP_DIRECTIONS,
+	       "map_directions size");
 _Static_assert(sizeof(struct iommutop_dev_stats) ==
-		   IOMMUTOP_OP_COUNT * sizeof(struct iommutop_op_stats),
+		   IOMMUTOP_OP_COUNT * sizeof(struct iommutop_op_stats) +
+		       sizeof(struct iommutop_map_directions),
 	       "dev_stats size");
 /*
  * The cookie of a function a multi-function program runs for (ebpf/progs/multi.bpf.c; kernels
@@ -309,12 +334,15 @@ _Static_assert(sizeof(struct iommutop_dev_stats) ==
  *           read from
  *   byte 3  the entry's flags (IOMMUTOP_MULTI_ENTER_*)
  *   byte 4  when the call failed, from its return value (enum iommutop_multi_failed)
+ *   byte 5  a DMA map's direction: IOMMUTOP_MULTI_DIRECTION_ARG, and in the high nibble the
+ *           argument it is (enum dma_data_direction); 0: the function takes none
  */
 #define IOMMUTOP_MULTI_OP_SHIFT 0
 #define IOMMUTOP_MULTI_CALL_SHIFT 8
 #define IOMMUTOP_MULTI_BYTES_SHIFT 16
 #define IOMMUTOP_MULTI_ENTER_SHIFT 24
 #define IOMMUTOP_MULTI_FAILED_SHIFT 32
+#define IOMMUTOP_MULTI_DIRECTION_SHIFT 40
 /* A field's argument index lies in the high nibble of its byte. */
 #define IOMMUTOP_MULTI_ARG_SHIFT 4
 
@@ -341,6 +369,9 @@ enum iommutop_multi_bytes {
 	/* The range of the struct iommu_iotlb_gather the argument is. */
 	IOMMUTOP_MULTI_BYTES_GATHER = 5,
 };
+
+/* Byte 5's low nibble when the function takes a direction. */
+#define IOMMUTOP_MULTI_DIRECTION_ARG 1
 
 /* The entry's flags: IOMMUTOP_ENTER_TWIN and IOMMUTOP_ENTER_FULL (track.bpf.h), and: */
 #define IOMMUTOP_MULTI_ENTER_TWIN 1

@@ -124,6 +124,7 @@ fn report(run: &Run1) -> Report {
             ]
             .into_iter()
             .collect(),
+            map_directions: Default::default(),
         });
         sources.push(RawSource {
             kind: SourceKind::Netdev,
@@ -135,6 +136,7 @@ fn report(run: &Run1) -> Report {
             ops: [(Op::Completion, counters(transactions * 4, None))]
                 .into_iter()
                 .collect(),
+            map_directions: Default::default(),
         });
     }
     let first = RawSample {

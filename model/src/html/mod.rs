@@ -296,6 +296,7 @@ fn device_section(report: &Report, d: &Device, nesting: Nesting, index: usize) -
         );
     }
     out.push_str(&ops_table(&[("", d)]));
+    out.push_str(&directions_table(d));
     out.push_str("<h3>Where the time goes</h3>\n");
     out.push_str(&time_bar_html(d));
     out.push_str("<h3>Latency of the timed operations</h3>\n<div class=\"charts\">\n");
@@ -331,6 +332,49 @@ fn device_section(report: &Report, d: &Device, nesting: Nesting, index: usize) -
     out.push_str("</div>\n<h3>Call paths (sampled)</h3>\n");
     out.push_str(&paths::call_paths(report, &d.key.to_string()));
     out.push_str("</details>\n</section>\n");
+    out
+}
+
+/// A row's DMA maps by direction, and for a NIC per packet sent and received; nothing for a row
+/// without the split (no maps, or a report of a build before it).
+fn directions_table(d: &Device) -> String {
+    let Some(split) = d.dma_map_directions.as_ref() else {
+        return String::new();
+    };
+    let ratio = |r: Option<f64>, what: &str| {
+        r.map_or_else(String::new, |r| format!("{r:.2} per packet {what}"))
+    };
+    let mut out = String::from(
+        "<h3>DMA maps by direction</h3>\n<table class=\"directions\">\n<thead><tr><th>direction</th>\
+         <th>maps</th><th>MB</th><th>per packet</th></tr></thead>\n<tbody>\n",
+    );
+    let rows = [
+        (
+            "to the device",
+            &split.to_device,
+            ratio(split.to_device_per_packet_sent, "sent"),
+        ),
+        (
+            "from the device",
+            &split.from_device,
+            ratio(split.from_device_per_packet_received, "received"),
+        ),
+        ("both ways", &split.bidirectional, String::new()),
+        ("not known", &split.not_known, String::new()),
+    ];
+    for (name, counted, per) in rows {
+        if counted.count == 0 && matches!(name, "both ways" | "not known") {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "<tr data-direction=\"{name}\"><td>{name}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{:.1}</td><td>{per}</td></tr>",
+            counted.count,
+            counted.bytes as f64 / 1e6,
+        );
+    }
+    out.push_str("</tbody>\n</table>\n");
     out
 }
 

@@ -31,6 +31,7 @@ fn nvme(ops: &[(Op, u64, u64)]) -> RawSource {
             .iter()
             .map(|&(op, count, timed)| (op, counters(count, timed)))
             .collect(),
+        map_directions: Default::default(),
     }
 }
 

@@ -95,6 +95,7 @@ fn nvme_source(reads: u64) -> RawSource {
         ]
         .into_iter()
         .collect(),
+        map_directions: Default::default(),
     }
 }
 
@@ -109,6 +110,7 @@ fn disk_source(reads: u64) -> RawSource {
         ops: [(Op::Completion, counters(reads, 4096, &[]))]
             .into_iter()
             .collect(),
+        map_directions: Default::default(),
     }
 }
 
@@ -134,6 +136,7 @@ pub fn last_sample() -> RawSample {
                 driver: None,
                 row: 0,
                 ops: [(Op::FqFlush, counters(20, 0, &[]))].into_iter().collect(),
+                map_directions: Default::default(),
             },
         ],
         ..RawSample::default()
@@ -389,6 +392,7 @@ pub fn two_workloads_report(domain: &str) -> Report {
         driver: None,
         row: 0,
         ops: ops.into_iter().collect(),
+        map_directions: Default::default(),
     };
     let mut sources = vec![
         source(
@@ -568,6 +572,7 @@ pub fn sriov_report() -> Report {
             ops: [(Op::DmaMap, counters(maps, 1500, &[]))]
                 .into_iter()
                 .collect(),
+            map_directions: Default::default(),
         });
     }
     Report {

@@ -28,6 +28,7 @@ fn source(kind: SourceKind, id: u64, name: &str, ops: &[(Op, OpCounters)]) -> Ra
         driver: None,
         row: 0,
         ops: ops.iter().cloned().collect(),
+        map_directions: Default::default(),
     }
 }
 

@@ -29,6 +29,7 @@ fn device(key: &str, driver: &str, maps_per_s: f64, cpu: Option<f64>) -> Device 
             ..Default::default()
         },
         pid: None,
+        dma_map_directions: Default::default(),
     }
 }
 

@@ -218,6 +218,7 @@ mod tests {
             completions: 0,
             derived: Default::default(),
             pid: None,
+            dma_map_directions: Default::default(),
         }
     }
 

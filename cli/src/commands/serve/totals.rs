@@ -169,6 +169,7 @@ mod tests {
                 driver: None,
                 row: 0,
                 ops: [(Op::DmaMap, counters)].into_iter().collect(),
+                map_directions: Default::default(),
             }],
             ..RawSample::default()
         }

@@ -43,6 +43,7 @@ fn two_thousand_reads() -> Totals {
                 driver: None,
                 row: 0,
                 ops: [(Op::DmaMap, maps)].into_iter().collect(),
+                map_directions: Default::default(),
             },
             RawSource {
                 kind: SourceKind::Disk,
@@ -52,6 +53,7 @@ fn two_thousand_reads() -> Totals {
                 driver: None,
                 row: 0,
                 ops: [(Op::Completion, completions)].into_iter().collect(),
+                map_directions: Default::default(),
             },
         ],
         program_stats: [("dma__map_page__fentry".to_string(), (2000, 300_000))]
@@ -166,6 +168,7 @@ fn rt_nvme_maps() -> Totals {
             driver: None,
             row: 0,
             ops: [(Op::DmaMap, maps)].into_iter().collect(),
+            map_directions: Default::default(),
         }],
         ..RawSample::default()
     };
@@ -381,6 +384,7 @@ fn nic_and_its_vf() -> Totals {
         driver: None,
         row: 0,
         ops: [(Op::DmaMap, maps(count))].into_iter().collect(),
+        map_directions: Default::default(),
     };
     let sample = RawSample {
         monotonic_ns: 1_000_000_000,
