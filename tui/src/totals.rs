@@ -80,6 +80,7 @@ mod tests {
                 ..Derived::default()
             },
             pid: None,
+            dma_map_directions: None,
         }
     }
 
