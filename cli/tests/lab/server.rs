@@ -1,7 +1,7 @@
 //! The server machine (`lab/run --machine server`, docs/lab.md): 8 vCPUs, two NVMe controllers
 //! with 8 I/O queues each, an igb PF whose SR-IOV virtual functions the guest's init enables and
 //! brings up, each a PCI function and an IOMMU group of its own, and the e1000e pair; the one-line
-//! errors of its options; and its load cell (issue 48), every device busy at once under
+//! errors of its options; its load cell, every device busy at once under
 //! `record --cross-check`. The guest side is `cli/tests/lab/server.sh`.
 
 use crate::support::exact::*;
@@ -259,7 +259,7 @@ fn lab_boots_again_when_the_emulator_aborts() {
     }
 }
 
-/// Issue 48's load cell: on the server machine, at once, fio 4 KiB random reads at QD32 × 4 jobs
+/// The server's load cell: at once, fio 4 KiB random reads at QD32 × 4 jobs
 /// on each NVMe controller, TCP_RR between the e1000e pair and TCP_RR between two igb VFs (each
 /// pair in two network namespaces), recorded with `--cross-check` (`server.sh load`). Every count
 /// against an independent one within 0.5%, with no allowance for what the report admits: each
@@ -486,7 +486,7 @@ fn assert_server_table(what: &str, text: &str, width: usize, every_function: boo
     }
 }
 
-/// Issue 48's views of a server (`server.sh views`, `--vfs 7`: twelve PCI functions, each
+/// A server's views (`server.sh views`, `--vfs 7`: twelve PCI functions, each
 /// doing DMA) from a real run under the load cell's workloads: `top --batch` at 80 and 200
 /// columns and the live view in 200×50 and 80×40 tmux panes, each sorted, totalled, with every
 /// figure whole and a row for every function; the view's report lists each VF under its PF and

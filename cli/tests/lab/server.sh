@@ -4,7 +4,7 @@
 #          machine, CPUs online, each NVMe controller with its PCI address, blk-mq queues and
 #          IOMMU group, each PCI network function with its driver, name, state and IOMMU group,
 #          the igb PF's VFs
-#   load   the server's load cell (issue 48): at once, fio 4 KiB random reads at QD32 x 4 jobs
+#   load   the server's load cell: at once, fio 4 KiB random reads at QD32 x 4 jobs
 #          (libaio, direct) on each NVMe controller, netperf TCP_RR between the e1000e pair and
 #          TCP_RR between the igb's first two VFs (each pair in two network namespaces), one
 #          recording with --cross-check. Leaves in OUT: load.json (the report), per NVMe disk D
