@@ -189,6 +189,11 @@ netperf_vf() { # from lab-vf0 to the netserver in lab-vf1: $out/load.vf.netperf.
 		--json "$out/load.vf.netperf.json" >"$out/load.vf.netperf.out" 2>&1
 	echo \$? >"$out/load.vf.netperf.rc"
 }
+all_workloads() { # every device busy at once, until the last workload ends
+	netperf_rr e1000e $e0 $e1 & netperf_vf &
+	fio_reads nvme0n1 0,2,4,6 & fio_reads nvme1n1 1,3,5,7 &
+	wait
+}
 FUNCTIONS
 	# The igb PF and the VFs not in use are up in this namespace, and IPv6 would have them talk
 	# on their own, copied by the NIC's switch to every VF (the VFs' own namespaces: above).
@@ -200,10 +205,8 @@ load() {
 	before0=$(reads nvme0n1) before1=$(reads nvme1n1)
 	nic_packets >"$out/load.nic-packets-before"
 	cat /proc/interrupts >"$out/load.interrupts-before"
-	"$iommutop" record --cross-check --json "$out/load.json" -- sh -c ". $out/workloads.sh
-netperf_rr e1000e $e0 $e1 & netperf_vf &
-fio_reads nvme0n1 0,2,4,6 & fio_reads nvme1n1 1,3,5,7 &
-wait" >"$out/load.out" 2>"$out/load.err"
+	"$iommutop" record --cross-check --json "$out/load.json" -- \
+		sh -c ". $out/workloads.sh && all_workloads" >"$out/load.out" 2>"$out/load.err"
 	echo $? >"$out/load.rc"
 	echo $(($(reads nvme0n1) - before0)) >"$out/load.nvme0n1.block-reads"
 	echo $(($(reads nvme1n1) - before1)) >"$out/load.nvme1n1.block-reads"
@@ -220,10 +223,7 @@ pane_shows_rows() {
 views() {
 	# The workloads run until the views are taken, then they are stopped.
 	prepare 1200
-	sh -c ". $out/workloads.sh
-netperf_rr e1000e $e0 $e1 & netperf_vf &
-fio_reads nvme0n1 0,2,4,6 & fio_reads nvme1n1 1,3,5,7 &
-wait" >"$out/views.workloads.out" 2>&1 &
+	sh -c ". $out/workloads.sh && all_workloads" >"$out/views.workloads.out" 2>&1 &
 	workloads=$!
 	# The PF and the VFs the workloads leave idle send a UDP broadcast each, five times a second:
 	# each one a map where it is sent and a refill where the NIC's switch copies it to the
