@@ -100,24 +100,17 @@ pub fn render_interval(
     out
 }
 
-/// The indices of the columns (in display order) that fit in `width` with a space between
-/// each, taken in the live view's order of importance; every column without a width.
+/// The indices of the columns (in display order) that fit whole in `width`, as the live view
+/// chooses them; every column without a width.
 fn fitting(content_widths: &[usize], width: Option<usize>) -> Vec<usize> {
-    let Some(width) = width else {
-        return (0..Column::ALL.len()).collect();
-    };
-    let index = |column: Column| Column::ALL.iter().position(|&c| c == column);
-    let mut chosen: Vec<usize> = Vec::new();
-    let mut used = 0;
-    for i in Column::by_importance().filter_map(index) {
-        let needed = content_widths[i] + usize::from(!chosen.is_empty());
-        if used + needed <= width || chosen.is_empty() {
-            used += needed;
-            chosen.push(i);
-        }
+    // A column's index in Column::ALL is its discriminant: ALL lists them in declaration order.
+    match width {
+        None => (0..Column::ALL.len()).collect(),
+        Some(width) => Column::fitting_by(width, |c| content_widths[c as usize])
+            .into_iter()
+            .map(|c| c as usize)
+            .collect(),
     }
-    chosen.sort_unstable();
-    chosen
 }
 
 #[cfg(test)]

@@ -95,11 +95,6 @@ impl Column {
         Column::UnmapP50,
     ];
 
-    /// Every column, the one to keep first on a narrow terminal first.
-    pub fn by_importance() -> impl Iterator<Item = Column> {
-        Column::PRIORITY.into_iter()
-    }
-
     /// The name to type in a shell (`maps-per-s`).
     pub fn name(self) -> &'static str {
         self.into()
@@ -271,11 +266,17 @@ impl Column {
     /// The columns that fit in `width` cells (with one cell between columns), most important
     /// first, returned in display order.
     pub fn fitting(width: u16) -> Vec<Column> {
+        Column::fitting_by(usize::from(width), |c| usize::from(c.width()))
+    }
+
+    /// [`Column::fitting`] with each column `width_of` cells wide (`top --batch`: as wide as
+    /// its widest cell). The first, DEVICE, is kept even when it alone is wider.
+    pub fn fitting_by(width: usize, width_of: impl Fn(Column) -> usize) -> Vec<Column> {
         let mut chosen = Vec::new();
-        let mut used: u16 = 0;
+        let mut used = 0;
         for column in Column::PRIORITY {
-            let gap = u16::from(!chosen.is_empty());
-            let needed = column.width() + gap;
+            let gap = usize::from(!chosen.is_empty());
+            let needed = width_of(column) + gap;
             if used + needed <= width || chosen.is_empty() {
                 used += needed;
                 chosen.push(column);
@@ -352,6 +353,14 @@ mod tests {
         let mut prioritised = Column::PRIORITY.to_vec();
         prioritised.sort();
         assert_eq!(prioritised, Column::ALL);
+    }
+
+    /// `top --batch` indexes its cells by a column's discriminant.
+    #[test]
+    fn a_column_s_discriminant_is_its_index_in_all() {
+        for (i, &column) in Column::ALL.iter().enumerate() {
+            assert_eq!(column as usize, i, "{column:?}");
+        }
     }
 
     #[test]
