@@ -487,7 +487,7 @@ fn assert_server_table(what: &str, text: &str, width: usize, every_function: boo
 }
 
 /// A server's views (`server.sh views`, `--vfs 7`: twelve PCI functions, each
-/// doing DMA) from a real run under the load cell's workloads: `top --batch` at 80 and 200
+/// doing DMA) from a real run with light traffic on every function: `top --batch` at 80 and 200
 /// columns and the live view in 200×50 and 80×40 tmux panes, each sorted, totalled, with every
 /// figure whole and a row for every function; the view's report lists each VF under its PF and
 /// the HTML page marks it. scripts/views copies what it saw into docs/views/.
