@@ -280,8 +280,9 @@ fn a_comparison_overlays_a_and_b_on_each_latency_chart() {
     assert!(nvme[rates..].contains(blue) && nvme[rates..].contains(orange));
 }
 
-/// Issue 29: the text of `compare` shows the time a device's DMA calls spent switched out
-/// (waiting) in its finding and under the device; the page showed neither under the device.
+/// The page says what the text says: the text of `compare` shows the time a device's DMA calls
+/// spent switched out (waiting) in its finding and under the device; the page showed neither under
+/// the device.
 #[test]
 fn a_comparison_with_waiting_shows_its_finding_and_each_sides_figure() {
     let reports = examples();
