@@ -25,7 +25,8 @@ def read(path):
 def nic_packets(d, when):
     packets = {}
     for line in read(f"{d}/load.nic-packets-{when}").splitlines():
-        address, count = line.split()
+        # "PCI-ADDRESS PACKETS SENT RECEIVED" (exact.sh's nic_packets)
+        address, count = line.split()[:2]
         packets[address] = int(count)
     return packets
 
