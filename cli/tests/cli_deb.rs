@@ -44,6 +44,22 @@ fn the_package_holds_the_binary_man_pages_completions_and_unit() {
         .expect("runs");
     let version = String::from_utf8_lossy(&version.stdout);
     let commit = version.trim().rsplit(['(', ')']).nth(1).expect("a commit");
+    // The file is named for the crate version, the commit and this machine's architecture.
+    let arch = Command::new("dpkg")
+        .arg("--print-architecture")
+        .output()
+        .expect("dpkg runs");
+    let arch = String::from_utf8_lossy(&arch.stdout);
+    let name = format!(
+        "iommutop_{}+git.{commit}_{}.deb",
+        env!("CARGO_PKG_VERSION"),
+        arch.trim()
+    );
+    assert_eq!(
+        deb.file_name().map(|n| n.to_string_lossy()),
+        Some(name.as_str().into()),
+        "{stdout}"
+    );
     let info = dpkg_deb(&["--info"], deb);
     assert!(info.contains(" Package: iommutop\n"), "{info}");
     let expected = format!(" Version: {}+git.{commit}\n", env!("CARGO_PKG_VERSION"));

@@ -155,3 +155,41 @@ fn a_report_with_losses_shows_them_and_writes_them_back() {
         "{text}"
     );
 }
+
+/// Every report in examples/ (made again by `scripts/examples`) reads back with this build: its
+/// summary and verdict print, and written again in the current schema it is the file, byte for
+/// byte. A change that stops an example reading, or changes its JSON, fails here, not in a lab.
+#[test]
+fn every_example_reads_back_as_text_and_as_the_same_json() {
+    let examples = support::project_root().join("examples");
+    let mut reports: Vec<PathBuf> = std::fs::read_dir(&examples)
+        .expect("examples/")
+        .map(|entry| entry.expect("an entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "json"))
+        .collect();
+    reports.sort();
+    assert!(!reports.is_empty(), "no report in {}", examples.display());
+    for path in reports {
+        let name = path.display();
+        let text = iommutop().arg("report").arg(&path).output().expect("runs");
+        assert_success(&text);
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(text.contains("DEVICE"), "{name}: no summary table: {text}");
+        assert!(text.contains("verdict:"), "{name}: no verdict: {text}");
+
+        let json = iommutop()
+            .arg("report")
+            .arg(&path)
+            .args(["--format", "json"])
+            .output()
+            .expect("runs");
+        assert_success(&json);
+        let report: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+        assert_valid_report(&report);
+        let file = std::fs::read(&path).expect("readable");
+        assert!(
+            json.stdout == file,
+            "{name}: `report --format json` does not write the file back as it is"
+        );
+    }
+}

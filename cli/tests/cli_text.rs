@@ -1,4 +1,4 @@
-//! Text that fits and says the right thing (issue 29): with COLUMNS=80 no line of a help, a
+//! Text that fits and says the right thing: with COLUMNS=80 no line of a help, a
 //! report, a comparison or the profile list is wider than 80; `report` reads a stream and
 //! standard input; labels, warnings and refusals. Expected figures come from the fixtures' JSON.
 

@@ -285,8 +285,8 @@ fn zero_runs_is_a_one_line_usage_error() {
     assert_one_line_error(&output, 2, &["--runs 0", "at least one run"]);
 }
 
-/// `record --format markdown|html` prints its report as `report FILE --format markdown|html`
-/// prints the report it wrote to FILE, byte for byte (issue 29: one code path).
+/// `record --format markdown|html` prints its report as `report FILE --format markdown|html` prints
+/// the report it wrote to FILE, byte for byte (one code path, so the two cannot drift apart).
 #[test]
 fn record_prints_its_report_as_report_prints_the_file() {
     let dir = tempfile::tempdir().expect("tempdir");

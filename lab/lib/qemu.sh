@@ -39,7 +39,8 @@ machine_args() {
     arm64)
       # The virt machine with GICv3; SMMUv3 in front of its whole PCIe root complex when asked.
       # pauth-impdef=on: Debian's arm64 kernels sign return addresses, and TCG's emulation of
-      # the architected algorithm (QARMA) makes the whole guest 3-5x slower than this one.
+      # the architected algorithm (QARMA) makes the whole guest several times slower than this
+      # one (docs/measurements.md, "Figures the code's choices rest on").
       local machine=virt,gic-version=3
       [ "$1" = smmuv3 ] && machine+=,iommu=smmuv3
       printf '%s\n' -cpu max,pauth-impdef=on -machine "$machine"

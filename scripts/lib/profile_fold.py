@@ -7,7 +7,7 @@ the last: a profile that lost samples (perf's buffer overrun, throttling) sums t
 N x S, and the share of time a stack had is its period over N x S, not over the periods' sum.
 Reads standard input, writes standard output.
 
-Used in the lab's guest (issue 27's second opinion): perf's own output there is tens of MB, the
+Used in the lab's guest (a second opinion on the times): perf's own output there is tens of MB, the
 folded form a few hundred KB, and it needs the guest's /proc/kallsyms to be resolved at all.
 """
 import sys

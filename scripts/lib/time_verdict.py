@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The time verdict of a lab cell (issue 27): exact.sh left iommutop's report of NAME and the
+"""The time verdict of a lab cell: exact.sh left iommutop's report of NAME and the
 workloads' own numbers in DIR; is every time iommutop gives plausible against measures that do not
 come from its probes?
 

@@ -89,8 +89,8 @@ fn the_filter_and_sort_given_at_start_up_shape_every_block() {
     );
 }
 
-/// Issue 27: a device whose DMA calls waited 5% of their time or more gets a line under the
-/// table; its CPU% and NS/IO cells are on-CPU time, as without waiting.
+/// Waiting inside translation: a device whose DMA calls waited 5% of their time or more gets a line
+/// under the table; its CPU% and NS/IO cells are on-CPU time, as without waiting.
 #[test]
 fn waiting_inside_translation_gets_a_line_under_the_table() {
     let waiting = fixtures::waiting_nvme(3).pop().expect("a snapshot");

@@ -75,7 +75,7 @@ fn busy_nvme_screen_narrow() {
     assert!(screen.contains("nvme0n1"));
 }
 
-/// Issue 27: waiting inside translation is named under the table, apart from CPU% and NS/IO,
+/// Waiting inside translation is named under the table, apart from CPU% and NS/IO,
 /// which stay on-CPU (the same cells as `nvme_80x24`).
 #[test]
 fn waiting_inside_translation_is_named_under_the_table() {

@@ -1,4 +1,4 @@
-//! Issue 30 in the lab: `record` returns once its report is written and its probes detach
+//! Detaching in the lab: `record` returns once its report is written and its probes detach
 //! behind it, in a process of their own (`Probes::detach_behind`). On 7.3, by default,
 //! multi-function links serve most functions and per-function links the rest
 //! (cli/src/probes/multi.rs): both kinds detach behind. Two recordings of dd's 2000 direct reads

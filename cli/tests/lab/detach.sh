@@ -1,5 +1,5 @@
 #!/bin/sh
-# Runs inside a lab guest (issue 30): `record` gives the shell back once its report is written,
+# Runs inside a lab guest: `record` gives the shell back once its report is written,
 # and the probes detach behind it. Usage: detach.sh IOMMUTOP OUTDIR
 # Two recordings of 2000 direct 4 KiB NVMe reads with the default links (on 7.3 multi-function
 # links and per-function links, which both detach behind), the second started the moment the
@@ -43,8 +43,8 @@ echo "$returned - $(stat -c %.9Y /tmp/first.json)" | bc >"$out/first.prompt_s"
 record second
 second_returned=$returned
 cp /tmp/first.json /tmp/second.json "$out/"
-# A liveness bound, not the speed target: the 10 s of issue 30 is bench/attach's, measured with
-# nothing else running (CI boots three guests at once on two cores, and every link's detach
+# A liveness bound, not the speed target: the attach-and-detach goal is bench/attach's, measured
+# with nothing else running (CI boots three guests at once on two cores, and every link's detach
 # waits for all of a guest's vCPUs).
 deadline=$(echo "$second_returned + 60" | bc)
 while ours >"$out/progs-left.txt" && [ "$(echo "$(now) < $deadline" | bc)" = 1 ]; do

@@ -1,4 +1,4 @@
-//! Issue 7 in the lab (4 boots): `diagnose` with no workload named (it picks TCP_RR between the
+//! `diagnose` in the lab (4 boots): with no workload named (it picks TCP_RR between the
 //! two e1000e; fio reads for `--device nvme0n1`) on a boot without translation for the NICs
 //! (passthrough), on one with the Intel IOMMU translating, and on 6.1;
 //! `compare` of those reports names what differs and claims no cause it did not measure;

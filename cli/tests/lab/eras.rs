@@ -1,4 +1,4 @@
-//! Issue 16 in the lab: kernels of every IOMMU era, and the kernel-upgrade story.
+//! Kernels of every IOMMU era in the lab, and the kernel-upgrade story.
 //!
 //! - 5.10 (VT-d's own DMA ops, the flush queue in iova.c, no bpf_get_func_ret: kprobes), 6.18
 //!   (`dma_map_phys` beside `dma_map_page_attrs`) and 7.3 (the newest Debian has) each attach a

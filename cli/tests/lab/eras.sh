@@ -1,5 +1,5 @@
 #!/bin/sh
-# Runs inside a lab guest (issue 16): what one kernel of an era shows.
+# Runs inside a lab guest: what one kernel of an era shows.
 #   eras.sh IOMMUTOP OUT counts          probes --json, and 2000 direct 4 KiB reads of the NVMe
 #   eras.sh IOMMUTOP OUT rr NAME         TCP_RR (profile tcp-rr-1k) between the NICs: OUT/NAME.json
 #   eras.sh IOMMUTOP OUT baseline OLD    diagnose --baseline OUT/OLD.json: OUT/diagnose.{txt,json}

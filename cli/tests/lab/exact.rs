@@ -1,6 +1,6 @@
-//! Issue 11 in the lab: per-device counts checked against an independent count of the same work,
-//! on the conditions real machines have: two CPUs on a fully preemptible kernel with the NVMe and
-//! both NICs busy at once, multi-segment and mixed-size I/O (AMD-Vi and virtio-iommu:
+//! Exact counts in the lab: per-device counts checked against an independent count of the same
+//! work, on the conditions real machines have: two CPUs on a fully preemptible kernel with the NVMe
+//! and both NICs busy at once, multi-segment and mixed-size I/O (AMD-Vi and virtio-iommu:
 //! vendors.rs).
 //!
 //! The independent counts: fio's own I/O count and bytes, netperf's transactions, dd's block
@@ -260,14 +260,14 @@ fn assert_page_tables(
     }
 }
 
-/// Issue 26's load cell: two CPUs, fio 4 KiB random reads at QD32 × 4 jobs on the NVMe and
-/// TCP_RR on both NICs at once, recorded with `--cross-check`. On main `e09d472` 5.10 (kprobes: a
-/// kprobe program is skipped when an interrupt lands in another) lost 21% of the NVMe's unmaps,
-/// and 7.3 (a stale frame of `dma_map_phys` taken for its wrapper's, every later map of the task
-/// its uncounted twin) 24% of its maps. Every count against the block layer's, fio's and the
-/// NICs' interface counters, within 0.5% with no allowance for what the report admits; the
-/// report's loss figures against the shortfall; the kernel's own events (6.12+) against the
-/// probes, the NICs' maps' independent truth; and, where the kernel preempts inside programs
+/// The load cell: two CPUs, fio 4 KiB random reads at QD32 × 4 jobs on the NVMe and TCP_RR on both
+/// NICs at once, recorded with `--cross-check`. On main `e09d472` 5.10 (kprobes: a kprobe program
+/// is skipped when an interrupt lands in another) lost NVMe unmaps, and 7.3 (a stale frame of
+/// `dma_map_phys` taken for its wrapper's, every later map of the task its uncounted twin) NVMe
+/// maps: docs/probes.md, "Attribution", has how many. Every count against the block layer's, fio's
+/// and the NICs' interface counters, within 0.5% with no allowance for what the report admits; the
+/// report's loss figures against the shortfall; the kernel's own events (6.12+) against the probes,
+/// the NICs' maps' independent truth; and, where the kernel preempts inside programs
 /// (`understudies`), at most 0.1% of the timed operations' calls untimed.
 fn load_cell_counts_exactly(kernel: &str, understudies: bool) {
     let out = boot(
@@ -376,10 +376,10 @@ fn load_cell_counts_exactly_on_7_3() {
     load_cell_counts_exactly("7.3", true);
 }
 
-/// Issue 27: on PREEMPT_RT a lock inside translation sleeps, and a task in a DMA call is
-/// preempted by the interrupt threads: that time is waiting, not the call's cost. The report
-/// keeps it apart (`offcpu_ns`, `waited`), out of `total_ns`; the counts are the block layer's
-/// and everything else is as in the load cells.
+/// Waiting inside translation: on PREEMPT_RT a lock inside translation sleeps, and a task in a DMA
+/// call is preempted by the interrupt threads: that time is waiting, not the call's cost. The
+/// report keeps it apart (`offcpu_ns`, `waited`), out of `total_ns`; the counts are the block
+/// layer's and everything else is as in the load cells.
 #[test]
 fn preempt_rt_waiting_inside_translation_is_measured_apart() {
     if lab_skipped("preempt_rt_waiting_inside_translation_is_measured_apart") {
@@ -449,7 +449,7 @@ fn preempt_rt_waiting_inside_translation_is_measured_apart() {
     );
 }
 
-/// Issue 27, every time against measures that are not the probes': the load cell (fio 4 KiB
+/// Every time against measures that are not the probes': the load cell (fio 4 KiB
 /// random reads, 8 jobs at QD1, and TCP_RR on both NICs; QD1 because the instruction clock's one
 /// TCG thread makes QEMU 7.2's NVMe behind VT-d lose batched reads, see docs/lab.md) under
 /// perf's sampling profile of every CPU, on the lab's instruction clock (`--icount 1`: 2 ns an

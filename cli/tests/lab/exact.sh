@@ -1,5 +1,5 @@
 #!/bin/sh
-# Runs inside a lab guest (issue 11): work whose size an independent count knows, under iommutop.
+# Runs inside a lab guest: work whose size an independent count knows, under iommutop.
 # Each step leaves iommutop's report and the workload's own numbers in OUT.
 #   exact.sh IOMMUTOP OUT concurrent   fio 4 KiB random reads on the NVMe (2 jobs, iodepth 16) and
 #                                      netperf TCP_RR between the NICs at once, one recording
@@ -7,12 +7,12 @@
 #                                      the same with one thread-id slot for every task
 #                                      (IOMMUTOP_TASK_SLOTS=1): all but its holder keep their calls
 #                                      in flight in the hash by thread id
-#   exact.sh IOMMUTOP OUT load         the load cell (issue 26): fio 4 KiB random reads at QD32 x 4
+#   exact.sh IOMMUTOP OUT load         the load cell: fio 4 KiB random reads at QD32 x 4
 #                                      jobs (libaio, direct) on the NVMe and TCP_RR between the
 #                                      NICs at once, one recording, with --cross-check
 #   exact.sh IOMMUTOP OUT profile      the load cell under perf's sampling profile of every CPU
-#                                      (issue 27), folded into OUT/profile.perf.folded, with fio
-#                                      at QD1 x 8 jobs (see below)
+#                                      (a second opinion on the times), folded into
+#                                      OUT/profile.perf.folded, with fio at QD1 x 8 jobs (below)
 #   exact.sh IOMMUTOP OUT profile-dma  the same with only the DMA API's points attached
 #   exact.sh IOMMUTOP OUT rr           TCP_RR alone
 #   exact.sh IOMMUTOP OUT multiseg     the fio-read-128k-qd128 profile; fio random reads of 4k-256k
@@ -73,7 +73,7 @@ load)
 		record load "netperf_rr load 6 & fio_reads load 6 --rw=randread --bs=4k --iodepth=32 --numjobs=4; wait"
 	;;
 profile | profile-dma)
-	# The load cell under a sampling profile (issue 27's second opinion on the times): perf
+	# The load cell under a sampling profile (a second opinion on the times): perf
 	# samples every CPU's call path at a fixed rate while the workloads run, and its samples are
 	# folded here, where the guest's symbols are. profile-dma attaches only the DMA API's points,
 	# so that a call's time holds no other probe's work to take out.

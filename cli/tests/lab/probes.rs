@@ -1,4 +1,4 @@
-//! Issues 2 and 3 in the lab: on Debian 6.1 and 6.12 with an emulated Intel VT-d, the DMA path is
+//! The probes in the lab: on Debian 6.1 and 6.12 with an emulated Intel VT-d, the DMA path is
 //! probed with fentry (latency included), 2000 direct NVMe reads are counted and attributed to the
 //! NVMe, TCP_RR traffic to both NICs, and an identity domain stops the translation work.
 

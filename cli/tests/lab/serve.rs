@@ -1,5 +1,5 @@
-//! Issue 14 in the lab: `iommutop serve` under a real Prometheus (Debian's package) scraping it
-//! every 2 s on loopback, while dd does 2000 direct 4 KiB reads of the NVMe; then issue 32's
+//! `iommutop serve` in the lab: under a real Prometheus (Debian's package) scraping it
+//! every 2 s on loopback, while dd does 2000 direct 4 KiB reads of the NVMe; then a
 //! rebind of the NVMe to vfio-pci and back. The guest side is `cli/tests/lab/serve.sh`.
 
 use crate::support::*;
@@ -108,9 +108,9 @@ fn maps_by_driver(scrape: &str) -> std::collections::BTreeMap<String, u64> {
         .collect()
 }
 
-/// Issue 32: after the NVMe went to vfio-pci (for longer than serve's 10 s re-read of the
-/// devices) and back to nvme, the next scrape's maps are under `driver="nvme"`: the 1000 reads
-/// after the rebind add exactly the block layer's count to that series, the series of the
+/// Devices that come and go: after the NVMe went to vfio-pci (for longer than serve's 10 s re-read
+/// of the devices) and back to nvme, the next scrape's maps are under `driver="nvme"`: the 1000
+/// reads after the rebind add exactly the block layer's count to that series, the series of the
 /// 2000 reads before (the same labels: a counter that goes on), and nothing to vfio-pci's.
 fn assert_rebind_moves_the_series_at_once(out: &std::path::Path, nvme: &str) {
     for step in [

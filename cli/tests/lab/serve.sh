@@ -1,5 +1,5 @@
 #!/bin/sh
-# Runs inside a lab guest (issue 14): `iommutop serve` scraped every 2 s by Debian's Prometheus
+# Runs inside a lab guest: `iommutop serve` scraped every 2 s by Debian's Prometheus
 # on loopback while dd does 2000 direct 4 KiB reads of the NVMe. Leaves in OUT:
 #   maps.json        the Prometheus HTTP API's answer for iommutop_dma_maps_total of the NVMe,
 #                    once a scrape has stored the reads (or after 60 s)
@@ -12,7 +12,7 @@
 #                    not zero programs)
 #   ready.rc         0 when serve and Prometheus both came up
 #   rebind-*.rc, driver-vfio.txt, scrape-rebound.txt, scrape-after.txt, stat-rebound,
-#   stat-after, dd-rebound.*, *-b2b*: the NVMe rebound to vfio-pci and back (issue 32, below); each
+#   stat-after, dd-rebound.*, *-b2b*: the NVMe rebound to vfio-pci and back (below); each
 #   scrape-*.txt.all the whole scrape it was cut from
 set -u
 iommutop=$1
@@ -109,10 +109,11 @@ curl -sf "http://$listen/metrics" >"$out/scrape.txt"
 promtool check metrics <"$out/scrape.txt" >"$out/promtool.out" 2>&1
 echo $? >"$out/promtool.rc"
 
-# Issue 32: the NVMe goes to vfio-pci for longer than serve's periodic re-read of the devices
-# (10 s, so that one happens meanwhile) and back to nvme. Then a scrape (scrape-rebound.txt),
-# 1000 direct reads, a scrape (scrape-after.txt): each the NVMe's iommutop_dma_maps_total
-# series, with the block layer's reads of nvme0n1 at that moment (stat-rebound, stat-after).
+# Devices that come and go: the NVMe goes to vfio-pci for longer than serve's periodic re-read of
+# the devices (10 s, so that one happens meanwhile) and back to nvme. Then a scrape
+# (scrape-rebound.txt), 1000 direct reads, a scrape (scrape-after.txt): each the NVMe's
+# iommutop_dma_maps_total series, with the block layer's reads of nvme0n1 at that moment
+# (stat-rebound, stat-after).
 modprobe vfio-pci 2>/dev/null
 rebind() { # DRIVER-OVERRIDE ("" gives the controller back to nvme)
 	echo "$nvme" >"/sys/bus/pci/devices/$nvme/driver/unbind" &&

@@ -1,4 +1,4 @@
-//! Issue 15 in the lab: whose work is counted. `record --pid` and `record --cgroup` while two dd
+//! Whose work is counted, in the lab: `record --pid` and `record --cgroup` while two dd
 //! processes read the NVMe at once count exactly the selected one's maps (dd's own block count)
 //! and none of the other's; a userspace VFIO driver that iommutop did not launch gets a row of
 //! its own, keyed by its pid and named by its comm, with the IOMMU maps its own report accounts

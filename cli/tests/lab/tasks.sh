@@ -1,5 +1,5 @@
 #!/bin/sh
-# Runs inside a lab guest (issue 15): whose work is counted. Usage: tasks.sh IOMMUTOP OUT DRIVER,
+# Runs inside a lab guest: whose work is counted. Usage: tasks.sh IOMMUTOP OUT DRIVER,
 # DRIVER being the iommutop binary under another name (a hard link named vfio-nvme).
 # Two recordings at once, started before any work: `record --pid` of dd B (pid.json), and
 # `record --cgroup` of a cgroup v2 that holds dd A and, later, a userspace VFIO NVMe driver

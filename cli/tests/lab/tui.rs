@@ -1,7 +1,7 @@
-//! Issue 6 in the lab (1 boot): `iommutop top` in a tmux pane in the guest while dd reads the
-//! NVMe with O_DIRECT. The NVMe's row shows up with non-zero rates, `q` quits with status 0,
-//! the terminal is back in cooked mode on the main screen, and the --json report is valid.
-//! The guest side is cli/tests/lab/top-tmux.sh.
+//! The live view in the lab (1 boot): `iommutop top` in a tmux pane in the guest while dd reads the
+//! NVMe with O_DIRECT. The NVMe's row shows up with non-zero rates, `q` quits with status 0, the
+//! terminal is back in cooked mode on the main screen, and the --json report is valid. The guest
+//! side is cli/tests/lab/top-tmux.sh.
 
 use crate::support::*;
 

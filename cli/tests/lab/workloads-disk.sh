@@ -1,5 +1,5 @@
 #!/bin/sh
-# Runs inside a lab guest (issue 5): the four fio profiles against the lab's NVMe (the writes
+# Runs inside a lab guest: the four fio profiles against the lab's NVMe (the writes
 # with the device named, as they require), dma-contention over 1, 2, 4, 8 jobs, and a write to
 # the NVMe while it is in use as swap, which must be refused. Usage: workloads-disk.sh IOMMUTOP OUT
 set -u

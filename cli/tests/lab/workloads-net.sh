@@ -1,5 +1,5 @@
 #!/bin/sh
-# Runs inside a lab guest (issue 5): the tcp-rr-1k profile under the probes between the two
+# Runs inside a lab guest: the tcp-rr-1k profile under the probes between the two
 # e1000e (moved into two network namespaces and back), then the TLB sweep with 2 MiB pages
 # reserved for the run and given back. Each step leaves its report, output and exit status in
 # OUT. Usage: workloads-net.sh IOMMUTOP OUT

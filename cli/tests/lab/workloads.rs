@@ -1,4 +1,4 @@
-//! Issue 5 in the lab (Debian 6.12, emulated Intel VT-d, one vCPU): the profiles run the real
+//! The workloads in the lab (Debian 6.12, emulated Intel VT-d, one vCPU): the profiles run the real
 //! netperf and fio in the guest against the lab's e1000e pair and NVMe, and each report holds the
 //! workload's numbers beside the devices' probe numbers; dma-contention gives a curve from the
 //! probes; the TLB sweep gives a curve per page size with huge pages reserved and given back.

@@ -567,8 +567,8 @@ fn steady(tps: f64) -> Run1 {
     }
 }
 
-/// Issue 27: the 6.12-rt AMD-Vi lab report's NVMe waited 63.5% of its DMA map+unmap time
-/// (7,534,697,613 of 11,863,474,526 ns, in 3,264 calls), its NIC 1.6% (11,333,432 of
+/// Waiting inside translation: the 6.12-rt AMD-Vi lab report's NVMe waited 63.5% of its DMA
+/// map+unmap time (7,534,697,613 of 11,863,474,526 ns, in 3,264 calls), its NIC 1.6% (11,333,432 of
 /// 709,417,365 ns): put on eth0 in B and in A, compare names B's waiting in one line with both
 /// runs' figures, and the JSON carries them.
 #[test]

@@ -384,7 +384,7 @@ mod tests {
     use crate::diagnose::Diagnosis;
     use crate::report::fixtures::full_report;
 
-    /// Issue 27: waiting inside translation (PREEMPT_RT's sleeping locks) is named, apart from
+    /// Waiting inside translation (PREEMPT_RT's sleeping locks) is named, apart from
     /// the cost, when it is a notable share of a device's DMA time; a trace of it is not.
     #[test]
     fn waiting_inside_translation_is_named_when_it_is_a_notable_share() {

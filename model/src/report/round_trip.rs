@@ -1,7 +1,7 @@
-//! Reports read and written again are the JSON the build before typed workload results wrote
-//! (issue 31): every report fixture and example, and the reports the unit tests build, against
-//! golden copies in `model/tests/golden/` made by that build. A report file that build wrote
-//! back unchanged has no golden copy: it is its own.
+//! Reports read and written again are the JSON the build before typed workload results wrote (a
+//! restructuring changes no byte of a report): every report fixture and example, and the reports
+//! the unit tests build, against golden copies in `model/tests/golden/` made by that build. A
+//! report file that build wrote back unchanged has no golden copy: it is its own.
 
 use super::fixtures;
 use super::Report;

@@ -249,7 +249,8 @@ fn deferred_work_keeps_its_own_row() {
     );
 }
 
-/// Every VM's and userspace driver's VFIO maps landed on one `unattributed` row (issue 15).
+/// Every VM's and userspace driver's VFIO maps landed on one `unattributed` row, whoever's work
+/// they were.
 #[test]
 fn unattributed_work_splits_by_process() {
     let maps = |n| vec![(Op::IommuMap, counters(n, 4096 * n, &[]))];

@@ -1,11 +1,11 @@
 //! The workload's line to whoever runs it: cancellation, live numbers, progress notes, and probe
-//! checkpoints (the session's per-device numbers at a step boundary).
+//! checkpoints (the recording's per-device numbers at a step boundary).
 
 use crate::window::ProbeWindow;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// What a running workload may ask of the session that runs it.
+/// What a running workload may ask of the recording that runs it.
 pub trait RunControl {
     /// Whether the run must stop now (Ctrl-C, SIGTERM). Workloads look at least every 100 ms,
     /// stop what they launched, and return [`crate::WorkloadError::Cancelled`] or the results
@@ -19,7 +19,7 @@ pub trait RunControl {
     /// One line of progress for the person watching.
     fn note(&mut self, line: &str);
 
-    /// Ends a step: the session takes a probe sample now and returns the probe numbers since the
+    /// Ends a step: the recording takes a probe sample now and returns the probe numbers since the
     /// previous checkpoint (or the start), per device. `None` when no probes are attached
     /// (`iommutop workload`).
     fn checkpoint(&mut self, label: &str) -> Option<ProbeWindow>;

@@ -1,7 +1,7 @@
 //! DMA mapping under contention: fio reads through the kernel driver from 1, 2, 4 … N jobs at
 //! once, one step per job count, and per step the probes' numbers for the device: IOVA
 //! allocations (fast and slow path) and DMA map/unmap with their latency. One checkpoint (a
-//! session sample) ends each step, so contention shows as a curve.
+//! probe sample) ends each step, so contention shows as a curve.
 //!
 //! Reads only: the device defaults to the first NVMe namespace.
 

@@ -4,7 +4,7 @@
 //! ([`params::ParamValues`], declared once per workload as [`params::ParamSpec`]s), it is
 //! [checked](Workload::check) before anything is attached or changed, [prepared](Workload::prepare)
 //! (network namespaces, huge pages, a netserver), [run](Workload::run) with a [`RunControl`]
-//! through which it reports live numbers and asks the session for probe numbers at step
+//! through which it reports live numbers and asks the recording for probe numbers at step
 //! boundaries, and [restored](Workload::restore) — also when dropped, so that an error or Ctrl-C
 //! unwinds what it changed. Every change goes through the host layer ([`iommutop_host`]), whose
 //! one sweep puts back what a killed run left behind.

@@ -2,7 +2,7 @@
 //! gets back from [`crate::RunControl::checkpoint`] and puts beside its own numbers (maps per
 //! transaction, IOVA allocation latency per thread count).
 //!
-//! The session samples at its interval and at every checkpoint; a [`WindowAccumulator`] adds up
+//! The recording samples at its interval and at every checkpoint; a [`WindowAccumulator`] adds up
 //! the interval snapshots since the last checkpoint, so a window is exact whatever the interval.
 
 use iommutop_model::hist::Histogram;

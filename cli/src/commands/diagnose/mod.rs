@@ -325,7 +325,8 @@ mod tests {
         assert_eq!(args.domain.as_deref(), Some("identity"));
         assert_eq!(args.device.as_deref(), Some("0000:00:04.0"));
         assert!(parse(&["iommutop", "record", "--domain", "identity"]).is_err());
-        // --device alone filters (issue 15); --domain still needs the device it switches.
+        // --device alone filters whose work is counted; --domain still needs the device it
+        // switches.
         assert!(parse(&["iommutop", "record", "--device", "0000:00:04.0"]).is_ok());
         let error = parse(&["iommutop", "record", "--domain", "pt", "--device", "x"])
             .expect_err("unknown type")

@@ -232,8 +232,9 @@ impl Collector {
         if self.facts_read.elapsed() >= FACTS_REFRESH || self.a_driver_arrived() {
             self.read_facts();
         }
-        // The text is as fresh as the maps' read, not as its rendering's end (130 ms a scrape
-        // under the lab's emulation, which made a 200 ms reuse hand out reads 330 ms old).
+        // The text is as fresh as the maps' read, not as its rendering's end: rendering a scrape
+        // takes long enough under emulation that a reuse timed from its end handed out stale
+        // reads (docs/measurements.md, "Figures the code's choices rest on").
         let read_at = Instant::now();
         self.collect();
         let text = render(&Exposition {

@@ -131,7 +131,28 @@ fn percentile(clat: &Value, key: &str) -> Option<f64> {
     clat.get("percentile")?.get(key)?.as_f64()
 }
 
-fn direction(jobs: &[Value], name: &str) -> Option<Direction> {
+/// A field fio always writes, at `at` (`jobs[0].read`), or an error that names it: an output
+/// that lacks one is not read as a 0.
+fn field<'a>(value: &'a Value, at: &str, key: &str) -> Result<&'a Value, String> {
+    value
+        .get(key)
+        .ok_or_else(|| format!("no `{at}.{key}` in fio's JSON output"))
+}
+
+fn whole(value: &Value, at: &str, key: &str) -> Result<u64, String> {
+    let v = field(value, at, key)?;
+    v.as_u64()
+        .ok_or_else(|| format!("`{at}.{key}` in fio's JSON output is {v}, not a whole number"))
+}
+
+fn number(value: &Value, at: &str, key: &str) -> Result<f64, String> {
+    let v = field(value, at, key)?;
+    v.as_f64()
+        .ok_or_else(|| format!("`{at}.{key}` in fio's JSON output is {v}, not a number"))
+}
+
+/// `jobs[i].NAME` summed over the jobs; `None` when no job did I/O in that direction.
+fn direction(jobs: &[Value], name: &str) -> Result<Option<Direction>, String> {
     let mut d = Direction::default();
     let weighted = |sum: &mut Option<f64>, mean: Option<f64>, n: u64| {
         if let Some(mean) = mean {
@@ -139,16 +160,17 @@ fn direction(jobs: &[Value], name: &str) -> Option<Direction> {
         }
     };
     let (mut lat_sum, mut clat_sum) = (None, None);
-    for job in jobs {
-        let s = job.get(name)?;
-        let ios = s["total_ios"].as_u64().unwrap_or(0);
+    for (i, job) in jobs.iter().enumerate() {
+        let s = field(job, &format!("jobs[{i}]"), name)?;
+        let at = format!("jobs[{i}].{name}");
+        let ios = whole(s, &at, "total_ios")?;
         if ios == 0 {
             continue;
         }
         d.ios += ios;
-        d.bytes += s["io_bytes"].as_u64().unwrap_or(0);
-        d.iops += s["iops"].as_f64().unwrap_or(0.0);
-        d.bw_bytes_per_s += s["bw_bytes"].as_f64().unwrap_or(0.0);
+        d.bytes += whole(s, &at, "io_bytes")?;
+        d.iops += number(s, &at, "iops")?;
+        d.bw_bytes_per_s += number(s, &at, "bw_bytes")?;
         weighted(&mut lat_sum, s["lat_ns"]["mean"].as_f64(), ios);
         weighted(&mut clat_sum, s["clat_ns"]["mean"].as_f64(), ios);
         // Percentiles do not add up: with several job reports, the worst one stands.
@@ -162,14 +184,16 @@ fn direction(jobs: &[Value], name: &str) -> Option<Direction> {
         d.clat_p99_9_ns = worst(d.clat_p99_9_ns, "99.900000");
     }
     if d.ios == 0 {
-        return None;
+        return Ok(None);
     }
     d.lat_mean_ns = lat_sum.map(|s| s / d.ios as f64);
     d.clat_mean_ns = clat_sum.map(|s| s / d.ios as f64);
-    Some(d)
+    Ok(Some(d))
 }
 
-/// Reads one fio JSON object.
+/// Reads one fio JSON object. A field fio always writes (a job's `error`, each direction's
+/// `total_ios`, `io_bytes`, `iops`, `bw_bytes` and `runtime`) is an error when missing, naming
+/// it; latencies, CPU shares and the timestamp are left out when fio did not give them.
 pub fn parse_report(report: &Value) -> Result<FioResult, String> {
     let jobs = report["jobs"]
         .as_array()
@@ -177,36 +201,36 @@ pub fn parse_report(report: &Value) -> Result<FioResult, String> {
     if jobs.is_empty() {
         return Err("fio ran no jobs".into());
     }
-    if let Some(job) = jobs.iter().find(|j| j["error"].as_i64().unwrap_or(0) != 0) {
-        return Err(format!(
-            "job {} ended with error {}",
-            job["jobname"].as_str().unwrap_or("?"),
-            job["error"]
-        ));
+    for (i, job) in jobs.iter().enumerate() {
+        let error = whole(job, &format!("jobs[{i}]"), "error")?;
+        if error != 0 {
+            return Err(format!(
+                "job {} ended with error {error}",
+                job["jobname"].as_str().unwrap_or("?"),
+            ));
+        }
     }
     let mean = |key: &str| {
         let values: Vec<f64> = jobs.iter().filter_map(|j| j[key].as_f64()).collect();
         (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
     };
+    // Per direction, `runtime` is the wall time in ms (`job_runtime` sums the jobs' runtimes
+    // under group_reporting).
+    let mut runtime_ms: f64 = 0.0;
+    for (i, job) in jobs.iter().enumerate() {
+        for name in ["read", "write"] {
+            let at = format!("jobs[{i}]");
+            let direction = field(job, &at, name)?;
+            runtime_ms = runtime_ms.max(number(direction, &format!("{at}.{name}"), "runtime")?);
+        }
+    }
     Ok(FioResult {
         fio_version: report["fio version"].as_str().map(str::to_string),
-        read: direction(jobs, "read"),
-        write: direction(jobs, "write"),
+        read: direction(jobs, "read")?,
+        write: direction(jobs, "write")?,
         usr_cpu_percent: mean("usr_cpu"),
         sys_cpu_percent: mean("sys_cpu"),
-        // Per direction, `runtime` is the wall time in ms (`job_runtime` sums the jobs'
-        // runtimes under group_reporting).
-        runtime_s: jobs
-            .iter()
-            .flat_map(|j| {
-                [
-                    j["read"]["runtime"].as_f64(),
-                    j["write"]["runtime"].as_f64(),
-                ]
-            })
-            .flatten()
-            .fold(0.0, f64::max)
-            / 1000.0,
+        runtime_s: runtime_ms / 1000.0,
         timestamp_ms: report["timestamp_ms"].as_u64(),
         jobs: jobs.len(),
         disk_util: report["disk_util"].as_array().cloned().unwrap_or_default(),
@@ -305,11 +329,58 @@ mod tests {
 
     #[test]
     fn errors_say_what_is_wrong() {
-        assert!(parse_report(&serde_json::json!({})).is_err());
+        assert_eq!(
+            parse_report(&serde_json::json!({})).unwrap_err(),
+            "no `jobs` in fio's JSON output"
+        );
         let failed = serde_json::json!({"jobs": [{"jobname": "x", "error": 5}]});
         assert_eq!(
             parse_report(&failed).unwrap_err(),
             "job x ended with error 5"
+        );
+    }
+
+    /// fio's output missing a field it always writes is refused with the field's place, not
+    /// read as a 0 (a run of no I/O would pass for a run whose numbers were lost).
+    #[test]
+    fn a_missing_field_is_an_error_that_names_it() {
+        let (objects, _) = split_objects(RANDREAD_STREAM);
+        let whole = objects.last().expect("an object").clone();
+        for (path, named) in [
+            (&["jobs", "0", "read", "iops"][..], "`jobs[0].read.iops`"),
+            (
+                &["jobs", "0", "read", "io_bytes"],
+                "`jobs[0].read.io_bytes`",
+            ),
+            (
+                &["jobs", "0", "read", "total_ios"],
+                "`jobs[0].read.total_ios`",
+            ),
+            (
+                &["jobs", "0", "write", "runtime"],
+                "`jobs[0].write.runtime`",
+            ),
+            (&["jobs", "0", "write"], "`jobs[0].write`"),
+            (&["jobs", "0", "error"], "`jobs[0].error`"),
+        ] {
+            let mut report = whole.clone();
+            let (last, parents) = path.split_last().expect("a path");
+            let mut at = &mut report;
+            for key in parents {
+                at = match key.parse::<usize>() {
+                    Ok(i) => &mut at[i],
+                    Err(_) => &mut at[*key],
+                };
+            }
+            at.as_object_mut().expect("an object").remove(*last);
+            let error = parse_report(&report).unwrap_err();
+            assert_eq!(error, format!("no {named} in fio's JSON output"));
+        }
+        let mut report = whole;
+        report["jobs"][0]["read"]["bw_bytes"] = serde_json::json!("fast");
+        assert_eq!(
+            parse_report(&report).unwrap_err(),
+            "`jobs[0].read.bw_bytes` in fio's JSON output is \"fast\", not a number"
         );
     }
 }

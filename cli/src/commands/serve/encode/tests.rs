@@ -181,9 +181,9 @@ fn rt_nvme_maps() -> Totals {
     totals
 }
 
-/// Issue 27: waiting inside a call is not its cost. The seconds, the histogram's sum and the
-/// translation time are on-CPU; the time switched out and the calls that waited are counters
-/// of their own.
+/// Waiting inside a call (PREEMPT_RT's sleeping locks) is not its cost. The seconds, the
+/// histogram's sum and the translation time are on-CPU; the time switched out and the calls that
+/// waited are counters of their own.
 #[test]
 fn waiting_is_counted_apart_from_the_on_cpu_time() {
     let text = text(&rt_nvme_maps());
