@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Floor 1, maps and counters: a value's log2 and its histogram slot. */
 #ifndef IOMMUTOP_BITS_BPF_H
 #define IOMMUTOP_BITS_BPF_H
 

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
+ * Floor 4, the tracker.
+ *
  * The forms of a frame's entry and exit (track.bpf.h, exit.bpf.h) that probe programs call.
  */
 #ifndef IOMMUTOP_CALLS_BPF_H

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
+ * Floor 1, maps and counters.
+ *
  * Reads of kernel objects whose pointers are plain numbers (kprobe and multi-function programs'
  * arguments): IOMMUTOP_FIELD(ptr, TYPE, field) is BPF_CORE_READ(ptr, field), a helper call, or,
  * in a compilation unit that defines IOMMUTOP_CAST_READS (ebpf/progs/multi.bpf.c, loaded by our

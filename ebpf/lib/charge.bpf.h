@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
+ * Floor 3, charging.
+ *
  * Whose work it is and where it is counted: the key of a device, of an IOMMU-side object's
  * device, of a process or of nobody, and the statistics row each event adds to
  * (docs/tracker.md).
@@ -198,6 +200,107 @@ static __always_inline void iommutop_count(const struct iommutop_dev_key *key, _
 	IOMMUTOP_ADD(stats->bytes, bytes);
 	if (failed)
 		IOMMUTOP_ADD(stats->failures, 1);
+}
+
+/* Adds a counted DMA map to its row's split by direction, if its direction was read (flags, a
+ * frame's: IOMMUTOP_FRAME_DIRECTION_MASK). */
+static __always_inline void iommutop_count_direction(struct iommutop_dev_stats *stats, __u32 op,
+						     __u32 flags, __u64 bytes)
+{
+	__u32 direction = (flags & IOMMUTOP_FRAME_DIRECTION_MASK) >> IOMMUTOP_FRAME_DIRECTION_SHIFT;
+
+	if (op != IOMMUTOP_OP_DMA_MAP || !direction)
+		return;
+	direction = (direction - 1) & (IOMMUTOP_DIRECTIONS - 1);
+	IOMMUTOP_ADD(stats->map_directions.count[direction], 1);
+	IOMMUTOP_ADD(stats->map_directions.bytes[direction], bytes);
+}
+
+/* Counts a call that was seen at only one end (its entry or its exit program was skipped):
+ * count and bytes, no latency. Nothing for a twin or a call --pid/--cgroup left out. */
+static __always_inline void iommutop_charge_untimed(const struct iommutop_dev_key *key, __u32 op,
+						    __u64 bytes, __u32 frame_flags)
+{
+	struct iommutop_dev_key numbers;
+	struct iommutop_dev_stats *stats;
+	int new_row;
+
+	if (frame_flags & (IOMMUTOP_FRAME_DUPLICATE | IOMMUTOP_FRAME_FILTERED))
+		return;
+	barrier_var(op);
+	if (op >= IOMMUTOP_OP_COUNT)
+		return;
+	numbers = iommutop_key_numbers(key);
+	stats = iommutop_stats_lookup_or_init(&numbers, &new_row);
+	if (!stats)
+		return;
+	if (new_row >= 0)
+		iommutop_name_row(new_row, numbers.id, iommutop_kind_generation(&numbers));
+	IOMMUTOP_ADD(stats->ops[op].count, 1);
+	IOMMUTOP_ADD(stats->ops[op].bytes, bytes);
+	iommutop_count_direction(stats, op, frame_flags, bytes);
+	if (frame_flags & IOMMUTOP_FRAME_FULL)
+		IOMMUTOP_ADD(stats->ops[IOMMUTOP_OP_IOTLB_FLUSH_FULL].count, 1);
+}
+
+/* iommutop_charge_untimed of a frame's key; bytes IOMMUTOP_KEEP_BYTES (an exit whose entry was
+ * not seen, which has no frame's bytes to keep) are 0. Decided here, in a function the verifier
+ * checks once: a multi-function exit's bytes are not known to it, and deciding them in the exit
+ * made it walk more of the exit twice (docs/measurements.md). */
+int iommutop_count_untimed(__u64 key_id, __u64 key_kind_generation, __u32 op, __u64 bytes,
+			   __u32 frame_flags);
+
+#ifdef IOMMUTOP_GLOBAL_FUNCTIONS
+__noinline int iommutop_count_untimed(__u64 key_id, __u64 key_kind_generation, __u32 op,
+				      __u64 bytes, __u32 frame_flags)
+{
+	struct iommutop_dev_key key = {
+	    .id = key_id,
+	    .kind = (__u32)key_kind_generation,
+	    .generation = (__u32)(key_kind_generation >> 32),
+	};
+
+	iommutop_charge_untimed(&key, op, bytes == IOMMUTOP_KEEP_BYTES ? 0 : bytes, frame_flags);
+	return 0;
+}
+#endif
+
+/* Charges a closed call: count, bytes (decided by the exit), failure, raw and
+ * self time, a sampled call path. Nothing for a discarded call or a twin (counted by its
+ * wrapper) or a call --pid/--cgroup left out. */
+static __always_inline void iommutop_count_exit(__u32 op, int failed, __u64 bytes,
+						const struct iommutop_frame *done, __u64 raw_ns,
+						__u64 self_ns, __u64 offcpu_ns, int discard)
+{
+	struct iommutop_dev_stats *stats;
+	struct iommutop_op_stats *op_stats;
+	int new_row;
+
+	if (discard || done->flags & (IOMMUTOP_FRAME_DUPLICATE | IOMMUTOP_FRAME_FILTERED) ||
+	    op >= IOMMUTOP_OP_COUNT)
+		return;
+	/* The stats are created here, at the one lookup a call pays; a device key's id is the
+	 * struct device itself, which names it on first sight. */
+	stats = iommutop_stats_lookup_or_init(&done->key, &new_row);
+	if (!stats)
+		return;
+	if (new_row >= 0)
+		iommutop_name_row(new_row, done->key.id, iommutop_kind_generation(&done->key));
+	op_stats = &stats->ops[op];
+	IOMMUTOP_ADD(op_stats->count, 1);
+	IOMMUTOP_ADD(op_stats->bytes, bytes);
+	if (failed)
+		IOMMUTOP_ADD(op_stats->failures, 1);
+	iommutop_count_direction(stats, op, done->flags, bytes);
+	iommutop_record_latency(op_stats, raw_ns, self_ns);
+	if (offcpu_ns) {
+		IOMMUTOP_ADD(op_stats->offcpu_ns, offcpu_ns);
+		IOMMUTOP_ADD(op_stats->waited, 1);
+	}
+	if (done->flags & IOMMUTOP_FRAME_FULL)
+		IOMMUTOP_ADD(stats->ops[IOMMUTOP_OP_IOTLB_FLUSH_FULL].count, 1);
+	if (done->stack_id >= 0)
+		iommutop_record_stack(done, self_ns);
 }
 
 #endif

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* What every probe family includes, in the order the headers need. */
+/* Floor 4, the tracker: what every probe family includes, in the order the headers need. */
 #ifndef IOMMUTOP_COMMON_BPF_H
 #define IOMMUTOP_COMMON_BPF_H
 
@@ -10,8 +10,7 @@
 
 /* Every program in an ELF section of its own, `kind/program`: aya reads the kind from the part
  * before the slash, and copies a section's whole line information once for each program in it
- * (when some 40 programs shared "fexit", 44,000 instructions, relocating the object took a
- * third more page faults, and `record -- true` on 6.12 a fifth longer). */
+ * (programs that shared one section made relocating the object slower: docs/measurements.md). */
 #define IOMMUTOP_SEC(kind, prog) SEC(kind "/" #prog)
 
 #include "iommutop/abi.h"

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
+ * Floor 2, stacks and frames.
+ *
  * Which context a program runs in: a task's (on its kernel stack) or an interrupt's, and whether
  * the CPU serves an interrupt by its preempt count (docs/tracker.md).
  */

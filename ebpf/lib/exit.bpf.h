@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
+ * Floor 4, the tracker.
+ *
  * A frame's end (track.bpf.h has its life): the exit of a timed call finds its frame, drops the
  * frames above it, charges the call its count, bytes and self time, and pops it; a call whose
  * entry was not seen is counted, untimed.
@@ -8,9 +10,6 @@
 #define IOMMUTOP_EXIT_BPF_H
 
 #include "track.bpf.h"
-
-/* iommutop_exit_sized: the frame's own bytes are kept. */
-#define IOMMUTOP_KEEP_BYTES (~0ULL)
 
 /* How an exit treats its call (iommutop_exit_as). */
 enum iommutop_exit_mode {
@@ -24,54 +23,37 @@ enum iommutop_exit_mode {
 	IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED,
 };
 
-/* Charges a closed call: count, bytes (decided by the exit), failure, raw and
- * self time, a sampled call path. Nothing for a discarded call or a twin (counted by its
- * wrapper) or a call --pid/--cgroup left out. */
-static __always_inline void iommutop_count_exit(__u32 op, int failed, __u64 bytes,
-						const struct iommutop_frame *done, __u64 raw_ns,
-						__u64 self_ns, __u64 offcpu_ns, int discard)
-{
-	struct iommutop_dev_stats *stats;
-	struct iommutop_op_stats *op_stats;
-	int new_row;
-
-	if (discard || done->flags & (IOMMUTOP_FRAME_DUPLICATE | IOMMUTOP_FRAME_FILTERED) ||
-	    op >= IOMMUTOP_OP_COUNT)
-		return;
-	/* The stats are created here, at the one lookup a call pays; a device key's id is the
-	 * struct device itself, which names it on first sight. */
-	stats = iommutop_stats_lookup_or_init(&done->key, &new_row);
-	if (!stats)
-		return;
-	if (new_row >= 0)
-		iommutop_name_row(new_row, done->key.id, iommutop_kind_generation(&done->key));
-	op_stats = &stats->ops[op];
-	IOMMUTOP_ADD(op_stats->count, 1);
-	IOMMUTOP_ADD(op_stats->bytes, bytes);
-	if (failed)
-		IOMMUTOP_ADD(op_stats->failures, 1);
-	iommutop_count_direction(stats, op, done->flags, bytes);
-	iommutop_record_latency(op_stats, raw_ns, self_ns);
-	if (offcpu_ns) {
-		IOMMUTOP_ADD(op_stats->offcpu_ns, offcpu_ns);
-		IOMMUTOP_ADD(op_stats->waited, 1);
-	}
-	if (done->flags & IOMMUTOP_FRAME_FULL)
-		IOMMUTOP_ADD(stats->ops[IOMMUTOP_OP_IOTLB_FLUSH_FULL].count, 1);
-	if (done->stack_id >= 0)
-		iommutop_record_stack(done, self_ns);
-}
-
 /* After an exit popped the frame at index of the stack at place (iommutop_stack_place): the call
  * below it is charged ns more probe time, and the time since since (this program's run), less the
  * stack's waiting since it was offcpu_since; or, the stack empty, it goes back
  * (iommutop_stack_emptied). The CPU's stack emptied is an interrupt's outermost call ended: ns is
  * that call's whole time, and the task call the interrupt landed in is charged it (and this
- * program's run) as time that is not its own work. A global function (ebpf/progs/track.bpf.c):
+ * program's run) as time that is not its own work. A global function (IOMMUTOP_GLOBAL_FUNCTIONS):
  * a stack lives in one of three maps, and the verifier follows what comes after its lookup once
  * for each while the pointer is in use; with this the exit drops it before counting the call,
  * which the verifier then follows once. */
 int iommutop_exit_done(__u64 place, __u32 index, __u64 ns, __u64 since, __u64 offcpu_since);
+
+#ifdef IOMMUTOP_GLOBAL_FUNCTIONS
+__noinline int iommutop_exit_done(__u64 place, __u32 index, __u64 ns, __u64 since,
+				  __u64 offcpu_since)
+{
+	struct iommutop_stack_ref ref;
+	struct iommutop_inflight *inflight = iommutop_stack_at(place, &ref);
+
+	if (index == 0) {
+		if (!ref.task_context)
+			iommutop_interrupt_ended(ns + (bpf_ktime_get_ns() - since));
+		iommutop_stack_emptied(&ref);
+		return 0;
+	}
+	if (inflight)
+		inflight->frames[(index - 1) & IOMMUTOP_FRAME_MASK].probe_ns +=
+		    ns +
+		    iommutop_on_cpu(bpf_ktime_get_ns() - since, inflight->offcpu_ns - offcpu_since);
+	return 0;
+}
+#endif
 
 /*
  * Exit of a timed call: finds its frame (normally the top one; frames above it belong to calls
@@ -93,7 +75,7 @@ static __always_inline void iommutop_exit_as(void *ctx, struct iommutop_call cal
 	struct iommutop_stack_ref ref;
 	struct iommutop_inflight *inflight = iommutop_stack_here(ctx, 0, &ref);
 	int task_context = ref.task_context, understudy = iommutop_is_understudy();
-	struct iommutop_frame *frame, done;
+	struct iommutop_frame done;
 	__u64 raw_ns, self_ns, offcpu_ns, offcpu_began, place;
 	__u32 depth, index, found;
 
@@ -133,14 +115,7 @@ static __always_inline void iommutop_exit_as(void *ctx, struct iommutop_call cal
 	if (depth == 0 || depth > IOMMUTOP_MAX_NESTING)
 		goto unseen_entry; /* never, after the search above: said for the verifier */
 	index = (depth - 1) & IOMMUTOP_FRAME_MASK;
-	frame = &inflight->frames[index];
-	/* Copy the frame out before giving its slot back: an interrupt may reuse it. */
-	done = *frame;
-	frame->start_ns = 0;
-	/* The call's bytes, decided once: a multi-function exit's are not known to the verifier,
-	 * which walks what follows each place they are decided once for each way. */
-	bytes = bytes == IOMMUTOP_KEEP_BYTES ? done.bytes : bytes;
-	inflight->depth = index;
+	bytes = iommutop_tracker_close(inflight, index, &done, bytes);
 	place = iommutop_stack_place(&ref);
 	/* An exit that reads an earlier time than its entry did (bpf_ktime_get_ns is the kernel's
 	 * fast monotonic clock, which may step back slightly between CPUs or across a timekeeping

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
+ * Floor 3, charging.
+ *
  * --pid and --cgroup: which work is counted, decided where a context's outermost frame opens
  * (docs/tracker.md).
  */

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
+ * Floor 2, stacks and frames.
+ *
  * A call's identity and its frame: what an entry program pushes on its context's stack of calls
  * in flight, and what the exit program of the same call finds again (docs/tracker.md).
  */
@@ -76,8 +78,9 @@ static __always_inline __u64 iommutop_func_ip(void *ctx)
 	((struct iommutop_call){.at = PT_REGS_SP((struct pt_regs *)(ctx)),                         \
 				.owner = PT_REGS_PARM1((struct pt_regs *)(ctx)),                   \
 				.func = PT_REGS_IP((struct pt_regs *)(ctx))})
-/* A call that spans several functions (IOMMUTOP_ENTER_SESSION), known by its session object. */
-#define IOMMUTOP_SESSION_CALL(session) ((struct iommutop_call){.at = (__u64)(session)})
+/* A call that spans several functions (IOMMUTOP_ENTER_SPANNING), known by the object both its ends
+ * are passed. */
+#define IOMMUTOP_SPANNING_CALL(object) ((struct iommutop_call){.at = (__u64)(object)})
 
 /* Frame flags (IOMMUTOP_FRAME_*): abi.h. */
 

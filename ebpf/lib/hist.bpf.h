@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Floor 1, maps and counters: a measured latency added to an operation's aggregate. */
 #ifndef IOMMUTOP_HIST_BPF_H
 #define IOMMUTOP_HIST_BPF_H
 

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
+ * Floor 1, maps and counters (docs/tracker.md, "The library's floors").
+ *
  * The maps every probe family shares. Each family is compiled on its own and the objects are
  * linked into one (bpftool gen object); the maps are __weak so that the linker keeps one copy,
  * which is what lets work nested in a DMA map be charged to the device of that map.
@@ -13,7 +15,7 @@
 /*
  * Cumulative counters and histograms per key, per CPU, in rows of a per-CPU array: a program finds
  * its key's row with a few array loads, where a per-CPU hash keyed by the key would hash the key
- * and compare it on every call (about 160 instructions, more than the rest of a DMA exit's work).
+ * and compare it on every call (more instructions than the rest of a DMA exit's work).
  *
  * iommutop_rows says which row is a key's: written when the key is first seen, and what user
  * space reads. iommutop_row_hints, indexed by a hash of the key, holds the row of a key looked up
@@ -214,9 +216,9 @@ iommutop_key_numbers(const struct iommutop_dev_key *key)
 
 /* Takes a row for a key seen for the first time: the key's row, or -1 when the rows (or
  * iommutop_stats, sized for the machine) are all taken. Two CPUs that take rows for the same key at
- * once both get the one iommutop_rows kept. A global function (ebpf/progs/track.bpf.c): the
- * verifier checks this rare path once per program, not at every place that counts. Global
- * functions take only numbers before 5.12: the key's kind and generation share one. */
+ * once both get the one iommutop_rows kept. A global function (see IOMMUTOP_GLOBAL_FUNCTIONS,
+ * below): the verifier checks this rare path once per program, not at every place that counts.
+ * Global functions take only numbers before 5.12: the key's kind and generation share one. */
 int iommutop_take_row(__u64 key_id, __u64 key_kind_generation);
 
 /* A key's kind and generation as one number, for the global functions. */
@@ -276,5 +278,91 @@ iommutop_stats_lookup_or_init(const struct iommutop_dev_key *key, int *new_row)
 		*hint = row;
 	return bpf_map_lookup_elem(&iommutop_stats, &row);
 }
+
+/*
+ * The library's global functions are defined in the one compilation unit that defines
+ * IOMMUTOP_GLOBAL_FUNCTIONS before it includes the library (ebpf/progs/track.bpf.c); every other
+ * family declares them only, and the linker (bpftool gen object) gives it that unit's copy.
+ */
+#ifdef IOMMUTOP_GLOBAL_FUNCTIONS
+/* How many rows the hashed build tries, from the count it read, to take one: every row there
+ * can be. The count it read can be far behind: a CPU stalled between reading it and claiming (a
+ * vCPU descheduled by its host) while others took rows for a dozen keys, and a fixed number of
+ * tries could run out of rows that exist. (The device_map_full drops 5.10 showed were not this
+ * but the misread EEXIST that iommutop_insert explains.) */
+#define IOMMUTOP_ROW_TRIES IOMMUTOP_MAX_DEVICES
+
+/* Whether row is one of iommutop_stats' (sized for the machine by user space). */
+static __always_inline int iommutop_row_exists(__u32 row)
+{
+	return bpf_map_lookup_elem(&iommutop_stats, &row) != NULL;
+}
+
+__noinline int iommutop_take_row(__u64 key_id, __u64 key_kind_generation)
+{
+	struct iommutop_dev_key key = {
+	    .id = key_id,
+	    .kind = (__u32)key_kind_generation,
+	    .generation = (__u32)(key_kind_generation >> 32),
+	};
+	struct iommutop_row_key *row_key;
+	__u32 zero = 0, row, *count, *kept;
+	int err;
+
+	/* A row given back is this key's alone once popped: no count or claim to agree on. */
+	if (!bpf_map_pop_elem(&iommutop_free_rows, &row) && iommutop_row_exists(row))
+		goto claimed;
+	count = bpf_map_lookup_elem(&iommutop_row_count, &zero);
+	/* Once every row is taken the count stays put: a key that finds no row counts as
+	 * device_map_full at each of its events, and must not push the count round to 0. */
+	if (!count || !iommutop_row_exists(*count))
+		return -1;
+#ifdef IOMMUTOP_TASK_STACKS_HASHED
+	{
+		__u32 first = *count, i;
+
+		for (i = 0; i < IOMMUTOP_ROW_TRIES; i++) {
+			row = first + i;
+			if (!iommutop_row_exists(row))
+				return -1;
+			if (!iommutop_insert(&iommutop_row_claims, &row, &row))
+				break;
+		}
+		if (i == IOMMUTOP_ROW_TRIES)
+			return -1;
+		/* Never back: another CPU may have counted further meanwhile. */
+		if (*count < row + 1)
+			*count = row + 1;
+	}
+#else
+	row = __sync_fetch_and_add(count, 1);
+	if (!iommutop_row_exists(row))
+		return -1; /* another CPU took the last row first */
+#endif
+claimed:
+	row_key = bpf_map_lookup_elem(&iommutop_row_keys, &row);
+	if (!row_key)
+		return -1;
+	row_key->id = key.id;
+	row_key->kind = key.kind;
+	row_key->generation = key.generation;
+	row_key->taken = 1;
+	err = iommutop_insert(&iommutop_rows, &key, &row);
+	if (!err)
+		return (int)row;
+	/* Not the key's after all: free for the next new key, not lost for the run. */
+	row_key->taken = 0;
+	bpf_map_push_elem(&iommutop_free_rows, &row, 0);
+	/* Another CPU took a row for the key first. */
+	if (err == IOMMUTOP_EEXIST) {
+		kept = bpf_map_lookup_elem(&iommutop_rows, &key);
+		return kept ? (int)*kept : -1;
+	}
+	/* Held by what this program interrupted: the key's next event takes a row. */
+	if (err == IOMMUTOP_EBUSY)
+		return IOMMUTOP_ROW_BUSY;
+	return -1;
+}
+#endif
 
 #endif

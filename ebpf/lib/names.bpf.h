@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Floor 1, maps and counters: the name of a row's key, written when the row is taken. */
 #ifndef IOMMUTOP_NAMES_BPF_H
 #define IOMMUTOP_NAMES_BPF_H
 
@@ -76,10 +77,24 @@ static __always_inline const void *iommutop_key_object(const struct iommutop_dev
 	}
 }
 
-/* iommutop_record_name of the key's own object, as a global function (ebpf/progs/track.bpf.c): a
- * row is named once, on the rare event that takes it, and the verifier checks the naming once per
- * program rather than at every place that counts. Numbers only (global functions before 5.12):
- * the key's kind and generation share one. */
+/* iommutop_record_name of the key's own object, as a global function (IOMMUTOP_GLOBAL_FUNCTIONS,
+ * maps.bpf.h): a row is named once, on the rare event that takes it, and the verifier checks the
+ * naming once per program rather than at every place that counts. Numbers only (global functions
+ * before 5.12): the key's kind and generation share one. */
 int iommutop_name_row(int row, __u64 key_id, __u64 key_kind_generation);
+
+#ifdef IOMMUTOP_GLOBAL_FUNCTIONS
+__noinline int iommutop_name_row(int row, __u64 key_id, __u64 key_kind_generation)
+{
+	struct iommutop_dev_key key = {
+	    .id = key_id,
+	    .kind = (__u32)key_kind_generation,
+	    .generation = (__u32)(key_kind_generation >> 32),
+	};
+
+	iommutop_record_name(row, &key, iommutop_key_object(&key));
+	return 0;
+}
+#endif
 
 #endif

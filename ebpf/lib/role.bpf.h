@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
+ * Floor 4, the tracker.
+ *
  * Which role a copy of a timed program plays (abi.h, IOMMUTOP_ROLE_LEAD): the lead, as built, or
  * an understudy, the same instructions loaded again with the role's one instruction patched by
  * the loader (cli/src/probes/role.rs). The verifier sees a constant either way, and walks

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
+ * Floor 1, maps and counters.
+ *
  * The bytes a call's arguments describe, for programs whose arguments are plain numbers (kprobes,
  * multi-function programs), each field read as cast.bpf.h says. fentry programs, whose arguments
  * are typed, read the same fields with plain loads where they can.
@@ -19,7 +21,7 @@
 /*
  * Bytes of a scatter-gather list of nents entries. A chained list (over 128 entries, the most one
  * page holds) is summed up to its first link: following links makes the verifier explore every
- * mix of chained and plain entries, which took minutes per program on 6.12.
+ * mix of chained and plain entries, far too long a walk per program.
  */
 static __always_inline __u64 sg_bytes(struct scatterlist *first, int nents)
 {

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
+ * Floor 2, stacks and frames.
+ *
  * Where each context keeps its calls in flight: a task's in the slot of its thread id or, while
  * another task holds that slot, in a hash by thread id (every task's in the hash on 5.10), an
  * interrupt's per CPU; and how long a task with calls in flight was switched out
@@ -9,6 +11,7 @@
 #define IOMMUTOP_STACKS_BPF_H
 
 #include "context.bpf.h"
+#include "state.bpf.h"
 
 /* Thread ids are below 2^22 (PID_MAX_LIMIT): the stacks of idle CPUs are keyed above them. */
 #define IOMMUTOP_IDLE_CONTEXT 0x80000000U
@@ -44,8 +47,8 @@ struct {
  * Calls in flight per task: in the slot of its thread id (IOMMUTOP_TASK_SLOTS, indexed by the id
  * masked), found with a few loads, which the first task of that index to enter a probed call
  * claims and gives back when its last call returns. A task whose slot another task holds keeps
- * its calls in iommutop_inflight instead (a hash lookup, about a hundred instructions where the
- * slot takes ten), until they have all returned; in_hash counts such tasks per index, so that
+ * its calls in iommutop_inflight instead (a hash lookup, many more instructions than the slot's
+ * few loads), until they have all returned; in_hash counts such tasks per index, so that
  * the others look in the hash only when one may have put calls there.
  *
  * Task-local storage held these before: on PREEMPT_RT a program that creates a task's storage is
@@ -263,7 +266,7 @@ static __always_inline void iommutop_interrupt_ended(__u64 ns)
 	if (depth == 0 || depth > IOMMUTOP_MAX_NESTING)
 		return;
 	top = &stack->frames[(depth - 1) & IOMMUTOP_FRAME_MASK];
-	if (top->start_ns)
+	if (iommutop_frame_open(top))
 		top->probe_ns += ns;
 }
 

@@ -200,13 +200,14 @@ int BPF_PROG(dma__iova_try_alloc__fentry, struct device *dev, void *state, phys_
 	     size_t size)
 {
 	/* The map is known by its state until dma_iova_sync returns. */
-	dma_enter_typed(ctx, IOMMUTOP_SESSION_CALL(state), IOMMUTOP_OP_DMA_MAP, dev, size,
-			IOMMUTOP_ENTER_SESSION);
+	dma_enter_typed(ctx, IOMMUTOP_SPANNING_CALL(state), IOMMUTOP_OP_DMA_MAP, dev, size,
+			IOMMUTOP_ENTER_SPANNING);
 	return 0;
 }
 
 /* bool: only the low byte of the return register is defined. A kretprobe has no arguments: it
- * passes IOMMUTOP_ANY_SESSION and no device, and the innermost open session is the one declined. */
+ * passes IOMMUTOP_ANY_SPANNING and no device, and the innermost open spanning call is the one
+ * declined. */
 static __always_inline void dma_iova_try_alloc_exit(void *ctx, struct iommutop_call state,
 						    __u8 allocated)
 {
@@ -219,7 +220,7 @@ IOMMUTOP_DECLARE_RET_AT(dma__iova_try_alloc__fexit);
 IOMMUTOP_SEC("fexit", dma__iova_try_alloc__fexit)
 int BPF_PROG(dma__iova_try_alloc__fexit, struct device *dev, void *state)
 {
-	dma_iova_try_alloc_exit(ctx, IOMMUTOP_SESSION_CALL(state),
+	dma_iova_try_alloc_exit(ctx, IOMMUTOP_SPANNING_CALL(state),
 				(__u8)IOMMUTOP_FEXIT_RET(dma__iova_try_alloc__fexit));
 	return 0;
 }
@@ -231,7 +232,7 @@ int BPF_PROG(dma__iova_sync__fexit, struct device *dev, void *state, size_t offs
 {
 	int err = (int)IOMMUTOP_FEXIT_RET(dma__iova_sync__fexit);
 
-	iommutop_exit_as(ctx, IOMMUTOP_SESSION_CALL(state), IOMMUTOP_OP_DMA_MAP, err != 0, size,
+	iommutop_exit_as(ctx, IOMMUTOP_SPANNING_CALL(state), IOMMUTOP_OP_DMA_MAP, err != 0, size,
 			 NULL, dev, 0, IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED, 0);
 	return 0;
 }
@@ -360,22 +361,22 @@ int BPF_KPROBE(dma__iova_try_alloc__kprobe, struct device *dev, void *state, phy
 {
 	struct iommutop_dev_key key = iommutop_device_key(dev);
 
-	iommutop_enter(ctx, IOMMUTOP_SESSION_CALL(state), IOMMUTOP_OP_DMA_MAP, &key, size,
-		       IOMMUTOP_ENTER_SESSION);
+	iommutop_enter(ctx, IOMMUTOP_SPANNING_CALL(state), IOMMUTOP_OP_DMA_MAP, &key, size,
+		       IOMMUTOP_ENTER_SPANNING);
 	return 0;
 }
 
 IOMMUTOP_SEC("kretprobe", dma__iova_try_alloc__kretprobe)
 int BPF_KRETPROBE(dma__iova_try_alloc__kretprobe, unsigned long allocated)
 {
-	dma_iova_try_alloc_exit(ctx, IOMMUTOP_ANY_SESSION, (__u8)allocated);
+	dma_iova_try_alloc_exit(ctx, IOMMUTOP_ANY_SPANNING, (__u8)allocated);
 	return 0;
 }
 
 IOMMUTOP_SEC("kretprobe", dma__iova_sync__kretprobe)
 int BPF_KRETPROBE(dma__iova_sync__kretprobe, int err)
 {
-	iommutop_exit_as(ctx, IOMMUTOP_ANY_SESSION, IOMMUTOP_OP_DMA_MAP, err != 0,
+	iommutop_exit_as(ctx, IOMMUTOP_ANY_SPANNING, IOMMUTOP_OP_DMA_MAP, err != 0,
 			 IOMMUTOP_KEEP_BYTES, NULL, NULL, 0, IOMMUTOP_EXIT_COUNT_MAY_BE_UNOPENED,
 			 0);
 	return 0;

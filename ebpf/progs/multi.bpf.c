@@ -3,10 +3,10 @@
  * Multi-function programs: one entry and one exit program for every function of a family, where
  * the kernel links one program to many functions (BPF_TRACE_FENTRY_MULTI and
  * BPF_TRACE_FEXIT_MULTI, 7.x). The verifier walks a program once, whatever the number of
- * functions it serves: on 7.3, verifying the 53 per-function fentry and fexit programs of the
- * DMA, IOMMU, IOVA and IOTLB points took 11-12 s of CPU. Each function is told apart by the
- * cookie its link gives it (abi.h, IOMMUTOP_MULTI_*), made by user space from the same table
- * that names the per-function programs (cli/src/probes/multi_shapes.rs).
+ * functions it serves, where the per-function fentry and fexit programs of the DMA, IOMMU, IOVA
+ * and IOTLB points are each verified on their own (docs/measurements.md). Each function is told
+ * apart by the cookie its link gives it (abi.h, IOMMUTOP_MULTI_*), made by user space from the same
+ * table that names the per-function programs (cli/src/probes/multi_shapes.rs).
  *
  * Such a program is loaded for no function in particular: its arguments are plain numbers, read
  * with bpf_get_func_arg, and what they point at is cast to its type (bpf_rdonly_cast, see
@@ -17,8 +17,8 @@
  * Three families: DMA API calls, which open a frame keyed by their device (argument 0), and
  * calls on an IOMMU-side object (page tables, IOVA, IOTLB), which inherit the key of the call
  * they are nested in, on the side that makes a mapping and on the side that takes it down. Calls
- * known by a session object (dma_iova_try_alloc to dma_iova_sync) and the flush-queue timer keep
- * their per-function programs.
+ * known by an object both their ends are passed (dma_iova_try_alloc to dma_iova_sync) and the
+ * flush-queue timer keep their per-function programs.
  */
 /* What their arguments point at is read through bpf_rdonly_cast (cast.bpf.h). */
 #define IOMMUTOP_CAST_READS
@@ -45,14 +45,14 @@ static __always_inline __u32 multi_op(__u64 cookie)
 
 /* All ones where byte is value, else 0, without a branch (x - 1 wraps for x = 0 only): where an
  * exit's rule picks between a value and a constant, a branch made the verifier walk the rest of
- * the exit once for each (7.3: an IOMMU-side exit 29,800 instructions, 13,700 with masks). */
+ * the exit once for each (docs/measurements.md). */
 static __always_inline __u64 multi_mask(__u64 byte, __u64 value)
 {
 	return -(((byte ^ value) - 1) >> 63);
 }
 
 /* How the call is known, as its entry reads it: by a branch on the rule, which the verifier walks
- * in fewer instructions here than the masks below (an entry: 12,100 against 18,600). */
+ * in fewer instructions here than the masks below (docs/measurements.md). */
 static __always_inline struct iommutop_call multi_call(void *ctx, __u64 cookie)
 {
 	__u32 how = MULTI_BYTE(cookie, IOMMUTOP_MULTI_CALL_SHIFT);
@@ -231,7 +231,7 @@ static __always_inline void multi_owned_exit(void *ctx)
  * take one down (unmaps, IOVA release, IOTLB invalidations), which interrupts often make. The
  * kernel runs a program once at a time on a CPU, and skips it for a call made while it runs there
  * (an interrupt's, or a preempting task's): with one family for both, an interrupt's unmap landing
- * in a task's map was skipped, and went untimed (7.3's load cell: 0.84 skipped runs a read).
+ * in a task's map was skipped, and went untimed (docs/measurements.md).
  */
 #define MULTI_OWNED_FAMILY(side)                                                                   \
 	IOMMUTOP_SEC("fentry", multi__##side##__fentry)                                            \

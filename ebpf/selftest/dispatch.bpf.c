@@ -9,8 +9,8 @@
  *   adds its six arguments, times the gap between the end of its entry program and the start of
  *   its exit program (the entry program's trampoline tail and the exit program's head, and a
  *   function with next to no work between them). Six arguments, as many as iommu_map takes: the
- *   trampoline saves and restores each (bpf_fentry_test1, of one argument, read 262 instructions a
- *   gap on the lab's instruction clock, test6 272). The probes take one such gap out of a call's
+ *   trampoline saves and restores each (a function of one argument reads a shorter gap:
+ *   docs/measurements.md). The probes take one such gap out of a call's
  *   time (iommutop_dispatch_ns).
  * - What a nested pair costs the call around it, untimed: a pair on bpf_prog_test_run_tracing,
  *   which calls bpf_fentry_test6, times each test run, first without the pair on test6, then with
@@ -20,7 +20,7 @@
  *   it to a call per probed call nested in it (iommutop_nested_dispatch_ns).
  *
  * The loader runs each a few hundred times and passes the medians to the probes (see
- * ebpf/lib/track.bpf.h, "Self time").
+ * docs/tracker.md, "Self time").
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>

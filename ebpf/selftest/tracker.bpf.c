@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The tracker driven step by step (issue 27): `cli/src/probes/tracker_test/` runs this program
+ * The tracker driven step by step: `cli/src/probes/tracker_test/` runs this program
  * with BPF_PROG_TEST_RUN, each run one step of a scenario (a call entering, a call exiting, an
  * entry interrupted before its frame was complete), and reads the statistics and health counters
  * the steps left. A test run's context is a copy of its arguments on the heap, on no stack: each
@@ -15,8 +15,9 @@
  * work), args[5] 1 to run on the calling thread's task stack, 0 as an interrupt on its own stack,
  * args[6] the function called, args[7] the step's flags (STEP_*).
  */
+/* Linked with no other object: the library's global functions are this object's own. */
+#define IOMMUTOP_GLOBAL_FUNCTIONS
 #include "common.bpf.h"
-#include "../progs/track.bpf.c" /* the tracker's global functions, and the license */
 
 enum tracker_step {
 	STEP_ENTER = 1, /* iommutop_enter, as a probe's entry program */
@@ -154,3 +155,5 @@ int selftest__tracker_step(struct bpf_raw_tracepoint_args *ctx)
 	}
 	return 1;
 }
+
+char LICENSE[] SEC("license") = "GPL";

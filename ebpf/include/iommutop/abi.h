@@ -226,7 +226,7 @@ struct iommutop_op_health {
 #define IOMMUTOP_FRAME_DUPLICATE 1 /* a twin called by its wrapper (IOMMUTOP_ENTER_TWIN) */
 #define IOMMUTOP_FRAME_FULL 2	   /* an IOTLB invalidation of a whole domain */
 #define IOMMUTOP_FRAME_FILTERED 4  /* left out by --pid/--cgroup, with all it nests */
-#define IOMMUTOP_FRAME_SESSION 8   /* known by a session object, not by where it sits */
+#define IOMMUTOP_FRAME_SPANNING 8  /* known by an object both ends are passed, not where it sits */
 /* Pushed by a lead program whose understudy (abi.h, IOMMUTOP_ROLE_UNDERSTUDY) has yet to see it:
  * the understudy takes the mark off and leaves the frame to the lead. */
 #define IOMMUTOP_FRAME_LEAD 16
@@ -237,7 +237,7 @@ struct iommutop_op_health {
 
 struct iommutop_frame {
 	__u64 call; /* the call's identity (frame.bpf.h, struct iommutop_call): its position or
-		       session */
+		       the object a call that spans functions is known by */
 	__u64 tag;
 	__u64 start_ns;
 	__u64 probe_ns; /* run time of probe programs nested in the call so far (self time) */
