@@ -39,7 +39,7 @@ pub use object::load::LoadError;
 pub use points::selection::PointSelection;
 pub use points::status::{PointStatus, Refusal};
 pub use points::table::{hook_kernels, point};
-pub use probes::cross_check::{Attached as CrossCheckAttached, CrossCheckError};
+pub use probes::cross_check::Attached as CrossCheckAttached;
 pub use probes::loader::Probes;
 pub use probes::verify::{verify_all_programs, ProgramVerdict};
 pub use selftest::check_hist_slots;
