@@ -1,7 +1,7 @@
 //! Command-line interface (clap). Parsing only: the commands live in `commands/`.
 
-use crate::probes::PointSelection;
 use clap::{Args, Parser, Subcommand};
+use iommutop_loader::PointSelection;
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]

@@ -1,5 +1,6 @@
 //! Exit codes and the one place errors become a line on stderr.
 
+use iommutop_loader::LoadError;
 use std::fmt;
 use std::process::ExitCode;
 
@@ -87,3 +88,13 @@ impl Failure {
 }
 
 pub type Outcome<T = ()> = Result<T, Failure>;
+
+/// Load errors that mean "this system can't" rather than "this run failed".
+pub fn load_failure(error: impl Into<LoadError>) -> Failure {
+    let error: LoadError = error.into();
+    match error {
+        LoadError::NoBtf { .. } | LoadError::NothingAttached(_) => Failure::environment(error),
+        LoadError::BadSetting(_) => Failure::usage(error),
+        other => Failure::from(other),
+    }
+}

@@ -7,12 +7,10 @@ mod domain;
 mod exit;
 mod output;
 mod privileges;
-mod probes;
 mod proc_stat;
 mod report_format;
 mod session;
 mod stop;
-mod sysinfo;
 mod task_filter;
 
 use clap::Parser;

@@ -2,12 +2,13 @@
 //! Dropping a session detaches every probe and turns BPF statistics back off.
 
 use crate::cli::NetdevScope;
+use crate::exit::load_failure;
 use crate::exit::Outcome;
 use crate::privileges::require_bpf_privileges;
-use crate::probes::{load_failure, PointSelection, PointStatus, ProbeSettings, Probes};
 use crate::proc_stat;
-use crate::sysinfo;
 use anyhow::Context;
+use iommutop_loader::sysinfo;
+use iommutop_loader::{CrossCheckAttached, PointSelection, PointStatus, ProbeSettings, Probes};
 use iommutop_model::cross_check::{CrossCheck, CrossCheckInputs};
 use iommutop_model::facts::HostFacts;
 use iommutop_model::report::UnderstudiesUsed;
@@ -323,12 +324,18 @@ fn cross_check(
     report: &Report,
     first: &RawSample,
     last: &RawSample,
-    attached: &BTreeMap<&'static str, Result<String, String>>,
+    attached: &CrossCheckAttached,
     filtered: bool,
 ) -> CrossCheck {
     let attached: BTreeMap<String, Result<String, String>> = attached
         .iter()
-        .map(|(program, outcome)| (program.to_string(), outcome.clone()))
+        .map(|(program, outcome)| {
+            let outcome = match outcome {
+                Ok(event) => Ok(event.clone()),
+                Err(why) => Err(why.to_string()),
+            };
+            (program.to_string(), outcome)
+        })
         .collect();
     let probes: BTreeMap<String, BTreeMap<Op, u64>> = report
         .devices
@@ -467,7 +474,7 @@ fn unavailable_reason(status: &PointStatus) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probes::status::Refusal as TierRefusal;
+    use iommutop_loader::Refusal as TierRefusal;
     use iommutop_model::report::Tier;
     use iommutop_model::sample::Op;
 

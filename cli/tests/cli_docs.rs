@@ -121,7 +121,11 @@ fn the_manual_says_exit_status_environment_and_examples() {
     let record = std::fs::read_to_string(root.join("docs/man/iommutop-record.1")).expect("page");
     assert!(record.contains(".SH \"EXIT STATUS\""));
     let mut settings = std::collections::BTreeSet::new();
-    let mut dirs = vec![root.join("cli/src"), root.join("workloads/runner/src")];
+    let mut dirs = vec![
+        root.join("cli/src"),
+        root.join("loader/src"),
+        root.join("workloads/runner/src"),
+    ];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).expect("dir") {
             let path = entry.expect("entry").path();

@@ -20,7 +20,7 @@ _Static_assert((IOMMUTOP_MAX_NESTING & IOMMUTOP_FRAME_MASK) == 0, "nesting must 
  * IRQ_STACK_SIZE is the same). A frame further from a call entering lies on another stack (an
  * NMI's, say): where it lies says nothing of whether it returned. 16 KiB on Debian's kernels;
  * user space sets it for the kernel it loads on (KASAN doubles it; arm64 takes at least a page:
- * cli/src/probes/kallsyms.rs). */
+ * loader/src/kernel/kallsyms.rs). */
 const volatile __u64 iommutop_kernel_stack_size __weak = 16 * 1024;
 
 /* A call's identity: where it sits (at), and, where both its programs see its arguments, a tag

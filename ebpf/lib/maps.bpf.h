@@ -23,7 +23,7 @@
  * sends the lookup to iommutop_rows, never to the wrong row. A key includes its generation (abi.h):
  * a rebound device, or a new object at a freed one's address, takes a row of its own.
  *
- * Rows are given back by user space (cli/src/probes/rows.rs) once their key can count no more (its
+ * Rows are given back by user space (loader/src/maps/rows.rs) once their key can count no more (its
  * device gone or bound elsewhere, its process exited) and its last counts were read: it removes
  * the key from iommutop_rows and iommutop_row_keys, zeroes the row a scrape later and puts it in
  * iommutop_free_rows, which a new key takes from before it takes a row never used.

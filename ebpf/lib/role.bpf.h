@@ -4,7 +4,7 @@
  *
  * Which role a copy of a timed program plays (abi.h, IOMMUTOP_ROLE_LEAD): the lead, as built, or
  * an understudy, the same instructions loaded again with the role's one instruction patched by
- * the loader (cli/src/probes/role.rs). The verifier sees a constant either way, and walks
+ * the loader (loader/src/calibration/role.rs). The verifier sees a constant either way, and walks
  * only the role's own branches.
  */
 #ifndef IOMMUTOP_ROLE_BPF_H

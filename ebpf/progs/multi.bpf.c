@@ -6,7 +6,7 @@
  * functions it serves, where the per-function fentry and fexit programs of the DMA, IOMMU, IOVA
  * and IOTLB points are each verified on their own (docs/measurements.md). Each function is told
  * apart by the cookie its link gives it (abi.h, IOMMUTOP_MULTI_*), made by user space from the same
- * table that names the per-function programs (cli/src/probes/multi_shapes.rs).
+ * table that names the per-function programs (loader/src/links/multi_shapes.rs).
  *
  * Such a program is loaded for no function in particular: its arguments are plain numbers, read
  * with bpf_get_func_arg, and what they point at is cast to its type (bpf_rdonly_cast, see

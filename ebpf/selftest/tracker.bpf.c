@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The tracker driven step by step: `cli/src/probes/tracker_test/` runs this program
+ * The tracker driven step by step: `loader/src/tracker_test/` runs this program
  * with BPF_PROG_TEST_RUN, each run one step of a scenario (a call entering, a call exiting, an
  * entry interrupted before its frame was complete), and reads the statistics and health counters
  * the steps left. A test run's context is a copy of its arguments on the heap, on no stack: each

@@ -1,7 +1,7 @@
 //! The BPF sources include one another without a circle (issue 31), as the Rust modules import
 //! one another in layers (`layers.rs`): this test reads every `.c` and `.h` under `ebpf/`, takes
 //! each `#include "…"` that names a file of the tree (resolved beside the includer, then in
-//! `ebpf/include` and `ebpf/lib`, as `cli/build.rs` passes `-I`), and fails on a cycle, naming it.
+//! `ebpf/include` and `ebpf/lib`, as `loader/build.rs` passes `-I`), and fails on a cycle, naming it.
 
 use crate::layers::{cycles, Graph, Module};
 use std::path::{Path, PathBuf};

@@ -14,9 +14,10 @@ pub(crate) type Module = Vec<String>;
 pub(crate) type Graph = BTreeMap<Module, BTreeSet<Module>>;
 
 /// The workspace's crates, by directory.
-const CRATES: [&str; 6] = [
+const CRATES: [&str; 7] = [
     "cli",
     "host",
+    "loader",
     "model",
     "tui",
     "workloads/runner",

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 pub const HIST_SLOTS: usize = 128;
 
 /// The operations iommutop counts: each variant's value is its `enum iommutop_op` value in the
-/// ABI header (pinned one by one where the bindings are generated, `cli/src/probes/convert.rs`).
+/// ABI header (pinned one by one where the bindings are generated, `loader/src/maps/convert.rs`).
 #[derive(
     Debug,
     Clone,

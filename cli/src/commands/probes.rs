@@ -3,17 +3,16 @@
 //! kernel memory here and on a large machine.
 
 use crate::cli::ProbesArgs;
+use crate::exit::load_failure;
 use crate::exit::{Failure, Outcome};
 use crate::output::{emit_table_or_json, json_or_text, stdout_width};
 use crate::privileges::require_bpf_privileges;
-use crate::probes::map_memory::{MapMemory, LARGE_MACHINE_BUDGET, LARGE_MACHINE_CPUS, STATS_MAP};
-use crate::probes::selftest::check_hist_slots;
-use crate::probes::table::{hook_kernels, point};
-use crate::probes::{
-    load_failure, verify_all_programs, PointSelection, PointStatus, ProbeSettings, Probes,
-    ProgramVerdict,
-};
 use anyhow::anyhow;
+use iommutop_loader::{
+    check_hist_slots, hook_kernels, point, verify_all_programs, MapMemory, PointSelection,
+    PointStatus, ProbeSettings, Probes, ProgramVerdict, LARGE_MACHINE_BUDGET, LARGE_MACHINE_CPUS,
+    STATS_MAP,
+};
 use iommutop_model::text::{wrap, Align, Table};
 use serde_json::json;
 use std::process::ExitCode;
@@ -292,7 +291,7 @@ fn table(statuses: &[PointStatus], width: Option<u16>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probes::map_memory::{MapKind, MapShape};
+    use iommutop_loader::{MapKind, MapShape};
 
     fn memory(stats_rows: u32) -> MapMemory {
         let map = |name: &str, kind, value_size, max_entries| MapShape {

@@ -100,17 +100,7 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
         args.cross_check,
     )?
     .with_device_filter(device_filter);
-    let repeated = if args.runs > 1 || args.warmup > 0 {
-        format!(
-            ", {} measured run{} after {} warm-up run{}",
-            args.runs,
-            plural(args.runs),
-            args.warmup,
-            plural(args.warmup)
-        )
-    } else {
-        String::new()
-    };
+    let repeated = series_description(args.runs, args.warmup);
     eprintln!(
         "iommutop: probes attached; running profile {} ({}{repeated})",
         profile.name,
@@ -131,93 +121,26 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
     if args.warmup > 0 {
         session.restart()?;
     }
-    let mut measured = Vec::new();
-    let mut params = WorkloadParams::new();
-    let mut last_failure = None;
-    for number in 1..=args.runs {
-        if args.runs > 1 {
-            eprintln!("iommutop: run {number}/{}", args.runs);
-        }
-        let workload = next_workload()?;
-        let t_s = session.elapsed_s();
-        let before = session.mark()?;
-        let (finished, sampling_failure) =
-            run_under_session(&mut session, workload, interval, &stop, &mut sink);
-        let after = session.mark()?;
-        let run = MeasuredRun::of(finished, sampling_failure);
-        if params.is_empty() {
-            params = run.params.clone();
-        }
-        let complete = run.error.is_none()
-            && run.sampling_failure.is_none()
-            && run.not_restored.is_empty()
-            && !run.results.interrupted();
-        if complete && args.runs > 1 {
-            let devices = session.between(&before, &after).devices;
-            let entry = RepeatRun::new(t_s, session.elapsed_s() - t_s, &run.results, &devices);
-            eprintln!(
-                "iommutop: run {number}/{} ended{}",
-                args.runs,
-                headline_of(&run.results)
-            );
-            measured.push((run, Some(entry)));
-        } else if complete {
-            measured.push((run, None));
-        } else {
-            last_failure = Some(run);
-            break;
-        }
-    }
-    if let Some(failed) = last_failure.as_mut() {
-        for line in &failed.not_restored {
-            eprintln!("iommutop: not restored: {line}");
-        }
-        if let Some(failure) = failed.sampling_failure.take() {
-            return Err(failure);
-        }
-    }
-    let mut warnings = Vec::new();
-    let mut all_results: Vec<WorkloadResults> = Vec::new();
-    let mut entries = Vec::new();
-    for (run, entry) in measured {
-        warnings.extend(run.warnings);
-        all_results.push(run.results);
-        entries.extend(entry);
-    }
-    let mut results = match all_results.len() {
-        0 => None,
-        _ if args.runs > 1 => Some(Repeats::merged_results(
-            profile.workload.name(),
-            &all_results,
-        )),
-        _ => all_results.pop(),
-    };
-    let (mut error, mut not_restored, mut interrupted) = (None, Vec::new(), false);
-    if let Some(failed) = last_failure {
-        if args.runs > 1 {
-            let kept = match entries.len() {
-                0 => "no run completed".to_string(),
-                1 => "the numbers are those of the run before it".to_string(),
-                n => format!("the numbers are those of the {n} runs before it"),
-            };
-            warnings.push(format!(
-                "run {} of {} did not complete: {kept}",
-                entries.len() + 1,
-                args.runs
-            ));
-        }
-        // Without a complete run, the failed run's results are the results; after complete
-        // runs, its `error` or `interrupted` joins theirs.
-        interrupted = failed.results.interrupted();
-        results = Some(match results {
-            None => failed.results,
-            Some(complete) => complete.marked_by(profile.workload.name(), &failed.results),
-        });
-        warnings.extend(failed.warnings);
-        error = failed.error;
-        not_restored = failed.not_restored;
-    }
-    warnings.extend(not_restored.iter().map(|l| format!("not restored: {l}")));
+    let Series {
+        measured,
+        params,
+        failed,
+    } = measure_runs(
+        args,
+        &mut session,
+        &mut next_workload,
+        interval,
+        &stop,
+        &mut sink,
+    )?;
+    let SeriesEnd {
+        results,
+        mut warnings,
+        entries,
+        error,
+        not_restored,
+        interrupted,
+    } = series_end(args.runs, profile.workload.name(), measured, failed);
     if profile.probe_groups.len() < PROBE_GROUPS.len() {
         warnings.push(format!(
             "the profile names probe groups {}: this build attaches all of them",
@@ -259,8 +182,22 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
     if let Some(path) = &args.html {
         crate::commands::html::write(path, &render_report(&report, &source))?;
     }
+    if let Some(failure) = run_failure(&report, error, interrupted, &not_restored) {
+        return Err(failure);
+    }
+    check_thresholds(&profile.thresholds(), &report)
+}
+
+/// How a series that reported ended in failure, if it did: its workload's error, an interrupt, or
+/// what could not be restored.
+fn run_failure(
+    report: &Report,
+    error: Option<WorkloadError>,
+    interrupted: bool,
+    not_restored: &[String],
+) -> Option<Failure> {
     if let Some(e) = error {
-        return Err(workload_failure(e));
+        return Some(workload_failure(e));
     }
     if interrupted
         || report
@@ -269,17 +206,168 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
             .as_ref()
             .is_some_and(|w| w.results.interrupted())
     {
-        return Err(Failure::from(anyhow!(
+        return Some(Failure::from(anyhow!(
             "interrupted (the report covers the run up to then)"
         )));
     }
     if !not_restored.is_empty() {
-        return Err(Failure::from(anyhow!(
+        return Some(Failure::from(anyhow!(
             "could not restore everything: {}",
             not_restored.join("; ")
         )));
     }
-    check_thresholds(&profile.thresholds(), &report)
+    None
+}
+
+/// `, N measured runs after K warm-up runs` where there is more than one run, else nothing.
+fn series_description(runs: u32, warmup: u32) -> String {
+    if runs > 1 || warmup > 0 {
+        format!(
+            ", {} measured run{} after {} warm-up run{}",
+            runs,
+            plural(runs),
+            warmup,
+            plural(warmup)
+        )
+    } else {
+        String::new()
+    }
+}
+
+/// The measured runs of a series, in order: each complete one with its entry when there are
+/// several, and the first that did not complete, which ends the series.
+struct Series {
+    measured: Vec<(MeasuredRun, Option<RepeatRun>)>,
+    params: WorkloadParams,
+    failed: Option<MeasuredRun>,
+}
+
+/// Runs the `--runs` measured runs under the probes until one does not complete; a sampling
+/// failure of that run is the command's.
+fn measure_runs(
+    args: &RunArgs,
+    session: &mut Session,
+    next_workload: &mut dyn FnMut() -> Outcome<Box<dyn Workload>>,
+    interval: Duration,
+    stop: &StopSignal,
+    sink: &mut ReportSink,
+) -> Outcome<Series> {
+    let mut measured = Vec::new();
+    let mut params = WorkloadParams::new();
+    let mut last_failure = None;
+    for number in 1..=args.runs {
+        if args.runs > 1 {
+            eprintln!("iommutop: run {number}/{}", args.runs);
+        }
+        let workload = next_workload()?;
+        let t_s = session.elapsed_s();
+        let before = session.mark()?;
+        let (finished, sampling_failure) =
+            run_under_session(session, workload, interval, stop, sink);
+        let after = session.mark()?;
+        let run = MeasuredRun::of(finished, sampling_failure);
+        if params.is_empty() {
+            params = run.params.clone();
+        }
+        let complete = run.error.is_none()
+            && run.sampling_failure.is_none()
+            && run.not_restored.is_empty()
+            && !run.results.interrupted();
+        if complete && args.runs > 1 {
+            let devices = session.between(&before, &after).devices;
+            let entry = RepeatRun::new(t_s, session.elapsed_s() - t_s, &run.results, &devices);
+            eprintln!(
+                "iommutop: run {number}/{} ended{}",
+                args.runs,
+                headline_of(&run.results)
+            );
+            measured.push((run, Some(entry)));
+        } else if complete {
+            measured.push((run, None));
+        } else {
+            last_failure = Some(run);
+            break;
+        }
+    }
+    if let Some(failed) = last_failure.as_mut() {
+        for line in &failed.not_restored {
+            eprintln!("iommutop: not restored: {line}");
+        }
+        if let Some(failure) = failed.sampling_failure.take() {
+            return Err(failure);
+        }
+    }
+    Ok(Series {
+        measured,
+        params,
+        failed: last_failure,
+    })
+}
+
+/// What a series reports: its results (merged, or the failed run's, or marked by it), the
+/// warnings of every run, the entries of its complete runs, and how the failed run ended.
+struct SeriesEnd {
+    results: Option<WorkloadResults>,
+    warnings: Vec<String>,
+    entries: Vec<RepeatRun>,
+    error: Option<WorkloadError>,
+    not_restored: Vec<String>,
+    interrupted: bool,
+}
+
+fn series_end(
+    runs: u32,
+    workload: &str,
+    measured: Vec<(MeasuredRun, Option<RepeatRun>)>,
+    last_failure: Option<MeasuredRun>,
+) -> SeriesEnd {
+    let mut warnings = Vec::new();
+    let mut all_results: Vec<WorkloadResults> = Vec::new();
+    let mut entries = Vec::new();
+    for (run, entry) in measured {
+        warnings.extend(run.warnings);
+        all_results.push(run.results);
+        entries.extend(entry);
+    }
+    let mut results = match all_results.len() {
+        0 => None,
+        _ if runs > 1 => Some(Repeats::merged_results(workload, &all_results)),
+        _ => all_results.pop(),
+    };
+    let (mut error, mut not_restored, mut interrupted) = (None, Vec::new(), false);
+    if let Some(failed) = last_failure {
+        if runs > 1 {
+            let kept = match entries.len() {
+                0 => "no run completed".to_string(),
+                1 => "the numbers are those of the run before it".to_string(),
+                n => format!("the numbers are those of the {n} runs before it"),
+            };
+            warnings.push(format!(
+                "run {} of {} did not complete: {kept}",
+                entries.len() + 1,
+                runs
+            ));
+        }
+        // Without a complete run, the failed run's results are the results; after complete
+        // runs, its `error` or `interrupted` joins theirs.
+        interrupted = failed.results.interrupted();
+        results = Some(match results {
+            None => failed.results,
+            Some(complete) => complete.marked_by(workload, &failed.results),
+        });
+        warnings.extend(failed.warnings);
+        error = failed.error;
+        not_restored = failed.not_restored;
+    }
+    warnings.extend(not_restored.iter().map(|l| format!("not restored: {l}")));
+    SeriesEnd {
+        results,
+        warnings,
+        entries,
+        error,
+        not_restored,
+        interrupted,
+    }
 }
 
 /// One measured run of the workload, as it ended.

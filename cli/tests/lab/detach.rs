@@ -1,7 +1,7 @@
 //! Detaching in the lab: `record` returns once its report is written and its probes detach
 //! behind it, in a process of their own (`Probes::detach_behind`). On 7.3, by default,
 //! multi-function links serve most functions and per-function links the rest
-//! (cli/src/probes/multi.rs): both kinds detach behind. Two recordings of dd's 2000 direct reads
+//! (loader/src/links/multi.rs): both kinds detach behind. Two recordings of dd's 2000 direct reads
 //! of the NVMe on two vCPUs, the second started the moment the first returned,
 //! while the first's programs were still detaching (the second waits for them before attaching):
 //! both count exactly what the block layer counts, and none of our programs is left once the

@@ -401,7 +401,7 @@ enum iommutop_multi_failed {
  * what they point at is cast to its type with the kfunc bpf_rdonly_cast (a typed load after it
  * costs one instruction; bpf_probe_read_kernel costs some 90). aya cannot parse an object that
  * calls a kfunc, so the call is written as a raw instruction (ebpf/lib/cast.bpf.h) that the
- * multi-function loader (cli/src/probes/multi_cast.rs) completes with the kernel's BTF ids: the
+ * multi-function loader (loader/src/links/multi_cast.rs) completes with the kernel's BTF ids: the
  * instruction before it, `r2 = IOMMUTOP_CAST_MARK | type`, gets the id of the type, and the call's
  * immediate IOMMUTOP_CAST_CALL_MARK that of bpf_rdonly_cast.
  */

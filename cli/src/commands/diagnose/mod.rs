@@ -19,11 +19,11 @@ use crate::commands::workload::{
 use crate::commands::{call_paths, html};
 use crate::exit::{Failure, Outcome};
 use crate::output::{print_text, JsonTarget, ReportSink};
-use crate::probes::PointSelection;
 use crate::session::{Detach, RunDescription, Session};
 use crate::stop::StopSignal;
-use crate::sysinfo;
 use anyhow::{anyhow, Context};
+use iommutop_loader::sysinfo;
+use iommutop_loader::PointSelection;
 use iommutop_model::diagnose::diagnosis::markdown::render_markdown_diagnosis;
 use iommutop_model::diagnose::{render_system, Diagnosis};
 use iommutop_model::html::render_diagnosis;

@@ -10,12 +10,14 @@ use super::encode::{render, Exposition, HostLabels, PointTier, RowUse};
 use super::totals::Totals;
 use super::uevents::{DeviceChange, Uevents};
 use crate::cli::NetdevScope;
+use crate::exit::load_failure;
 use crate::exit::{Failure, Outcome};
-use crate::probes::rows::{ended_sources, HostNow, SourceId, SysfsHost};
-use crate::probes::{load_failure, PointSelection, ProbeSettings, Probes};
-use crate::sysinfo;
 use anyhow::{anyhow, Context};
 use iommutop_host::sysfs::link_name;
+use iommutop_loader::sysinfo;
+use iommutop_loader::{
+    ended_sources, HostNow, PointSelection, ProbeSettings, Probes, SourceId, SysfsHost,
+};
 use iommutop_model::facts::HostFacts;
 use iommutop_model::sample::{RawSample, SourceKind};
 use iommutop_model::snapshot::{RowKey, Snapshot};

@@ -90,7 +90,7 @@ pub struct Exposition<'a> {
     pub rows: RowUse,
 }
 
-/// The kernel's statistics rows (cli/src/probes/rows.rs).
+/// The kernel's statistics rows (loader/src/maps/rows.rs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RowUse {
     pub in_use: u64,

@@ -17,9 +17,9 @@ use crate::cli::TopArgs;
 use crate::commands::workload::restore_leftovers;
 use crate::exit::{Failure, Outcome};
 use crate::output::{JsonTarget, ReportSink};
-use crate::probes::PointStatus;
 use crate::session::{probe_entry, Session};
 use anyhow::{anyhow, Context};
+use iommutop_loader::PointStatus;
 use iommutop_model::{DeviceFilter, TaskFilter};
 use iommutop_tui::{
     render, update, Action, Column, Effect, HostSummary, Key, OpProbe, State, WorkloadView,
