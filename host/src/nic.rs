@@ -7,7 +7,7 @@ use crate::error::HostError;
 use crate::pci_device::pci_address_of;
 use crate::root::HostRoot;
 use crate::sysfs::read;
-use iommutop_model::pci::PciAddress;
+use iommutop_abi::pci::PciAddress;
 use serde_json::Value;
 use std::fmt;
 

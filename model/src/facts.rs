@@ -4,7 +4,7 @@
 //! interprets them: which IOMMU, which default domain type, which PCI device a disk or netdev
 //! belongs to.
 
-use crate::pci::PciAddress;
+use iommutop_abi::pci::PciAddress;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -14,11 +14,8 @@ pub mod html;
 pub mod losses;
 pub mod op_stats;
 mod ops_map;
-pub mod params;
-pub mod pci;
 pub mod report;
 pub mod results;
-pub mod row_key;
 pub mod sample;
 pub mod shell;
 pub mod snapshot;
@@ -28,10 +25,10 @@ pub mod tail;
 pub mod task_filter;
 pub mod text;
 pub mod time;
-pub mod units;
 pub mod unseen;
 pub mod waiting;
-pub mod workload;
+
+pub use iommutop_abi::{params, pci, row_key, units, workload};
 
 pub use derive::{Derived, IoBasis};
 pub use device_filter::DeviceFilter;

@@ -17,6 +17,7 @@ pub use read::{ReadReportError, ReportError};
 pub use repeats::Repeats;
 
 use crate::facts::{DmaMode, IommuVendor};
+use crate::sample::Health;
 use crate::snapshot::Device;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -52,7 +53,7 @@ pub struct Report {
     /// ...; see docs/probes.md): what the warnings are made from, for CI to gate on. Absent in
     /// reports written before it existed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub health: BTreeMap<String, u64>,
+    pub health: BTreeMap<Health, u64>,
     /// The calls the probes did not see whole, per operation and per group of entry programs
     /// (docs/probes.md, "How the loss figures are computed"). Absent in reports written before
     /// it existed, whose `health` bounds them with `missed_calls.<op>` instead.
@@ -141,7 +142,7 @@ pub struct Run {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WorkloadReport {
     pub name: String,
-    pub params: crate::params::WorkloadParams,
+    pub params: iommutop_abi::params::WorkloadParams,
     pub results: crate::results::WorkloadResults,
 }
 
@@ -149,7 +150,7 @@ pub struct WorkloadReport {
 #[derive(Deserialize)]
 struct WorkloadReportJson {
     name: String,
-    params: crate::params::WorkloadParams,
+    params: iommutop_abi::params::WorkloadParams,
     results: Map<String, Value>,
 }
 
@@ -168,7 +169,7 @@ impl<'de> Deserialize<'de> for WorkloadReport {
 impl WorkloadReport {
     /// The workload's unit of work and headline numbers (`results.work`), if it stated them:
     /// reports of builds before it did have none.
-    pub fn headline(&self) -> Option<crate::workload::Headline> {
+    pub fn headline(&self) -> Option<iommutop_abi::workload::Headline> {
         self.results.headline()
     }
 }

@@ -8,7 +8,7 @@ use crate::sample::Op;
 use crate::snapshot::Device;
 use crate::sriov::{vfs_under_physfn, Nesting};
 use crate::text::{widest_line, wrap, Align, Table};
-use crate::units::{human_count, human_ns, percent};
+use iommutop_abi::units::{human_count, human_ns, percent};
 
 const NONE: &str = "-";
 

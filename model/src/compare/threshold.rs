@@ -28,9 +28,9 @@ use super::untimed::untimed_reason;
 use super::work::{work_units, DeviceWork, COMPLETIONS_PER_S};
 use crate::facts::cmdline_params;
 use crate::ops_map::op_named;
-use crate::pci::is_pci_address;
 use crate::report::Report;
 use crate::snapshot::Device;
+use iommutop_abi::pci::is_pci_address;
 
 /// A `--fail-if` expression that cannot be used, or cannot be evaluated on the reports given.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -18,7 +18,7 @@ use crate::results::PerUnit;
 use crate::sample::Op;
 use crate::snapshot::Device;
 use crate::waiting::DmaWaiting;
-use crate::workload::Headline;
+use iommutop_abi::workload::Headline;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -406,7 +406,7 @@ mod tests {
 
     #[test]
     fn stated_units_are_read_before_any_key() {
-        let work = Headline::counted(crate::workload::WorkUnit::Io, 300.0, "iops", 100.0);
+        let work = Headline::counted(iommutop_abi::workload::WorkUnit::Io, 300.0, "iops", 100.0);
         let results = json!({"transactions": 1, "work": work});
         let units = work_units(&with_results(results, json!({})));
         assert_eq!(
@@ -420,7 +420,8 @@ mod tests {
                 driven: BTreeSet::new(),
             }
         );
-        let uncounted = json!({"work": Headline::uncounted(crate::workload::WorkUnit::Access)});
+        let uncounted =
+            json!({"work": Headline::uncounted(iommutop_abi::workload::WorkUnit::Access)});
         let units = work_units(&with_results(uncounted, json!({})));
         assert_eq!(
             units.unit, "completed I/O",

@@ -5,7 +5,7 @@ use super::ab::AbOutcome;
 use crate::compare::DeviceWork;
 use crate::sample::Op;
 use crate::snapshot::Device;
-use crate::units::human_ns;
+use iommutop_abi::units::human_ns;
 use serde::Serialize;
 
 /// How much a change would save.

@@ -22,8 +22,8 @@ use crate::report::Report;
 use crate::sample::Op;
 use crate::snapshot::{Device, RowKind};
 use crate::sriov::{vfs_under_physfn, Nesting};
-use crate::units::{human_ns, three_digits};
 use charts::{HistSeries, Line};
+use iommutop_abi::units::{human_ns, three_digits};
 use std::fmt::Write;
 
 /// The page of one report; `source` names it (the file it was read from).

@@ -7,7 +7,7 @@
 //! maximum and sum, which the summary reports to the nanosecond.
 
 use hdrhistogram::Histogram;
-pub use iommutop_model::results::vfio_nvme::{CcdfPoint, HistogramBuckets, LatencySummary};
+pub use iommutop_vfio_nvme_results::{CcdfPoint, HistogramBuckets, LatencySummary};
 use serde::{Deserialize, Serialize};
 
 /// Sub-bucket bits: 128 buckets per power of two (values below 256 are exact).

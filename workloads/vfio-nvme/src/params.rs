@@ -3,7 +3,7 @@
 //! Read from checked values by [`crate::options`].
 
 use crate::error::ParamError;
-pub use iommutop_model::results::vfio_nvme::params::{
+pub use iommutop_vfio_nvme_results::params::{
     default_sweep_pages, Backend, PageSize, Pattern, SweepParams, Target, MAX_PAGES,
 };
 use serde::{Deserialize, Serialize};
@@ -88,7 +88,7 @@ pub fn slot_bytes(block_size: u32) -> u64 {
 impl Params {
     /// Distinct buffer pages each thread uses: as given, or the fewest that hold `qd` buffers.
     pub fn pages_per_thread(&self) -> u64 {
-        iommutop_model::results::vfio_nvme::params::buffer_pages(
+        iommutop_vfio_nvme_results::params::buffer_pages(
             self.pages,
             self.block_size,
             self.queue_depth,

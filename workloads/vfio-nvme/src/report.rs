@@ -5,7 +5,7 @@
 use crate::changes::HostChanges;
 use crate::hist::{CcdfPoint, LatencyHistogram, LatencySummary};
 use crate::params::Params;
-pub use iommutop_model::results::vfio_nvme::{DeviceInfo, MapCost, SetupCost, VerifySummary};
+pub use iommutop_vfio_nvme_results::{DeviceInfo, MapCost, SetupCost, VerifySummary};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 

@@ -1,4 +1,4 @@
-//! The driver's results as the report holds them ([`iommutop_model::results::vfio_nvme`]): the
+//! The driver's results as the report holds them ([`iommutop_vfio_nvme_results`]): the
 //! same numbers, the histogram as its buckets. The driver keeps its own run and sweep results
 //! (the histogram must stay one for its work and the worker's replies) and its run parameters (a
 //! `Duration`); everything else is the model's own type.
@@ -7,7 +7,7 @@ use crate::hist::LatencyHistogram;
 use crate::params::{Params, Stop};
 use crate::report::{RunResult, ThreadResult};
 use crate::sweep::SweepResult;
-use iommutop_model::results::vfio_nvme::{self as model, params};
+use iommutop_vfio_nvme_results::{self as model, params};
 
 impl RunResult {
     /// The run as the report holds it, with the set-up mapping cost and the latency in ns on

@@ -5,7 +5,7 @@
 use crate::changes::HostChanges;
 use crate::params::{PageSize, SweepParams};
 use crate::report::{DeviceInfo, SetupCost};
-pub use iommutop_model::results::vfio_nvme::{Knee, SweepSeries, SweepStep};
+pub use iommutop_vfio_nvme_results::{Knee, SweepSeries, SweepStep};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 

@@ -8,9 +8,9 @@
 pub mod host;
 pub mod params;
 
-use crate::pci::PciAddress;
-use crate::workload::Headline;
 use host::HostChanges;
+use iommutop_abi::pci::PciAddress;
+use iommutop_abi::workload::Headline;
 use params::{PageSize, RunParams, SweepParams};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
