@@ -130,6 +130,19 @@ impl LatencyHistogram {
             .collect()
     }
 
+    /// The non-empty buckets with the exact count, extremes and sum: the histogram as reports
+    /// hold it.
+    pub fn buckets_reported(&self) -> HistogramBuckets {
+        HistogramBuckets {
+            sub_bucket_bits: SUB_BITS,
+            count: self.total(),
+            min_ns: self.min(),
+            max_ns: self.max(),
+            sum_ns: self.sum(),
+            buckets: self.buckets().map(|(l, h, c)| [l, h, c]).collect(),
+        }
+    }
+
     /// Non-empty buckets as (lowest value, highest value, count), lowest first.
     pub fn buckets(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
         self.counts.iter_recorded().map(|bucket| {

@@ -2,22 +2,9 @@
 //! 4 … N pages, the knee where it steps up (the working set stopped fitting the IOTLB), a text
 //! table and an SVG plot. All pure.
 
-use crate::changes::HostChanges;
-use crate::params::{PageSize, SweepParams};
-use crate::report::{DeviceInfo, SetupCost};
-pub use iommutop_vfio_nvme_results::{Knee, SweepSeries, SweepStep};
-use serde::{Deserialize, Serialize};
+use crate::params::PageSize;
+pub use iommutop_vfio_nvme_results::{Knee, SweepSeries, SweepStep, VfioNvmeSweep};
 use std::fmt::Write as _;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SweepResult {
-    pub params: SweepParams,
-    pub device: DeviceInfo,
-    pub setup: SetupCost,
-    pub series: Vec<SweepSeries>,
-    pub interrupted: bool,
-    pub host: HostChanges,
-}
 
 /// The smallest relative step taken as a knee.
 pub const MIN_JUMP_RATIO: f64 = 0.03;
@@ -120,21 +107,14 @@ pub fn analyse(page_size: PageSize, steps: &[SweepStep]) -> (Option<Knee>, Strin
     }
 }
 
-impl SweepResult {
-    /// Median latency against pages touched (log2 axis), one line per page size, the knee
-    /// marked.
-    pub fn svg(&self) -> String {
-        svg_plot(&self.series)
-    }
-}
-
 fn esc(t: &str) -> String {
     t.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
 }
 
-/// The plot, as a standalone SVG document.
+/// Median latency against pages touched (log2 axis), one line per page size, the knee marked:
+/// a standalone SVG document.
 pub fn svg_plot(series: &[SweepSeries]) -> String {
     let (w, h) = (760.0f64, 440.0f64);
     let (left, right, top, bottom) = (70.0, 170.0, 40.0, 50.0);
