@@ -4,6 +4,7 @@
 //! Depends on no other crate of the workspace.
 
 pub mod bindings;
+pub mod domain;
 pub mod health;
 pub mod hist;
 mod layout;
@@ -16,6 +17,7 @@ pub mod row_key;
 pub mod units;
 pub mod workload;
 
+pub use domain::DomainType;
 pub use health::Health;
 pub use hist::{slot_of, HIST_SLOTS};
 pub use op::Op;

@@ -32,7 +32,7 @@ pub use iommutop_abi::{params, pci, row_key, units, workload};
 
 pub use derive::{Derived, IoBasis};
 pub use device_filter::DeviceFilter;
-pub use facts::{DeviceFacts, DmaMode, HostFacts, IommuGroup, IommuUnit, IommuVendor};
+pub use facts::{DeviceFacts, DomainType, HostFacts, IommuGroup, IommuUnit, IommuVendor};
 pub use hist::{slot_of, Histogram, SLOT_VECTORS};
 pub use ops_map::op_named;
 pub use report::{schema_text, Report, ReportError, ReportInputs, SCHEMA_VERSION};

@@ -16,7 +16,7 @@ pub use probes::{ProbeEntry, ProbeStatus, Refusal, Tier};
 pub use read::{ReadReportError, ReportError};
 pub use repeats::Repeats;
 
-use crate::facts::{DmaMode, IommuVendor};
+use crate::facts::{DomainType, IommuVendor};
 use crate::sample::Health;
 use crate::snapshot::Device;
 use serde::{Deserialize, Serialize};
@@ -112,7 +112,9 @@ pub struct HostIommu {
     pub units: Vec<String>,
     /// `DMA`, `DMA-FQ`, `identity`, ... (what most groups have).
     pub default_domain_type: Option<String>,
-    pub dma_mode: Option<DmaMode>,
+    /// The default domain's DMA mode, written by its name (`strict`, `lazy`, `passthrough`).
+    #[serde(default, with = "iommutop_abi::domain::as_mode")]
+    pub dma_mode: Option<DomainType>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -13,6 +13,7 @@
 //! thus never puts one device's cost per another workload's transaction.
 
 use crate::derive::{enclosing, io_count};
+use crate::facts::DomainType;
 use crate::report::{Report, WorkloadReport};
 use crate::results::PerUnit;
 use crate::sample::Op;
@@ -280,7 +281,10 @@ impl DeviceWork {
         };
         let domain_type = device.domain_type.clone();
         let translated = device.op(Op::IommuMap).count > 0
-            || matches!(domain_type.as_deref(), Some("DMA" | "DMA-FQ"));
+            || domain_type
+                .as_deref()
+                .and_then(|t| t.parse::<DomainType>().ok())
+                .is_some_and(DomainType::is_translated);
         let dma_ns = [Op::DmaMap, Op::DmaUnmap]
             .iter()
             .map(|&op| device.op(op).total_ns())

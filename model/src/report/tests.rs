@@ -218,7 +218,7 @@ fn the_builder_computes_devices_and_overhead_over_the_whole_run() {
     );
     assert_eq!(
         report.host.iommu.dma_mode,
-        Some(crate::facts::DmaMode::Lazy)
+        Some(crate::facts::DomainType::DmaFq)
     );
     assert!(report.host.lab);
     let keys: Vec<String> = report.devices.iter().map(|d| d.key.to_string()).collect();
