@@ -19,7 +19,7 @@
 //! view reads back with each power of two's count spread evenly over its sub-slots, so its
 //! percentiles stay as before: within a factor of two.
 
-use crate::sample::HIST_SLOTS;
+use iommutop_abi::hist::HIST_SLOTS;
 use serde::{Deserialize, Serialize};
 
 pub use iommutop_abi::hist::{
@@ -45,7 +45,7 @@ impl Default for Histogram {
 
 /// serde implements arrays only up to 32 elements: a histogram is a plain JSON array of its slots.
 mod serde_big_array {
-    use crate::sample::HIST_SLOTS;
+    use iommutop_abi::hist::HIST_SLOTS;
     use serde::de::Error;
     use serde::{Deserialize, Deserializer, Serializer};
 
