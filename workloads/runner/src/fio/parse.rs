@@ -169,20 +169,29 @@ fn direction(jobs: &[Value], name: &str) -> Option<Direction> {
     Some(d)
 }
 
+/// What a fio JSON object lacks to be a run's result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FioReportError {
+    #[error("no `jobs` in fio's JSON output")]
+    NoJobs,
+    #[error("fio ran no jobs")]
+    RanNoJobs,
+    /// A job's name and its error number (as fio wrote it).
+    #[error("job {job} ended with error {error}")]
+    JobFailed { job: String, error: String },
+}
+
 /// Reads one fio JSON object.
-pub fn parse_report(report: &Value) -> Result<FioResult, String> {
-    let jobs = report["jobs"]
-        .as_array()
-        .ok_or("no `jobs` in fio's JSON output")?;
+pub fn parse_report(report: &Value) -> Result<FioResult, FioReportError> {
+    let jobs = report["jobs"].as_array().ok_or(FioReportError::NoJobs)?;
     if jobs.is_empty() {
-        return Err("fio ran no jobs".into());
+        return Err(FioReportError::RanNoJobs);
     }
     if let Some(job) = jobs.iter().find(|j| j["error"].as_i64().unwrap_or(0) != 0) {
-        return Err(format!(
-            "job {} ended with error {}",
-            job["jobname"].as_str().unwrap_or("?"),
-            job["error"]
-        ));
+        return Err(FioReportError::JobFailed {
+            job: job["jobname"].as_str().unwrap_or("?").to_string(),
+            error: job["error"].to_string(),
+        });
     }
     let mean = |key: &str| {
         let values: Vec<f64> = jobs.iter().filter_map(|j| j[key].as_f64()).collect();
@@ -308,7 +317,7 @@ mod tests {
         assert!(parse_report(&serde_json::json!({})).is_err());
         let failed = serde_json::json!({"jobs": [{"jobname": "x", "error": 5}]});
         assert_eq!(
-            parse_report(&failed).unwrap_err(),
+            parse_report(&failed).unwrap_err().to_string(),
             "job x ended with error 5"
         );
     }
