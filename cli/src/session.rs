@@ -15,7 +15,7 @@ use iommutop_model::report::UnderstudiesUsed;
 use iommutop_model::report::{
     IntervalPoint, ProbeEntry, ProbeStatus, Refusal, Report, ReportInputs, Run,
 };
-use iommutop_model::sample::{Op, RawSample};
+use iommutop_model::sample::{Health, Op, RawSample};
 use iommutop_model::snapshot::Snapshot;
 use iommutop_model::unseen::{unseen_completions, BlockLayerWindow, UnseenCompletions};
 use iommutop_model::{DeviceFilter, TaskFilter};
@@ -290,7 +290,7 @@ impl Session {
         report.stacks = stacks;
         if !unseen.is_empty() {
             report.health.insert(
-                COMPLETIONS_UNSEEN.to_string(),
+                Health::CompletionsUnseen,
                 unseen.iter().map(UnseenCompletions::unseen).sum(),
             );
         }
@@ -374,9 +374,6 @@ pub enum Detach {
     /// nothing is measured after, so that the user does not wait for the kernel's detach.
     Behind,
 }
-
-/// The health counter of block completions the probes missed, by the block layer's count.
-pub const COMPLETIONS_UNSEEN: &str = "completions_unseen";
 
 impl Session {
     /// Disks whose completions the probes undercounted between `first` and `last`. Not judged

@@ -5,7 +5,7 @@ use crate::nic::nic_pci_address;
 use crate::pci_device::pci_address_of;
 use crate::root::HostRoot;
 use crate::sysfs::entry_names;
-use iommutop_model::pci::PciAddress;
+use iommutop_abi::pci::PciAddress;
 use std::fmt;
 
 /// Why a name is no PCI function here.

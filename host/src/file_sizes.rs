@@ -5,7 +5,11 @@ use std::path::{Path, PathBuf};
 
 /// Where each kind of source lives, the extensions it has and the most lines a file may have.
 const KINDS: [(&[&str], &[&str], usize); 2] = [
-    (&["cli", "host", "model", "tui", "workloads"], &["rs"], 800),
+    (
+        &["abi", "cli", "host", "model", "tui", "workloads"],
+        &["rs"],
+        800,
+    ),
     (&["ebpf"], &["c", "h"], 500),
 ];
 

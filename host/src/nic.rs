@@ -7,7 +7,7 @@ use crate::error::HostError;
 use crate::pci_device::pci_address_of;
 use crate::root::HostRoot;
 use crate::sysfs::read;
-use iommutop_model::pci::PciAddress;
+use iommutop_abi::pci::PciAddress;
 use serde_json::Value;
 use std::fmt;
 
@@ -18,15 +18,23 @@ pub struct LinkState {
     pub addresses: Vec<String>,
 }
 
+/// What `ip -j addr` output lacks to tell a NIC's state.
+#[derive(Debug, thiserror::Error)]
+pub enum IpOutputError {
+    #[error("unexpected `ip -j` output: {0}")]
+    NotJson(#[from] serde_json::Error),
+    #[error("no link {0} in `ip -j addr` output")]
+    NoLink(String),
+}
+
 /// The state of `nic` in `ip -j addr show dev NIC` output: whether it is up, and its global and
 /// site addresses.
-pub fn parse_nic_state(ip_json: &str, nic: &str) -> Result<LinkState, String> {
-    let links: Vec<Value> =
-        serde_json::from_str(ip_json).map_err(|e| format!("unexpected `ip -j` output: {e}"))?;
+pub fn parse_nic_state(ip_json: &str, nic: &str) -> Result<LinkState, IpOutputError> {
+    let links: Vec<Value> = serde_json::from_str(ip_json)?;
     let link = links
         .iter()
         .find(|l| l["ifname"] == nic)
-        .ok_or_else(|| format!("no link {nic} in `ip -j addr` output"))?;
+        .ok_or_else(|| IpOutputError::NoLink(nic.to_string()))?;
     let up = link["flags"]
         .as_array()
         .is_some_and(|flags| flags.iter().any(|f| f == "UP"));
@@ -62,9 +70,9 @@ pub fn parse_operstate(ip_json: &str) -> Option<String> {
 /// A NIC's state now (runs `ip -j addr show dev NIC`).
 pub fn nic_state(nic: &str) -> Result<LinkState, HostError> {
     let json = run_quiet(&["ip", "-j", "addr", "show", "dev", nic])?;
-    parse_nic_state(&json, nic).map_err(|message| HostError::Command {
+    parse_nic_state(&json, nic).map_err(|e| HostError::Command {
         program: "ip".into(),
-        message,
+        message: e.to_string(),
     })
 }
 

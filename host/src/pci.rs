@@ -10,7 +10,7 @@ use crate::pci_device::state;
 use crate::record::Change;
 use crate::sysfs::{link_name, write};
 use crate::wait;
-use iommutop_model::pci::PciAddress;
+use iommutop_abi::pci::PciAddress;
 
 /// Moves `address` to `driver` through `driver_override`, `unbind` and `drivers_probe`, recorded
 /// in `journal` first; waits until it is bound. Undone with the journal.

@@ -4,7 +4,7 @@
 use crate::error::HostError;
 use crate::root::HostRoot;
 use crate::sysfs::{entry_names, link_name, read, read_hex};
-use iommutop_model::pci::PciAddress;
+use iommutop_abi::pci::PciAddress;
 use std::path::Path;
 
 /// The PCI address in a resolved sysfs path: the last component that is one.

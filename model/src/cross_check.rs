@@ -11,7 +11,7 @@
 
 use crate::report::overhead::ProgramOverhead;
 use crate::sample::{KernelEvent, KernelEventCounts, Op, RawSample};
-use crate::units::human_count;
+use iommutop_abi::units::human_count;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -24,7 +24,7 @@
 //! one CPU busy translating all the time (several CPUs can add up to more than 1).
 
 use crate::op_stats::OpStats;
-use crate::sample::Op;
+use iommutop_abi::op::Op;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -2,8 +2,8 @@
 //! and `unattributed` work), in snapshots and in the report ([`crate::report::Report::apply_device_filter`]:
 //! the report knows the filter, not the other way round).
 
-use crate::pci::PciAddress;
 use crate::snapshot::{Device, RowKind, Snapshot};
+use iommutop_abi::pci::PciAddress;
 use serde::{Deserialize, Serialize};
 
 /// The filter `--device` asked for, as the report records it (`run.device_filter`).

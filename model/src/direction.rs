@@ -13,7 +13,7 @@
 
 use crate::derive::IoBasis;
 use crate::op_stats::OpStats;
-use crate::sample::Op;
+use iommutop_abi::op::Op;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -150,7 +150,7 @@ impl DirectionSplit {
 
     /// One line for people: `maps by direction: 1,234 to the device (2.00 per packet sent), …`.
     pub fn sentence(&self) -> String {
-        use crate::units::human_count;
+        use iommutop_abi::units::human_count;
         let mut parts = vec![
             format!(
                 "{} to the device{}",

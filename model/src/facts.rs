@@ -4,7 +4,8 @@
 //! interprets them: which IOMMU, which default domain type, which PCI device a disk or netdev
 //! belongs to.
 
-use crate::pci::PciAddress;
+pub use iommutop_abi::domain::DomainType;
+use iommutop_abi::pci::PciAddress;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -57,56 +58,6 @@ impl IommuVendor {
             "virtio_iommu" => Some(IommuVendor::Virtio),
             "arm-smmu-v3" => Some(IommuVendor::SmmuV3),
             _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        self.into()
-    }
-}
-
-/// How unmapped IOVAs are invalidated, i.e. what the default DMA domain does.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-pub enum DmaMode {
-    /// IOTLB invalidated synchronously on every unmap (domain type `DMA`).
-    Strict,
-    /// Invalidations batched by a flush queue (domain type `DMA-FQ`).
-    Lazy,
-    /// No translation: identity domains (`iommu=pt`, `iommu.passthrough=1`).
-    Passthrough,
-}
-
-impl DmaMode {
-    /// The mode a sysfs group `type` implies (`DMA`, `DMA-FQ`, `identity`); `None` for others.
-    pub fn from_domain_type(domain_type: &str) -> Option<DmaMode> {
-        match domain_type {
-            "DMA" => Some(DmaMode::Strict),
-            "DMA-FQ" => Some(DmaMode::Lazy),
-            "identity" => Some(DmaMode::Passthrough),
-            _ => None,
-        }
-    }
-
-    /// The sysfs domain type of this mode.
-    pub fn domain_type(self) -> &'static str {
-        match self {
-            DmaMode::Strict => "DMA",
-            DmaMode::Lazy => "DMA-FQ",
-            DmaMode::Passthrough => "identity",
         }
     }
 
@@ -169,14 +120,14 @@ impl IommuCmdline {
     /// The default domain the command line asks for, if it asks: passthrough from `iommu=pt` or
     /// `iommu.passthrough=1`, strict or lazy from `iommu.strict=`, `intel_iommu=strict`,
     /// `amd_iommu=fullflush`.
-    pub fn requested_mode(&self) -> Option<DmaMode> {
+    pub fn requested_mode(&self) -> Option<DomainType> {
         let passthrough = match (self.iommu_passthrough.as_deref(), self.iommu.as_deref()) {
             (Some(value), _) => parse_kernel_bool(value),
             (None, Some(value)) => iommu_option_passthrough(value),
             (None, None) => None,
         };
         if passthrough == Some(true) {
-            return Some(DmaMode::Passthrough);
+            return Some(DomainType::Identity);
         }
         let strict = self
             .iommu_strict
@@ -185,8 +136,8 @@ impl IommuCmdline {
             .or_else(|| has_option(self.intel_iommu.as_deref(), "strict").then_some(true))
             .or_else(|| has_option(self.amd_iommu.as_deref(), "fullflush").then_some(true));
         match strict {
-            Some(true) => Some(DmaMode::Strict),
-            Some(false) => Some(DmaMode::Lazy),
+            Some(true) => Some(DomainType::Dma),
+            Some(false) => Some(DomainType::DmaFq),
             None => None,
         }
     }
@@ -211,9 +162,9 @@ pub fn effective_domain_type(raw: &str, kernel_release: Option<&str>, cmdline: &
     let before_fq_type = kernel_release
         .and_then(release_version)
         .is_some_and(|version| version < DMA_FQ_TYPE_SINCE);
-    let strict = IommuCmdline::parse(cmdline).requested_mode() == Some(DmaMode::Strict);
-    if raw == "DMA" && before_fq_type && !strict {
-        DmaMode::Lazy.domain_type().to_string()
+    let strict = IommuCmdline::parse(cmdline).requested_mode() == Some(DomainType::Dma);
+    if raw.parse() == Ok(DomainType::Dma) && before_fq_type && !strict {
+        DomainType::DmaFq.name().to_string()
     } else {
         raw.to_string()
     }
@@ -361,29 +312,27 @@ impl HostFacts {
                 a_votes.cmp(b_votes).then_with(|| b_type.cmp(a_type))
             })
             .map(|(domain_type, _)| domain_type.to_string());
-        observed.or_else(|| {
-            self.requested_mode()
-                .map(|mode| mode.domain_type().to_string())
-        })
+        observed.or_else(|| self.requested_mode().map(|mode| mode.name().to_string()))
     }
 
     /// Strict, lazy or passthrough, from the default domain type.
-    pub fn dma_mode(&self) -> Option<DmaMode> {
+    pub fn dma_mode(&self) -> Option<DomainType> {
         self.default_domain_type()
             .as_deref()
-            .and_then(DmaMode::from_domain_type)
+            .and_then(|domain_type| domain_type.parse::<DomainType>().ok())
+            .filter(|domain_type| domain_type.mode_name().is_some())
     }
 
     /// What the command line, else the kernel config, asks the default domain to be.
-    fn requested_mode(&self) -> Option<DmaMode> {
+    fn requested_mode(&self) -> Option<DomainType> {
         self.cmdline_iommu().requested_mode().or_else(|| {
             let enabled = |option: &str| self.kernel_config.get(option).is_some_and(|v| v == "y");
             if enabled("IOMMU_DEFAULT_PASSTHROUGH") {
-                Some(DmaMode::Passthrough)
+                Some(DomainType::Identity)
             } else if enabled("IOMMU_DEFAULT_DMA_LAZY") {
-                Some(DmaMode::Lazy)
+                Some(DomainType::DmaFq)
             } else if enabled("IOMMU_DEFAULT_DMA_STRICT") {
-                Some(DmaMode::Strict)
+                Some(DomainType::Dma)
             } else {
                 None
             }
@@ -493,18 +442,18 @@ mod tests {
         assert_eq!(parsed.iommu.as_deref(), Some("nopt"));
         assert_eq!(parsed.iommu_passthrough.as_deref(), Some("0"));
         assert_eq!(parsed.iommu_strict.as_deref(), Some("0"));
-        assert_eq!(parsed.requested_mode(), Some(DmaMode::Lazy));
+        assert_eq!(parsed.requested_mode(), Some(DomainType::DmaFq));
     }
 
     #[test]
     fn cmdline_requested_modes() {
         let mode = |line: &str| IommuCmdline::parse(line).requested_mode();
-        assert_eq!(mode("iommu=pt"), Some(DmaMode::Passthrough));
-        assert_eq!(mode("iommu.passthrough=1"), Some(DmaMode::Passthrough));
+        assert_eq!(mode("iommu=pt"), Some(DomainType::Identity));
+        assert_eq!(mode("iommu.passthrough=1"), Some(DomainType::Identity));
         assert_eq!(mode("iommu=pt iommu.passthrough=0"), None);
-        assert_eq!(mode("iommu.strict=1"), Some(DmaMode::Strict));
-        assert_eq!(mode("intel_iommu=on,strict"), Some(DmaMode::Strict));
-        assert_eq!(mode("amd_iommu=fullflush"), Some(DmaMode::Strict));
+        assert_eq!(mode("iommu.strict=1"), Some(DomainType::Dma));
+        assert_eq!(mode("intel_iommu=on,strict"), Some(DomainType::Dma));
+        assert_eq!(mode("amd_iommu=fullflush"), Some(DomainType::Dma));
         assert_eq!(mode("intel_iommu=on"), None);
     }
 
@@ -516,20 +465,20 @@ mod tests {
             "iommu.strict=1",
         );
         assert_eq!(facts.default_domain_type().as_deref(), Some("DMA-FQ"));
-        assert_eq!(facts.dma_mode(), Some(DmaMode::Lazy));
+        assert_eq!(facts.dma_mode(), Some(DomainType::DmaFq));
         assert_eq!(facts.iommu_vendor(), Some(IommuVendor::Intel));
     }
 
     #[test]
     fn default_domain_falls_back_to_cmdline_then_config() {
         let mut facts = host(&["ivhd0"], &[], "iommu.passthrough=1");
-        assert_eq!(facts.dma_mode(), Some(DmaMode::Passthrough));
+        assert_eq!(facts.dma_mode(), Some(DomainType::Identity));
         facts.cmdline = None;
         facts
             .kernel_config
             .insert("IOMMU_DEFAULT_DMA_STRICT".into(), "y".into());
         assert_eq!(facts.default_domain_type().as_deref(), Some("DMA"));
-        assert_eq!(facts.dma_mode(), Some(DmaMode::Strict));
+        assert_eq!(facts.dma_mode(), Some(DomainType::Dma));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use crate::report::probes::{ProbeEntry, ProbeStatus};
 use crate::sample::{EntryGroup, Op, OpHealth};
 use crate::snapshot::Snapshot;
-use crate::units::percent;
+use iommutop_abi::units::percent;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -16,7 +16,8 @@ pub use probes::{ProbeEntry, ProbeStatus, Refusal, Tier};
 pub use read::{ReadReportError, ReportError};
 pub use repeats::Repeats;
 
-use crate::facts::{DmaMode, IommuVendor};
+use crate::facts::{DomainType, IommuVendor};
+use crate::sample::Health;
 use crate::snapshot::Device;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -52,7 +53,7 @@ pub struct Report {
     /// ...; see docs/probes.md): what the warnings are made from, for CI to gate on. Absent in
     /// reports written before it existed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub health: BTreeMap<String, u64>,
+    pub health: BTreeMap<Health, u64>,
     /// The calls the probes did not see whole, per operation and per group of entry programs
     /// (docs/probes.md, "How the loss figures are computed"). Absent in reports written before
     /// it existed, whose `health` bounds them with `missed_calls.<op>` instead.
@@ -111,7 +112,9 @@ pub struct HostIommu {
     pub units: Vec<String>,
     /// `DMA`, `DMA-FQ`, `identity`, ... (what most groups have).
     pub default_domain_type: Option<String>,
-    pub dma_mode: Option<DmaMode>,
+    /// The default domain's DMA mode, written by its name (`strict`, `lazy`, `passthrough`).
+    #[serde(default, with = "iommutop_abi::domain::as_mode")]
+    pub dma_mode: Option<DomainType>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -141,7 +144,7 @@ pub struct Run {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WorkloadReport {
     pub name: String,
-    pub params: crate::params::WorkloadParams,
+    pub params: iommutop_abi::params::WorkloadParams,
     pub results: crate::results::WorkloadResults,
 }
 
@@ -149,7 +152,7 @@ pub struct WorkloadReport {
 #[derive(Deserialize)]
 struct WorkloadReportJson {
     name: String,
-    params: crate::params::WorkloadParams,
+    params: iommutop_abi::params::WorkloadParams,
     results: Map<String, Value>,
 }
 
@@ -168,7 +171,7 @@ impl<'de> Deserialize<'de> for WorkloadReport {
 impl WorkloadReport {
     /// The workload's unit of work and headline numbers (`results.work`), if it stated them:
     /// reports of builds before it did have none.
-    pub fn headline(&self) -> Option<crate::workload::Headline> {
+    pub fn headline(&self) -> Option<iommutop_abi::workload::Headline> {
         self.results.headline()
     }
 }

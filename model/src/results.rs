@@ -10,12 +10,12 @@ pub mod dma_contention;
 pub mod fio;
 pub mod netperf;
 pub mod tlb;
-pub mod vfio_nvme;
+pub use iommutop_vfio_nvme_results as vfio_nvme;
 
 use crate::sample::Op;
-use crate::workload::{Headline, WORK_KEY};
 use dma_contention::DmaContentionResults;
 use fio::FioResults;
+use iommutop_abi::workload::{Headline, WORK_KEY};
 use netperf::NetperfResults;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize, Serializer};
@@ -558,7 +558,7 @@ mod tests {
         assert_eq!(contention.metric("dma_map_mean_ns_growth"), Some(2.5));
         assert_eq!(
             contention.headline().map(|h| h.unit),
-            Some(crate::workload::WorkUnit::Io)
+            Some(iommutop_abi::workload::WorkUnit::Io)
         );
         let tlb = read_file("tlb", "tlb.json");
         assert!(!tlb.interrupted());

@@ -7,100 +7,9 @@ use crate::direction::MapDirections;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Number of log-linear histogram slots, equal to `IOMMUTOP_HIST_SLOTS` in `ebpf/include/iommutop/abi.h`.
-pub const HIST_SLOTS: usize = 128;
-
-/// The operations iommutop counts: each variant's value is its `enum iommutop_op` value in the
-/// ABI header (pinned one by one where the bindings are generated, `loader/src/maps/convert.rs`).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::EnumCount,
-    strum::VariantArray,
-    strum::IntoStaticStr,
-)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-#[repr(u32)]
-pub enum Op {
-    /// DMA API map (`dma_map_page_attrs`, `dma_map_phys`, `dma_map_sg_attrs`).
-    DmaMap = 0,
-    /// DMA API unmap.
-    DmaUnmap = 1,
-    /// IOMMU page-table map (`iommu_map`, `iommu:map`).
-    IommuMap = 2,
-    /// IOMMU page-table unmap (`iommu_unmap`, `iommu:unmap`).
-    IommuUnmap = 3,
-    /// IOVA allocation (`alloc_iova_fast`).
-    IovaAlloc = 4,
-    /// IOVA release (`free_iova_fast`).
-    IovaFree = 5,
-    /// IOTLB sync after a map (`intel_iommu_iotlb_sync_map`, ...).
-    IotlbSync = 6,
-    /// IOTLB invalidation (`qi_submit_sync`, `cache_tag_flush_range`, AMD flushes).
-    IotlbFlush = 7,
-    /// Deferred flush-queue timer (`fq_flush_timeout`).
-    FqFlush = 8,
-    /// Completed I/O: block request (with bytes), NAPI poll (count is packets).
-    Completion = 9,
-    /// IOVA allocation through the rbtree, when the per-CPU caches miss (`alloc_iova`).
-    IovaAllocSlow = 10,
-    /// Of the IOTLB invalidations, those of a whole domain (count only: a subset of `IotlbFlush`).
-    IotlbFlushFull = 11,
-    /// Coherent DMA buffers allocated (`dma_alloc_attrs`, ...): not per-I/O maps.
-    DmaAlloc = 12,
-    /// Coherent DMA buffers released.
-    DmaFree = 13,
-    /// Packets a NIC's driver accepted for transmit (`net:net_dev_xmit`); a NIC's `Completion` is
-    /// the packets it received.
-    TxPackets = 14,
-    /// Block requests requeued (`block:block_rq_requeue`): a request is mapped again when it is
-    /// issued again, for one completion (a controller's reset cancels the requests in flight).
-    Requeue = 15,
-}
-
-impl Op {
-    /// All operations in ABI order.
-    pub const ALL: [Op; <Op as strum::EnumCount>::COUNT] = Op::in_declaration_order();
-
-    const fn in_declaration_order() -> [Op; <Op as strum::EnumCount>::COUNT] {
-        let variants = <Op as strum::VariantArray>::VARIANTS;
-        let mut all = [Op::DmaMap; <Op as strum::EnumCount>::COUNT];
-        let mut i = 0;
-        while i < all.len() {
-            all[i] = variants[i];
-            i += 1;
-        }
-        all
-    }
-
-    /// The name used in reports and on screen (`dma_map`, `iotlb_sync`, ...).
-    pub fn name(self) -> &'static str {
-        self.into()
-    }
-
-    /// Work that exists only because addresses are translated (what `identity` avoids).
-    pub fn is_translation_work(self) -> bool {
-        !matches!(
-            self,
-            Op::DmaMap
-                | Op::DmaUnmap
-                | Op::DmaAlloc
-                | Op::DmaFree
-                | Op::Completion
-                | Op::TxPackets
-                | Op::Requeue
-        )
-    }
-}
+pub use iommutop_abi::health::Health;
+pub use iommutop_abi::hist::HIST_SLOTS;
+pub use iommutop_abi::op::Op;
 
 /// One operation's cumulative aggregate (mirror of `struct iommutop_op_stats`, summed over CPUs).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -196,7 +105,7 @@ pub struct RawSample {
     pub monotonic_ns: u64,
     pub sources: Vec<RawSource>,
     /// Probe health counters (map full, nesting overflow, exit without entry), cumulative.
-    pub health: BTreeMap<String, u64>,
+    pub health: BTreeMap<Health, u64>,
     /// Per BPF program: (run_count, run_time_ns) from the kernel's BPF statistics, cumulative.
     pub program_stats: BTreeMap<String, (u64, u64)>,
     /// Per BPF program: runs the kernel skipped because the program was already running on that

@@ -13,14 +13,14 @@ use crate::derive::{derive, Derived};
 use crate::direction::{DirectionSplit, MapDirections};
 use crate::facts::DeviceFacts;
 pub use crate::op_stats::{per_second, Latency, OpDelta, OpStats};
-use crate::pci::PciAddress;
 use crate::sample::{
-    EntryGroup, Op, OpCounters, OpHealth, OpenCalls, RawSample, RawSource, SourceKind,
+    EntryGroup, Health, Op, OpCounters, OpHealth, OpenCalls, RawSample, RawSource, SourceKind,
 };
+use iommutop_abi::pci::PciAddress;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-pub use crate::row_key::{RowKey, RowKind, DEFERRED_KEY, UNATTRIBUTED_KEY};
+pub use iommutop_abi::row_key::{RowKey, RowKind, DEFERRED_KEY, UNATTRIBUTED_KEY};
 
 /// The key of a process's row of IOMMU work outside the DMA API: `unattributed:qemu[1234]`.
 pub fn process_key(comm: &str, pid: u64) -> String {
@@ -98,7 +98,7 @@ pub struct Snapshot {
     /// Rows sorted by key.
     pub devices: Vec<Device>,
     /// Probe health counters over the interval (map full, nesting overflow, ...).
-    pub health: BTreeMap<String, u64>,
+    pub health: BTreeMap<Health, u64>,
     pub programs: BTreeMap<String, ProgramDelta>,
     /// Operations counted over all sources: the events the probes handled.
     pub events: u64,
@@ -405,10 +405,10 @@ impl RowBuilder {
 }
 
 /// Per-name deltas of cumulative counters; a counter that went backwards counts from its reset.
-fn counter_deltas(
-    earlier: &BTreeMap<String, u64>,
-    later: &BTreeMap<String, u64>,
-) -> BTreeMap<String, u64> {
+fn counter_deltas<K: Ord + Clone>(
+    earlier: &BTreeMap<K, u64>,
+    later: &BTreeMap<K, u64>,
+) -> BTreeMap<K, u64> {
     later
         .iter()
         .map(|(name, &now)| {

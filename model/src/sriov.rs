@@ -2,8 +2,8 @@
 //! first, whatever order the rows are otherwise in (by key, by DMA maps), so that a NIC's VFs
 //! are read with the NIC that hosts them.
 
-use crate::pci::PciAddress;
 use crate::snapshot::Device;
+use iommutop_abi::pci::PciAddress;
 use std::collections::BTreeSet;
 
 /// Where a row stands in a listing that keeps virtual functions with their physical function.

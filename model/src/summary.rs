@@ -8,7 +8,7 @@ use crate::sample::Op;
 use crate::snapshot::Device;
 use crate::sriov::{vfs_under_physfn, Nesting};
 use crate::text::{widest_line, wrap, Align, Table};
-use crate::units::{human_count, human_ns, percent};
+use iommutop_abi::units::{human_count, human_ns, percent};
 
 const NONE: &str = "-";
 
@@ -93,8 +93,8 @@ fn host_line(report: &Report) -> String {
         let vendor = iommu.vendor.map_or("unknown vendor", |v| v.name());
         parts.push(format!("IOMMU {vendor} ({})", iommu.units.join(", ")));
         let domain = iommu.default_domain_type.as_deref().unwrap_or("unknown");
-        match iommu.dma_mode {
-            Some(mode) => parts.push(format!("default domain {domain} ({})", mode.name())),
+        match iommu.dma_mode.and_then(|mode| mode.mode_name()) {
+            Some(mode) => parts.push(format!("default domain {domain} ({mode})")),
             None => parts.push(format!("default domain {domain}")),
         }
     } else {

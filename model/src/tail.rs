@@ -6,7 +6,7 @@
 use crate::hist::slot_lower_bound;
 use crate::sample::Op;
 use crate::snapshot::{Device, Latency};
-use crate::units::{human_count, human_ns, percent};
+use iommutop_abi::units::{human_count, human_ns, percent};
 
 /// A mean above this many medians is a tail of its own.
 pub const TAIL_RATIO: f64 = 4.0;

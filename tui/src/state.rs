@@ -5,7 +5,7 @@
 use crate::columns::Column;
 use crate::history::History;
 use crate::rows;
-use iommutop_model::facts::{DmaMode, HostFacts, IommuVendor};
+use iommutop_model::facts::{DomainType, HostFacts, IommuVendor};
 use iommutop_model::losses::Losses;
 use iommutop_model::report::Tier;
 use iommutop_model::sample::Op;
@@ -42,7 +42,7 @@ pub struct HostSummary {
     pub vendor: Option<IommuVendor>,
     pub units: Vec<String>,
     pub default_domain_type: Option<String>,
-    pub mode: Option<DmaMode>,
+    pub mode: Option<DomainType>,
     pub lab: bool,
     /// `--pid`/`--cgroup`: whose work alone is counted (`process 1234 (qemu)`).
     pub scope: Option<String>,

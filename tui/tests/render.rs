@@ -6,7 +6,7 @@
 mod fixtures;
 
 use fixtures::*;
-use iommutop_model::sample::Op;
+use iommutop_model::sample::{Health, Op};
 use iommutop_model::snapshot::Snapshot;
 use iommutop_tui::{render, update, Action, HostSummary, Key, State, WorkloadEvent, WorkloadView};
 use ratatui::backend::TestBackend;
@@ -264,7 +264,7 @@ fn lost_and_untimed_calls_show_in_the_footer() {
 
     let mut only_health = busy_nvme(2);
     let last = only_health.last_mut().expect("a snapshot");
-    last.health.insert("abandoned_frames".into(), 3);
+    last.health.insert(Health::AbandonedFrames, 3);
     let screen = text(&draw(&state_after(lab_probes(), only_health), 120, 40));
     assert!(
         !screen.contains("lost") && !screen.contains("untimed"),

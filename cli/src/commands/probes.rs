@@ -13,8 +13,9 @@ use iommutop_loader::{
     PointStatus, ProbeSettings, Probes, ProgramVerdict, LARGE_MACHINE_BUDGET, LARGE_MACHINE_CPUS,
     STATS_MAP,
 };
+use iommutop_model::sample::Op;
 use iommutop_model::text::{wrap, Align, Table};
-use serde_json::json;
+use serde::Serialize;
 use std::process::ExitCode;
 
 pub fn run(args: &ProbesArgs) -> Outcome<ExitCode> {
@@ -32,7 +33,6 @@ pub fn run(args: &ProbesArgs) -> Outcome<ExitCode> {
     let settings = ProbeSettings::from_env().map_err(load_failure)?;
     let probes =
         Probes::attach(&settings, false, &PointSelection::all(), None).map_err(load_failure)?;
-    let points: Vec<serde_json::Value> = probes.statuses().iter().map(status_json).collect();
     let memory = probes.map_memory();
     let width = stdout_width();
     let text = format!(
@@ -40,11 +40,143 @@ pub fn run(args: &ProbesArgs) -> Outcome<ExitCode> {
         table(probes.statuses(), width),
         wrap(&map_memory_text(&memory), width)
     );
-    out(
-        &text,
-        &json!({ "points": points, "map_memory": map_memory_json(&memory) }),
-    )?;
+    let json = ProbesJson {
+        points: probes.statuses().iter().map(PointJson::of).collect(),
+        map_memory: MapMemoryJson::of(&memory),
+    };
+    out(&text, &serde_json::to_value(json)?)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `probes --json`: each point's tier, hooks and refused tiers, and what the maps take. Written
+/// through a `serde_json::Value`, so its keys are in name order.
+#[derive(Serialize)]
+struct ProbesJson<'a> {
+    points: Vec<PointJson<'a>>,
+    map_memory: MapMemoryJson<'a>,
+}
+
+/// One probe point.
+#[derive(Serialize)]
+struct PointJson<'a> {
+    point: &'static str,
+    what: Option<&'static str>,
+    op: Op,
+    tier: Option<&'static str>,
+    latency: bool,
+    hooks: Vec<HookJson<'a>>,
+    refused: Vec<RefusalJson<'a>>,
+    caveats: &'a [&'static str],
+}
+
+/// One hook of a point: attached, absent from this kernel, or failed (and why).
+#[derive(Serialize)]
+struct HookJson<'a> {
+    hook: &'a str,
+    kernels: Option<&'static str>,
+    status: &'static str,
+    tier: Option<&'static str>,
+    error: Option<&'a str>,
+}
+
+/// A tier a point did not get, and why.
+#[derive(Serialize)]
+struct RefusalJson<'a> {
+    tier: &'static str,
+    reason: &'a str,
+}
+
+impl PointJson<'_> {
+    fn of(status: &PointStatus) -> PointJson<'_> {
+        PointJson {
+            point: status.point,
+            what: point(status.point).map(|p| p.what),
+            op: status.op,
+            tier: status.tier.map(|t| t.name()),
+            latency: status.measures_latency(),
+            hooks: status
+                .hooks
+                .iter()
+                .map(|h| HookJson {
+                    hook: &h.hook,
+                    kernels: hook_kernels(&h.hook),
+                    status: if h.is_attached() {
+                        "attached"
+                    } else if h.absent {
+                        "absent"
+                    } else {
+                        "failed"
+                    },
+                    tier: h.tier.map(|t| t.name()),
+                    error: h.error.as_deref(),
+                })
+                .collect(),
+            refused: status
+                .refused
+                .iter()
+                .map(|r| RefusalJson {
+                    tier: r.tier.name(),
+                    reason: &r.reason,
+                })
+                .collect(),
+            caveats: &status.caveats,
+        }
+    }
+}
+
+/// What the maps take here and with [`LARGE_MACHINE_CPUS`], in total and each.
+#[derive(Serialize)]
+struct MapMemoryJson<'a> {
+    cpus: u64,
+    bytes: u64,
+    bytes_256_cpus: u64,
+    kernel_bytes: Option<u64>,
+    stats_rows: Option<u32>,
+    stats_rows_within_64_mib: Option<u32>,
+    maps: Vec<MapJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct MapJson<'a> {
+    name: &'a str,
+    #[serde(rename = "type")]
+    kind: String,
+    per_cpu: bool,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    bytes: u64,
+    bytes_256_cpus: u64,
+    kernel_bytes: Option<u64>,
+}
+
+impl MapMemoryJson<'_> {
+    fn of(memory: &MapMemory) -> MapMemoryJson<'_> {
+        let (here, large) = (memory.cpus, LARGE_MACHINE_CPUS);
+        MapMemoryJson {
+            cpus: here,
+            bytes: memory.bytes(here),
+            bytes_256_cpus: memory.bytes(large),
+            kernel_bytes: memory.kernel_bytes(),
+            stats_rows: memory.stats().map(|stats| stats.max_entries),
+            stats_rows_within_64_mib: memory.rows_within_budget(),
+            maps: memory
+                .maps
+                .iter()
+                .map(|map| MapJson {
+                    name: &map.name,
+                    kind: map.kind.name(),
+                    per_cpu: map.kind.per_cpu(),
+                    key_size: map.key_size,
+                    value_size: map.value_size,
+                    max_entries: map.max_entries,
+                    bytes: map.bytes(here),
+                    bytes_256_cpus: map.bytes(large),
+                    kernel_bytes: map.kernel_bytes,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// `3.4 MiB`, `512 KiB`, `96 B`.
@@ -98,46 +230,11 @@ fn map_memory_text(memory: &MapMemory) -> String {
     text
 }
 
-fn map_memory_json(memory: &MapMemory) -> serde_json::Value {
-    let (here, large) = (memory.cpus, LARGE_MACHINE_CPUS);
-    let maps: Vec<serde_json::Value> = memory
-        .maps
-        .iter()
-        .map(|map| {
-            json!({
-                "name": map.name,
-                "type": map.kind.name(),
-                "per_cpu": map.kind.per_cpu(),
-                "key_size": map.key_size,
-                "value_size": map.value_size,
-                "max_entries": map.max_entries,
-                "bytes": map.bytes(here),
-                "bytes_256_cpus": map.bytes(large),
-                "kernel_bytes": map.kernel_bytes,
-            })
-        })
-        .collect();
-    json!({
-        "cpus": here,
-        "bytes": memory.bytes(here),
-        "bytes_256_cpus": memory.bytes(large),
-        "kernel_bytes": memory.kernel_bytes(),
-        "stats_rows": memory.stats().map(|stats| stats.max_entries),
-        "stats_rows_within_64_mib": memory.rows_within_budget(),
-        "maps": maps,
-    })
-}
-
 /// Writes a result as the table (text) and the JSON `--format` and `--json` ask for.
 type Out<'a> = &'a dyn Fn(&str, &serde_json::Value) -> Outcome;
 
 fn selftest(out: Out) -> Outcome<ExitCode> {
     let check = check_hist_slots().map_err(|e| Failure::environment(anyhow!(e)))?;
-    let mismatches: Vec<serde_json::Value> = check
-        .mismatches
-        .iter()
-        .map(|m| json!({"value": m.value, "kernel": m.kernel, "user_space": m.user_space}))
-        .collect();
     let text = if check.mismatches.is_empty() {
         format!(
             "hist slots: the kernel files all {} edge values in the slots iommutop reads them \
@@ -157,10 +254,21 @@ fn selftest(out: Out) -> Outcome<ExitCode> {
             })
             .collect()
     };
-    out(
-        &text,
-        &json!({"hist_slots": {"values": check.values, "mismatches": mismatches}}),
-    )?;
+    let json = SelftestJson {
+        hist_slots: HistSlotsJson {
+            values: check.values,
+            mismatches: check
+                .mismatches
+                .iter()
+                .map(|m| SlotMismatchJson {
+                    value: m.value,
+                    kernel: m.kernel,
+                    user_space: m.user_space,
+                })
+                .collect(),
+        },
+    };
+    out(&text, &serde_json::to_value(json)?)?;
     Ok(if check.mismatches.is_empty() {
         ExitCode::SUCCESS
     } else {
@@ -171,16 +279,14 @@ fn selftest(out: Out) -> Outcome<ExitCode> {
 fn verify(out: Out) -> Outcome<ExitCode> {
     let settings = ProbeSettings::from_env().map_err(load_failure)?;
     let verdicts = verify_all_programs(&settings).map_err(load_failure)?;
-    let programs: Vec<serde_json::Value> = verdicts
+    let programs: Vec<ProgramJson> = verdicts
         .iter()
-        .map(|v| {
-            json!({
-                "program": v.program,
-                "target": v.target,
-                "tier": v.tier.name(),
-                "status": verdict_status(v),
-                "error": v.error,
-            })
+        .map(|v| ProgramJson {
+            program: &v.program,
+            target: &v.target,
+            tier: v.tier.name(),
+            status: verdict_status(v),
+            error: v.error.as_deref(),
         })
         .collect();
     let text: String = verdicts
@@ -196,7 +302,7 @@ fn verify(out: Out) -> Outcome<ExitCode> {
             )
         })
         .collect();
-    out(&text, &json!({ "programs": programs }))?;
+    out(&text, &serde_json::to_value(VerifyJson { programs })?)?;
     let rejected = verdicts
         .iter()
         .filter(|v| verdict_status(v) == "rejected")
@@ -205,6 +311,41 @@ fn verify(out: Out) -> Outcome<ExitCode> {
         return Err(anyhow::anyhow!("{rejected} BPF program(s) rejected by this kernel").into());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `probes --selftest --json`: the histogram slots the kernel filed edge values in, where they
+/// differ from user space's.
+#[derive(Serialize)]
+struct SelftestJson {
+    hist_slots: HistSlotsJson,
+}
+
+#[derive(Serialize)]
+struct HistSlotsJson {
+    values: usize,
+    mismatches: Vec<SlotMismatchJson>,
+}
+
+#[derive(Serialize)]
+struct SlotMismatchJson {
+    value: u64,
+    kernel: u32,
+    user_space: usize,
+}
+
+/// `probes --verify --json`: the verifier's verdict on every program.
+#[derive(Serialize)]
+struct VerifyJson<'a> {
+    programs: Vec<ProgramJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct ProgramJson<'a> {
+    program: &'a str,
+    target: &'a str,
+    tier: &'static str,
+    status: &'static str,
+    error: Option<&'a str>,
 }
 
 /// loaded: the verifier accepted it; absent: its target is not in this kernel; refused: the
@@ -216,28 +357,6 @@ fn verdict_status(v: &ProgramVerdict) -> &'static str {
         Some(e) if e.contains("verifier:") || e.contains("Invalid argument") => "rejected",
         Some(_) => "refused",
     }
-}
-
-pub fn status_json(status: &PointStatus) -> serde_json::Value {
-    json!({
-        "point": status.point,
-        "what": point(status.point).map(|p| p.what),
-        "op": status.op.name(),
-        "tier": status.tier.map(|t| t.name()),
-        "latency": status.measures_latency(),
-        "hooks": status.hooks.iter().map(|h| json!({
-            "hook": h.hook,
-            "kernels": hook_kernels(&h.hook),
-            "status": if h.is_attached() { "attached" } else if h.absent { "absent" } else { "failed" },
-            "tier": h.tier.map(|t| t.name()),
-            "error": h.error,
-        })).collect::<Vec<_>>(),
-        "refused": status.refused.iter().map(|r| json!({
-            "tier": r.tier.name(),
-            "reason": r.reason,
-        })).collect::<Vec<_>>(),
-        "caveats": status.caveats,
-    })
 }
 
 /// One row per point, then a row per refused tier (✗) and per caveat (⚠) under it; the last
@@ -341,7 +460,7 @@ mod tests {
             ),
             "{text}"
         );
-        let json = map_memory_json(&memory(99));
+        let json = serde_json::to_value(MapMemoryJson::of(&memory(99))).expect("encodes");
         assert_eq!(json["stats_rows"], 99);
         assert_eq!(json["stats_rows_within_64_mib"], 15);
         assert_eq!(json["maps"][0]["name"], STATS_MAP);

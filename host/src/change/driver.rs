@@ -5,7 +5,7 @@ use crate::error::HostError;
 use crate::root::HostRoot;
 use crate::sysfs::{link_name, write};
 use crate::wait;
-use iommutop_model::pci::PciAddress;
+use iommutop_abi::pci::PciAddress;
 use serde::{Deserialize, Serialize};
 
 /// A PCI function moved to another driver: what it was on, so that it goes back.

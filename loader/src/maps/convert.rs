@@ -1,60 +1,13 @@
 //! Turns the kernel's per-CPU values into the model's summed counters.
 
-use crate::abi::{
-    iommutop_dev_key, iommutop_dev_stats, iommutop_key_kind, iommutop_map_directions, iommutop_op,
-    iommutop_op_stats, IOMMUTOP_HIST_SLOTS, IOMMUTOP_NAME_LEN,
-};
+use crate::abi::{iommutop_dev_stats, iommutop_key_kind, iommutop_op_stats, IOMMUTOP_NAME_LEN};
 use iommutop_model::direction::MapDirections;
 use iommutop_model::sample::{Op, OpCounters, SourceKind, HIST_SLOTS};
 use std::collections::BTreeMap;
 
-const _: () = assert!(IOMMUTOP_HIST_SLOTS as usize == HIST_SLOTS);
 const _: () =
     assert!(crate::abi::IOMMUTOP_MAX_PROCESSES == iommutop_model::report::MAX_PROCESS_ROWS);
 const _: () = assert!(crate::abi::IOMMUTOP_MAX_DEVICES == iommutop_model::report::MAX_STATS_ROWS);
-const _: () = assert!(std::mem::size_of::<iommutop_dev_key>() == 16);
-const _: () =
-    assert!(std::mem::size_of::<iommutop_op_stats>() == 8 * (8 + IOMMUTOP_HIST_SLOTS as usize));
-const _: () = assert!(
-    std::mem::size_of::<iommutop_dev_stats>()
-        == Op::ALL.len() * std::mem::size_of::<iommutop_op_stats>()
-            + std::mem::size_of::<iommutop_map_directions>()
-);
-const _: () = assert!(crate::abi::IOMMUTOP_DIRECTIONS == 4);
-const _: () = assert!(crate::abi::IOMMUTOP_DIRECTION_BIDIRECTIONAL == 0);
-const _: () = assert!(crate::abi::IOMMUTOP_DIRECTION_TO_DEVICE == 1);
-const _: () = assert!(crate::abi::IOMMUTOP_DIRECTION_FROM_DEVICE == 2);
-
-/// Whether `Op::ALL[i]` is the op of value `i`: the kernel counts op `i` at `ops[i]`.
-const fn all_in_abi_order() -> bool {
-    let mut i = 0;
-    while i < Op::ALL.len() {
-        if Op::ALL[i] as usize != i {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
-const _: () = assert!(all_in_abi_order());
-// Each op pinned to its C enum value.
-const _: () = assert!(Op::DmaMap as u32 == iommutop_op::IOMMUTOP_OP_DMA_MAP);
-const _: () = assert!(Op::DmaUnmap as u32 == iommutop_op::IOMMUTOP_OP_DMA_UNMAP);
-const _: () = assert!(Op::IommuMap as u32 == iommutop_op::IOMMUTOP_OP_IOMMU_MAP);
-const _: () = assert!(Op::IommuUnmap as u32 == iommutop_op::IOMMUTOP_OP_IOMMU_UNMAP);
-const _: () = assert!(Op::IovaAlloc as u32 == iommutop_op::IOMMUTOP_OP_IOVA_ALLOC);
-const _: () = assert!(Op::IovaFree as u32 == iommutop_op::IOMMUTOP_OP_IOVA_FREE);
-const _: () = assert!(Op::IotlbSync as u32 == iommutop_op::IOMMUTOP_OP_IOTLB_SYNC);
-const _: () = assert!(Op::IotlbFlush as u32 == iommutop_op::IOMMUTOP_OP_IOTLB_FLUSH);
-const _: () = assert!(Op::FqFlush as u32 == iommutop_op::IOMMUTOP_OP_FQ_FLUSH);
-const _: () = assert!(Op::Completion as u32 == iommutop_op::IOMMUTOP_OP_COMPLETION);
-const _: () = assert!(Op::IovaAllocSlow as u32 == iommutop_op::IOMMUTOP_OP_IOVA_ALLOC_SLOW);
-const _: () = assert!(Op::IotlbFlushFull as u32 == iommutop_op::IOMMUTOP_OP_IOTLB_FLUSH_FULL);
-const _: () = assert!(Op::DmaAlloc as u32 == iommutop_op::IOMMUTOP_OP_DMA_ALLOC);
-const _: () = assert!(Op::DmaFree as u32 == iommutop_op::IOMMUTOP_OP_DMA_FREE);
-const _: () = assert!(Op::TxPackets as u32 == iommutop_op::IOMMUTOP_OP_TX_PACKETS);
-const _: () = assert!(Op::Requeue as u32 == iommutop_op::IOMMUTOP_OP_REQUEUE);
-const _: () = assert!(Op::ALL.len() == iommutop_op::IOMMUTOP_OP_COUNT as usize);
 
 /// The model's kind of a kernel key, or None for a kind this build does not know.
 pub fn source_kind(kind: u32) -> Option<SourceKind> {

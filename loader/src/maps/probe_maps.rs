@@ -18,52 +18,12 @@ use aya::maps::{
     Array, HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, PerCpuValues, Queue,
     StackTraceMap,
 };
-use aya::{Ebpf, Pod};
+use aya::Ebpf;
 use iommutop_model::report::StackSample;
-use iommutop_model::sample::{Op, OpHealth, OpenCalls, RawSample, RawSource, SourceKind};
+use iommutop_model::sample::{Health, Op, OpHealth, OpenCalls, RawSample, RawSource, SourceKind};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::Path;
-
-// SAFETY: the key is bindgen's view of `struct iommutop_dev_key`: integers only, explicit padding,
-// no invalid bit patterns (checked by bindgen's layout tests and the size asserts in convert.rs).
-unsafe impl Pod for iommutop_dev_key {}
-// SAFETY: as above, `struct iommutop_dev_stats` is integers and arrays of integers only.
-unsafe impl Pod for iommutop_dev_stats {}
-// SAFETY: as above, `struct iommutop_dev_name` is a char array.
-unsafe impl Pod for iommutop_dev_name {}
-// SAFETY: as above, `struct iommutop_row_key` is integers with explicit padding.
-unsafe impl Pod for iommutop_row_key {}
-// SAFETY: as above, `struct iommutop_stack_key` is integers with explicit padding.
-unsafe impl Pod for iommutop_stack_key {}
-// SAFETY: as above, `struct iommutop_stack_value` is two u64.
-unsafe impl Pod for iommutop_stack_value {}
-// SAFETY: as above, `struct iommutop_op_health` is u64s only.
-unsafe impl Pod for iommutop_op_health {}
-// SAFETY: as above, `struct iommutop_inflight` is integers and arrays of frames of integers with
-// explicit padding.
-unsafe impl Pod for iommutop_inflight {}
-// SAFETY: as above, `struct iommutop_task_slot` is two u32 and a `struct iommutop_inflight`.
-unsafe impl Pod for iommutop_task_slot {}
-
-/// Names of `enum iommutop_health`, in order.
-pub(crate) const HEALTH_NAMES: [&str; 10] = [
-    "device_map_full",
-    "nesting_overflow",
-    "exit_without_entry",
-    "stack_lost",
-    "abandoned_frames",
-    "task_map_full",
-    "process_map_full",
-    "row_busy",
-    "clock_behind_entry",
-    "driver_requests",
-];
-const _: () =
-    assert!(HEALTH_NAMES.len() == crate::abi::iommutop_health::IOMMUTOP_HEALTH_COUNT as usize);
-
-/// The health counter of program runs the kernel skipped (see [`recursion_misses`]).
-pub const RECURSION_MISSES: &str = "recursion_misses";
 
 #[derive(Debug, thiserror::Error)]
 #[error("reading BPF map `{map}`: {reason}")]
@@ -215,17 +175,17 @@ impl ProbeMaps {
             (a.kind, &a.name, a.id, a.generation).cmp(&(b.kind, &b.name, b.id, b.generation))
         });
         let mut health = BTreeMap::new();
-        for (index, name) in HEALTH_NAMES.iter().enumerate() {
+        for (index, counter) in Health::KERNEL.into_iter().enumerate() {
             let per_cpu = self
                 .health
                 .get(&(index as u32), 0)
                 .map_err(|e| sample_error("iommutop_health", e))?;
-            health.insert((*name).to_string(), per_cpu.iter().sum());
+            health.insert(counter, per_cpu.iter().sum());
         }
         let infos = program_fdinfos(ebpf, multi);
         let misses = misses_by_program(&infos);
         health.insert(
-            RECURSION_MISSES.to_string(),
+            Health::RecursionMisses,
             misses.values().fold(0u64, |sum, n| sum.saturating_add(*n)),
         );
         let loaded: BTreeSet<&str> = infos.iter().map(|(name, _)| name.as_str()).collect();

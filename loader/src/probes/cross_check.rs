@@ -11,12 +11,9 @@ use crate::object::load::{program, ProgramLookup};
 use crate::object::verifier_log::describe;
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuHashMap};
 use aya::programs::BtfTracePoint;
-use aya::{Btf, Ebpf, Pod};
+use aya::{Btf, Ebpf};
 use iommutop_model::sample::{KernelEvent, KernelEventCounts};
 use std::collections::BTreeMap;
-
-// SAFETY: bindgen's view of `struct iommutop_kernel_events`: an array of u64, no padding.
-unsafe impl Pod for iommutop_kernel_events {}
 
 /// A cross-check program and the events it is attached to, the first the kernel has (a kernel
 /// renamed some: dma_map_page became dma_map_phys in 6.18).

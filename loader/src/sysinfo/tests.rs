@@ -3,7 +3,7 @@
 use super::kernel::{is_lab, kernel_config};
 use super::pci::device_facts;
 use super::*;
-use iommutop_model::facts::{DmaMode, IommuVendor};
+use iommutop_model::facts::{DomainType, IommuVendor};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -152,7 +152,7 @@ fn a_lab_guest_is_described_fully() {
     assert_eq!(facts.kernel_release.as_deref(), Some("6.12.95+deb12-amd64"));
     assert!(facts.lab);
     assert_eq!(facts.iommu_vendor(), Some(IommuVendor::Intel));
-    assert_eq!(facts.dma_mode(), Some(DmaMode::Lazy));
+    assert_eq!(facts.dma_mode(), Some(DomainType::DmaFq));
     assert_eq!(facts.cmdline_iommu().iommu_strict.as_deref(), Some("0"));
     let group_ids: Vec<u32> = facts.groups.iter().map(|g| g.id).collect();
     assert_eq!(group_ids, [3, 4, 10]);

@@ -20,13 +20,12 @@ use crate::abi::{
     IOMMUTOP_MAX_NESTING,
 };
 use crate::maps::convert::sum_per_cpu;
-use crate::maps::probe_maps::HEALTH_NAMES;
 use crate::object::load::program;
 use crate::object::verifier_log::describe;
 use aya::maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray};
 use aya::programs::{RawTracePoint, RawTracePointRunOptions, TestRun};
 use aya::{Ebpf, EbpfLoader};
-use iommutop_model::sample::{Op, OpCounters};
+use iommutop_model::sample::{Health, Op, OpCounters};
 use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -224,7 +223,7 @@ struct Outcome {
     ops: BTreeMap<Op, OpCounters>,
     /// Work charged to another key than the device the steps name: (kind, count) of each op.
     elsewhere: BTreeMap<(u32, Op), u64>,
-    health: BTreeMap<&'static str, u64>,
+    health: BTreeMap<String, u64>,
     /// Per op, what the tracker saw of its calls that it did not see whole.
     op_health: BTreeMap<Op, iommutop_op_health>,
     /// Slots above a stack's depth that still read as frames, over every stack.
@@ -256,7 +255,7 @@ impl Outcome {
     /// frame; no work went to another key than the steps' device.
     fn assert_no_other_trouble(&self, expected: &[&str]) {
         for (counter, value) in &self.health {
-            if !expected.contains(counter) {
+            if !expected.contains(&counter.as_str()) {
                 assert_eq!(*value, 0, "{counter} is {value}: {:?}", self.health);
             }
         }
@@ -518,14 +517,14 @@ fn outcome(ebpf: &Ebpf) -> Outcome {
             }
         }
     }
-    let health = HEALTH_NAMES
+    let health = Health::KERNEL
         .iter()
         .enumerate()
-        .map(|(index, name)| {
+        .map(|(index, counter)| {
             let per_cpu = health
                 .get(&(index as u32), 0)
                 .expect("reads a health counter");
-            (*name, per_cpu.iter().sum())
+            (counter.to_string(), per_cpu.iter().sum())
         })
         .collect();
     let op_health = Op::ALL

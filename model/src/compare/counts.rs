@@ -3,7 +3,7 @@
 
 use super::work::DeviceWork;
 use crate::report::Report;
-use crate::sample::Op;
+use crate::sample::{Health, Op};
 
 /// Relative change in a count per unit that counts as a change (counts repeat run to run; the
 /// margin absorbs set-up traffic and partial transactions).
@@ -44,7 +44,7 @@ pub fn uncounted(report: &Report, op: Op, device: Option<&str>) -> u64 {
         ),
         None => report
             .health
-            .get(&format!("missed_calls.{}", op.name()))
+            .get(&Health::MissedCalls(op))
             .copied()
             .unwrap_or(0),
     }

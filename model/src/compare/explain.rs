@@ -18,7 +18,7 @@
 //!   change accounts for.
 
 use super::{Comparison, DeviceChange, HostDifference, MetricChange, Numbers, Role, Transition};
-use crate::units::human_ns;
+use iommutop_abi::units::human_ns;
 use serde::Serialize;
 use std::fmt::Write;
 

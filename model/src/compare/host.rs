@@ -3,7 +3,7 @@
 //! each with the [`Role`] it plays.
 
 use super::path;
-use crate::facts::{IommuCmdline, IommuVendor};
+use crate::facts::{DomainType, IommuCmdline, IommuVendor};
 use crate::report::Report;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -172,7 +172,7 @@ pub(super) fn host_differences(a: &Report, b: &Report) -> Vec<HostDifference> {
     let (da, db) = (domain(a), domain(b));
     let domain_role = if [da.as_str(), db.as_str()]
         .iter()
-        .all(|t| matches!(*t, "DMA" | "DMA-FQ"))
+        .all(|t| t.parse().is_ok_and(DomainType::is_translated))
     {
         Role::Invalidation
     } else {

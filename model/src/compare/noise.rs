@@ -25,7 +25,7 @@
 //!    shows (boot, placement), so `Z` is 3 rather than the textbook 2.
 
 use crate::report::{IntervalDevice, Repeats, Report};
-use crate::row_key::RowKey;
+use iommutop_abi::row_key::RowKey;
 use serde::Serialize;
 
 /// Fewest steady interval samples a run needs for its noise to be estimated.

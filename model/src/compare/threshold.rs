@@ -26,11 +26,11 @@ use super::noise::judge_workload;
 use super::numbers::Numbers;
 use super::untimed::untimed_reason;
 use super::work::{work_units, DeviceWork, COMPLETIONS_PER_S};
-use crate::facts::cmdline_params;
+use crate::facts::{cmdline_params, DomainType};
 use crate::ops_map::op_named;
-use crate::pci::is_pci_address;
 use crate::report::Report;
 use crate::snapshot::Device;
+use iommutop_abi::pci::is_pci_address;
 
 /// A `--fail-if` expression that cannot be used, or cannot be evaluated on the reports given.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -719,7 +719,7 @@ fn read_host(report: &Report, field: &HostField) -> Observed {
         }
         HostField::IommuUnits => Observed::Number(host.iommu.units.len() as f64),
         HostField::DefaultDomainType => text(host.iommu.default_domain_type.as_deref()),
-        HostField::DmaMode => text(host.iommu.dma_mode.map(|m| m.name())),
+        HostField::DmaMode => text(host.iommu.dma_mode.and_then(DomainType::mode_name)),
         HostField::Cmdline(param) => Observed::Text(
             cmdline_params(host.cmdline.as_deref().unwrap_or(""))
                 .into_iter()

@@ -13,12 +13,13 @@
 //! thus never puts one device's cost per another workload's transaction.
 
 use crate::derive::{enclosing, io_count};
+use crate::facts::DomainType;
 use crate::report::{Report, WorkloadReport};
 use crate::results::PerUnit;
 use crate::sample::Op;
 use crate::snapshot::Device;
 use crate::waiting::DmaWaiting;
-use crate::workload::Headline;
+use iommutop_abi::workload::Headline;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -280,7 +281,10 @@ impl DeviceWork {
         };
         let domain_type = device.domain_type.clone();
         let translated = device.op(Op::IommuMap).count > 0
-            || matches!(domain_type.as_deref(), Some("DMA" | "DMA-FQ"));
+            || domain_type
+                .as_deref()
+                .and_then(|t| t.parse::<DomainType>().ok())
+                .is_some_and(DomainType::is_translated);
         let dma_ns = [Op::DmaMap, Op::DmaUnmap]
             .iter()
             .map(|&op| device.op(op).total_ns())
@@ -406,7 +410,7 @@ mod tests {
 
     #[test]
     fn stated_units_are_read_before_any_key() {
-        let work = Headline::counted(crate::workload::WorkUnit::Io, 300.0, "iops", 100.0);
+        let work = Headline::counted(iommutop_abi::workload::WorkUnit::Io, 300.0, "iops", 100.0);
         let results = json!({"transactions": 1, "work": work});
         let units = work_units(&with_results(results, json!({})));
         assert_eq!(
@@ -420,7 +424,8 @@ mod tests {
                 driven: BTreeSet::new(),
             }
         );
-        let uncounted = json!({"work": Headline::uncounted(crate::workload::WorkUnit::Access)});
+        let uncounted =
+            json!({"work": Headline::uncounted(iommutop_abi::workload::WorkUnit::Access)});
         let units = work_units(&with_results(uncounted, json!({})));
         assert_eq!(
             units.unit, "completed I/O",

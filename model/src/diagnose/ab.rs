@@ -4,7 +4,7 @@
 use crate::compare::noise::{judge, workload_spread, Significance};
 use crate::compare::work::{label, same_device, work_units, DeviceWork, COMPLETIONS_PER_S};
 use crate::report::Report;
-use crate::units::human_ns;
+use iommutop_abi::units::human_ns;
 use serde::Serialize;
 use std::fmt::Write;
 

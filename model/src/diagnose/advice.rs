@@ -3,9 +3,10 @@
 
 use super::ab::AbOutcome;
 use crate::compare::DeviceWork;
+use crate::facts::DomainType;
 use crate::sample::Op;
 use crate::snapshot::Device;
-use crate::units::human_ns;
+use iommutop_abi::units::human_ns;
 use serde::Serialize;
 
 /// How much a change would save.
@@ -113,7 +114,7 @@ pub fn advise(
             .into(),
         gain: identity_gain,
     });
-    if device.domain_type.as_deref() == Some("DMA") {
+    if device.domain_type.as_deref().map(str::parse) == Some(Ok(DomainType::Dma)) {
         let flushes = work.iotlb_flushes.unwrap_or(0.0);
         let flush_ns = device
             .op(Op::IotlbFlush)

@@ -2,7 +2,8 @@
 //! still open at the end, events dropped, and latencies that leave out more than a few calls.
 
 use crate::report::Report;
-use crate::units::percent;
+use crate::sample::Health;
+use iommutop_abi::units::percent;
 
 /// Whether a figure below lacks calls (see docs/probes.md, "How the loss figures are
 /// computed"): said before the verdict, so that no figure is read as complete when it is not, and
@@ -12,7 +13,7 @@ pub(super) fn health_line(report: &Report) -> Option<String> {
     let Some(losses) = &report.losses else {
         return health_line_before_losses(report);
     };
-    let health = |name: &str| report.health.get(name).copied().unwrap_or(0);
+    let health = |counter: Health| report.health.get(&counter).copied().unwrap_or(0);
     let mut parts = Vec::new();
     let lost: Vec<String> = losses
         .lost_groups()
@@ -37,13 +38,13 @@ pub(super) fn health_line(report: &Report) -> Option<String> {
             )
         });
     }
-    let dropped = health("device_map_full").saturating_add(health("row_busy"));
+    let dropped = health(Health::DeviceMapFull).saturating_add(health(Health::RowBusy));
     if dropped > 0 {
         parts.push(format!(
             "{dropped} events were dropped (statistics rows full or busy): the counts are short by that many"
         ));
     }
-    let unseen = health("completions_unseen");
+    let unseen = health(Health::CompletionsUnseen);
     if unseen > 0 {
         parts.push(format!(
             "the block layer completed {unseen} more requests than the probes counted"
@@ -66,25 +67,29 @@ pub(super) fn health_line(report: &Report) -> Option<String> {
 /// missed (`missed_calls.<op>`), where newer reports give it exactly.
 fn health_line_before_losses(report: &Report) -> Option<String> {
     let seen_at_one_end = [
-        "recursion_misses",
-        "exit_without_entry",
-        "abandoned_frames",
-        "clock_behind_entry",
+        Health::RecursionMisses,
+        Health::ExitWithoutEntry,
+        Health::AbandonedFrames,
+        Health::ClockBehindEntry,
     ]
     .iter()
-    .filter_map(|name| report.health.get(*name))
+    .filter_map(|counter| report.health.get(counter))
     .fold(0u64, |sum, &n| sum.saturating_add(n));
-    let untracked = ["nesting_overflow", "task_map_full", "device_map_full"]
-        .iter()
-        .filter_map(|name| report.health.get(*name))
-        .chain(
-            report
-                .health
-                .iter()
-                .filter(|(name, _)| name.starts_with("missed_calls."))
-                .map(|(_, n)| n),
-        )
-        .fold(0u64, |sum, &n| sum.saturating_add(n));
+    let untracked = [
+        Health::NestingOverflow,
+        Health::TaskMapFull,
+        Health::DeviceMapFull,
+    ]
+    .iter()
+    .filter_map(|counter| report.health.get(counter))
+    .chain(
+        report
+            .health
+            .iter()
+            .filter(|(counter, _)| matches!(counter, Health::MissedCalls(_)))
+            .map(|(_, n)| n),
+    )
+    .fold(0u64, |sum, &n| sum.saturating_add(n));
     if seen_at_one_end == 0 && untracked == 0 {
         return None;
     }

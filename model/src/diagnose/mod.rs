@@ -25,10 +25,10 @@ use crate::compare::work::{label, work_units, DeviceWork, WorkUnits};
 use crate::report::Report;
 use crate::sample::Op;
 use crate::snapshot::{Device, RowKind};
-use crate::units::human_ns;
 use crate::waiting::DmaWaiting;
 use call_paths::heaviest_paths;
 use health::health_line;
+use iommutop_abi::units::human_ns;
 use std::fmt::Write;
 
 /// Operations whose time a verdict breaks the translation cost into, with their plain names.
@@ -383,6 +383,7 @@ mod tests {
     use super::*;
     use crate::diagnose::Diagnosis;
     use crate::report::fixtures::full_report;
+    use crate::sample::Health;
 
     /// Waiting inside translation (PREEMPT_RT's sleeping locks) is named, apart from
     /// the cost, when it is a notable share of a device's DMA time; a trace of it is not.
@@ -500,8 +501,8 @@ mod tests {
     fn an_exact_run_is_not_called_incomplete() {
         let mut report = full_report();
         exact(&mut report);
-        for (name, count) in [("recursion_misses", 7), ("exit_without_entry", 4)] {
-            report.health.insert(name.into(), count);
+        for (counter, count) in [(Health::RecursionMisses, 7), (Health::ExitWithoutEntry, 4)] {
+            report.health.insert(counter, count);
         }
         assert!(!verdict(&report, None, None).contains("numbers may be incomplete"));
     }
@@ -557,8 +558,8 @@ mod tests {
         report.losses = None;
         report.health.clear();
         assert!(!verdict(&report, None, None).contains("numbers may be incomplete"));
-        report.health.insert("recursion_misses".into(), 7);
-        report.health.insert("stack_lost".into(), 3);
+        report.health.insert(Health::RecursionMisses, 7);
+        report.health.insert(Health::StackLost, 3);
         let text = verdict(&report, None, None);
         let warning = text.find("numbers may be incomplete: 7 probe runs were skipped");
         let first_device = text.find("0000:00:02.0");

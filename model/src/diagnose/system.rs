@@ -3,7 +3,7 @@
 //! report cannot (every group, devices that did no DMA during the run).
 
 use crate::compare::{config_role_for, Role};
-use crate::facts::{DmaMode, HostFacts, IommuCmdline, IommuVendor};
+use crate::facts::{DomainType, HostFacts, IommuCmdline, IommuVendor};
 use std::fmt::Write;
 
 /// Why the IOMMU is in the state it is in, as far as the command line and kernel config tell.
@@ -87,6 +87,21 @@ fn off_reason(facts: &HostFacts, cmdline: &IommuCmdline) -> String {
 
 fn mode_reason(facts: &HostFacts, cmdline: &IommuCmdline) -> Option<String> {
     let mode = facts.dma_mode()?;
+    let (what, option) = match mode {
+        DomainType::Identity => (
+            "passthrough: devices use identity domains, DMA is not translated",
+            "IOMMU_DEFAULT_PASSTHROUGH",
+        ),
+        DomainType::DmaFq => (
+            "lazy: DMA-FQ domains, IOTLB invalidations batched by a flush queue",
+            "IOMMU_DEFAULT_DMA_LAZY",
+        ),
+        DomainType::Dma => (
+            "strict: DMA domains, an IOTLB invalidation on every unmap",
+            "IOMMU_DEFAULT_DMA_STRICT",
+        ),
+        DomainType::Blocked | DomainType::Unmanaged => return None,
+    };
     let config = |option: &str| facts.kernel_config.get(option).is_some_and(|v| v == "y");
     let requested = cmdline.requested_mode();
     let source = if requested == Some(mode) {
@@ -104,11 +119,6 @@ fn mode_reason(facts: &HostFacts, cmdline: &IommuCmdline) -> Option<String> {
         }
         format!("asked for on the command line ({})", given.join(" "))
     } else if requested.is_none() {
-        let option = match mode {
-            DmaMode::Passthrough => "IOMMU_DEFAULT_PASSTHROUGH",
-            DmaMode::Lazy => "IOMMU_DEFAULT_DMA_LAZY",
-            DmaMode::Strict => "IOMMU_DEFAULT_DMA_STRICT",
-        };
         if config(option) {
             format!("the kernel's default (CONFIG_{option}=y)")
         } else {
@@ -119,24 +129,21 @@ fn mode_reason(facts: &HostFacts, cmdline: &IommuCmdline) -> Option<String> {
          emulated IOMMU in caching mode forces strict), or groups changed at run time"
             .into()
     };
-    let what = match mode {
-        DmaMode::Passthrough => "passthrough: devices use identity domains, DMA is not translated",
-        DmaMode::Lazy => "lazy: DMA-FQ domains, IOTLB invalidations batched by a flush queue",
-        DmaMode::Strict => "strict: DMA domains, an IOTLB invalidation on every unmap",
-    };
     Some(format!("default mode {what}; {source}"))
 }
 
 /// What a domain type means for a device's DMA.
 pub fn translation_state(domain_type: Option<&str>) -> &'static str {
-    match domain_type {
-        None => "no IOMMU group: not translated",
-        Some("identity") => "identity: not translated",
-        Some("DMA") => "translated, strict",
-        Some("DMA-FQ") => "translated, lazy",
-        Some("blocked") => "blocked: no DMA allowed",
-        Some("unmanaged") => "owned by a user-space driver (VFIO): its own mappings",
-        Some(_) => "translated",
+    let Some(domain_type) = domain_type else {
+        return "no IOMMU group: not translated";
+    };
+    match domain_type.parse() {
+        Ok(DomainType::Identity) => "identity: not translated",
+        Ok(DomainType::Dma) => "translated, strict",
+        Ok(DomainType::DmaFq) => "translated, lazy",
+        Ok(DomainType::Blocked) => "blocked: no DMA allowed",
+        Ok(DomainType::Unmanaged) => "owned by a user-space driver (VFIO): its own mappings",
+        Err(_) => "translated",
     }
 }
 

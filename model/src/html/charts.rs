@@ -4,7 +4,7 @@
 
 use super::escape::escape;
 use crate::hist::{slot_lower_bound, slot_upper_bound, Histogram};
-use crate::units::human_ns;
+use iommutop_abi::units::human_ns;
 use plotters::prelude::*;
 
 /// The colours of series in order: A (or the only one), then B.

@@ -9,7 +9,7 @@ use crate::compare::work::same_device;
 use crate::compare::{Comparison, DeviceChange, DeviceWork, Side};
 use crate::report::Report;
 use crate::snapshot::Device;
-use crate::units::human_ns;
+use iommutop_abi::units::human_ns;
 use std::fmt::Write;
 
 /// The page of a comparison of A with B; `names` are the reports' file names.

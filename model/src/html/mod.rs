@@ -17,13 +17,14 @@ pub use compare::render_comparison;
 pub use diagnose::render_diagnosis;
 pub use escape::escape;
 
+use crate::facts::DomainType;
 use crate::losses::Losses;
 use crate::report::Report;
 use crate::sample::Op;
 use crate::snapshot::{Device, RowKind};
 use crate::sriov::{vfs_under_physfn, Nesting};
-use crate::units::{human_ns, three_digits};
 use charts::{HistSeries, Line};
+use iommutop_abi::units::{human_ns, three_digits};
 use std::fmt::Write;
 
 /// The page of one report; `source` names it (the file it was read from).
@@ -95,7 +96,10 @@ fn run_facts(report: &Report) -> String {
         format!(
             "{}, {}",
             crate::compare::iommu_description(host),
-            host.iommu.dma_mode.map_or("mode unknown", |m| m.name()),
+            host.iommu
+                .dma_mode
+                .and_then(DomainType::mode_name)
+                .unwrap_or("mode unknown"),
         )
     } else {
         "none".into()

@@ -4,7 +4,7 @@
 
 use super::escape::escape;
 use crate::report::{Report, StackSample};
-use crate::units::human_ns;
+use iommutop_abi::units::human_ns;
 use std::fmt::Write;
 
 /// Paths listed per device; the rest are summed in one line.

@@ -7,7 +7,7 @@ use super::{
 use crate::device_filter::DeviceFilter;
 use crate::facts::HostFacts;
 use crate::losses::Losses;
-use crate::sample::{Op, RawSample};
+use crate::sample::{Health, Op, RawSample};
 use crate::snapshot::{Device, Snapshot};
 use crate::tail::{dma_tails, Tail};
 use serde_json::Value;
@@ -225,11 +225,14 @@ pub const MAX_STATS_ROWS: u32 = 256;
 
 /// The health counters that the loss figures replace: each of them counted runs or calls that
 /// `losses` now accounts for exactly ([`Losses::warnings`] says what they came to).
-fn accounted_in_losses(name: &str) -> bool {
+fn accounted_in_losses(counter: Health) -> bool {
     matches!(
-        name,
-        "recursion_misses" | "exit_without_entry" | "abandoned_frames"
-    ) || name.starts_with("missed_calls.")
+        counter,
+        Health::RecursionMisses
+            | Health::ExitWithoutEntry
+            | Health::AbandonedFrames
+            | Health::MissedCalls(_)
+    )
 }
 
 /// Each row whose block requests were requeued: each was mapped again when issued again, so its
@@ -249,34 +252,34 @@ fn requeue_warnings(devices: &[Device]) -> Vec<String> {
         .collect()
 }
 
-fn health_warnings(health: &BTreeMap<String, u64>) -> Vec<String> {
+fn health_warnings(health: &BTreeMap<Health, u64>) -> Vec<String> {
     health
         .iter()
-        .filter(|(name, &count)| count > 0 && !accounted_in_losses(name))
-        .map(|(name, &count)| match name.as_str() {
-            "device_map_full" => {
+        .filter(|(&counter, &count)| count > 0 && !accounted_in_losses(counter))
+        .map(|(counter, &count)| match counter {
+            Health::DeviceMapFull => {
                 format!("{count} events of devices that found every statistics row taken were dropped (device_map_full): the counts are short by that many; IOMMUTOP_STATS_ROWS sets more rows, up to {MAX_STATS_ROWS}")
             }
-            "nesting_overflow" => format!(
+            Health::NestingOverflow => format!(
                 "{count} calls nested deeper than the tracker follows (8): counted by their exits, not timed; their nested work was charged to the call below them"
             ),
-            "task_map_full" => format!(
+            Health::TaskMapFull => format!(
                 "{count} calls of tasks whose in-flight stack could not be created: counted by their exits, not timed"
             ),
-            "process_map_full" => format!(
+            Health::ProcessMapFull => format!(
                 "{count} IOMMU calls outside the DMA API by processes beyond the first {} went to the shared `unattributed` row, not to a row of their process",
                 MAX_PROCESS_ROWS
             ),
-            "row_busy" => format!(
+            Health::RowBusy => format!(
                 "{count} events of a device seen for the first time were dropped (the counts are short by that many): its statistics row could not be written then (the map busy on that CPU: an interrupt landed in an update); later events were counted"
             ),
-            "clock_behind_entry" => format!(
+            Health::ClockBehindEntry => format!(
                 "{count} calls' exits read an earlier time than their entries (the kernel's fast clock stepped back between CPUs or across a timekeeping update): counted, untimed"
             ),
-            "stack_lost" => format!(
+            Health::StackLost => format!(
                 "{count} sampled call paths could not be recorded (stack map full or unwinding failed)"
             ),
-            "driver_requests" => format!(
+            Health::DriverRequests => format!(
                 "{count} block requests of no disk completed: a driver's own commands (NVMe admin: Identify, Set Features after a controller reset); the DMA maps of their data are of no I/O"
             ),
             other => format!("probe health counter {other} rose by {count}"),

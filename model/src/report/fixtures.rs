@@ -6,7 +6,8 @@ use super::{
 };
 use crate::facts::{DeviceFacts, HostFacts, IommuGroup, IommuUnit, IommuVendor};
 use crate::sample::{
-    EntryGroup, Op, OpCounters, OpHealth, OpenCalls, RawSample, RawSource, SourceKind, HIST_SLOTS,
+    EntryGroup, Health, Op, OpCounters, OpHealth, OpenCalls, RawSample, RawSource, SourceKind,
+    HIST_SLOTS,
 };
 use crate::snapshot::Snapshot;
 use serde_json::json;
@@ -141,7 +142,7 @@ pub fn last_sample() -> RawSample {
         ],
         ..RawSample::default()
     };
-    sample.health.insert("nesting_overflow".into(), 2);
+    sample.health.insert(Health::NestingOverflow, 2);
     sample
         .program_stats
         .insert("dma__map_page__fentry".into(), (8_000, 1_200_000));
@@ -347,7 +348,7 @@ const TWO_WORKLOADS_NICS: [(&str, &str, u32, u64, u64); 2] = [
 pub fn two_workloads_report(domain: &str) -> Report {
     use crate::results::netperf::{NetperfResults, Nic, NicPerTransaction};
     use crate::results::PerUnit;
-    use crate::workload::{Headline, WorkUnit};
+    use iommutop_abi::workload::{Headline, WorkUnit};
     const TRANSACTIONS: u64 = 2_000;
     const READS: u64 = 8_000;
     let translated = domain != "identity";

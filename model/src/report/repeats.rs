@@ -6,7 +6,7 @@
 use crate::results::WorkloadResults;
 use crate::sample::Op;
 use crate::snapshot::Device;
-use crate::workload::{Headline, WORK_KEY};
+use iommutop_abi::workload::{Headline, WORK_KEY};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -238,7 +238,7 @@ impl RepeatSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::WorkUnit;
+    use iommutop_abi::workload::WorkUnit;
     use serde_json::json;
 
     #[test]

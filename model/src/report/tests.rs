@@ -1,6 +1,6 @@
 use super::fixtures::{full_report, minimal_report, repeated_report};
 use super::*;
-use crate::sample::Op;
+use crate::sample::{Health, Op};
 use serde_json::json;
 
 fn validator() -> jsonschema::Validator {
@@ -218,7 +218,7 @@ fn the_builder_computes_devices_and_overhead_over_the_whole_run() {
     );
     assert_eq!(
         report.host.iommu.dma_mode,
-        Some(crate::facts::DmaMode::Lazy)
+        Some(crate::facts::DomainType::DmaFq)
     );
     assert!(report.host.lab);
     let keys: Vec<String> = report.devices.iter().map(|d| d.key.to_string()).collect();
@@ -242,7 +242,7 @@ fn the_builder_computes_devices_and_overhead_over_the_whole_run() {
 #[test]
 fn the_builder_keeps_the_health_counters_for_ci_to_gate_on() {
     let report = full_report();
-    assert_eq!(report.health.get("nesting_overflow"), Some(&2));
+    assert_eq!(report.health.get(&Health::NestingOverflow), Some(&2));
     let json = serde_json::to_value(&report).expect("JSON");
     assert_eq!(json["health"]["nesting_overflow"], 2);
 }
@@ -307,11 +307,11 @@ fn a_run_that_lost_nothing_warns_of_no_loss() {
     let mut last = super::fixtures::last_sample();
     last.health.clear();
     for (name, count) in [
-        ("recursion_misses", 15),
-        ("exit_without_entry", 4),
-        ("abandoned_frames", 3),
+        (Health::RecursionMisses, 15),
+        (Health::ExitWithoutEntry, 4),
+        (Health::AbandonedFrames, 3),
     ] {
-        last.health.insert(name.into(), count);
+        last.health.insert(name, count);
     }
     last.open_calls.clear();
     last.entry_groups = vec![EntryGroup {
@@ -353,7 +353,8 @@ fn a_run_that_lost_nothing_warns_of_no_loss() {
         Some(Some(0))
     );
     assert_eq!(
-        report.health["recursion_misses"], 15,
+        report.health[&Health::RecursionMisses],
+        15,
         "kept for CI to gate on"
     );
 }

@@ -4,7 +4,7 @@
 
 use super::fio::TargetResult;
 use super::PerUnit;
-use crate::workload::Headline;
+use iommutop_abi::workload::Headline;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// One operation of one device over a window of the run.

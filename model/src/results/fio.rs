@@ -2,8 +2,8 @@
 //! directions together, then each direction's under its prefix, `read_iops`), what was run below.
 
 use super::PerUnit;
-use crate::pci::PciAddress;
-use crate::workload::Headline;
+use iommutop_abi::pci::PciAddress;
+use iommutop_abi::workload::Headline;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};

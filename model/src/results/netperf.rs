@@ -1,8 +1,8 @@
 //! What a netperf run did, as `run.workload.results` holds it.
 
 use super::PerUnit;
-use crate::pci::PciAddress;
-use crate::workload::Headline;
+use iommutop_abi::pci::PciAddress;
+use iommutop_abi::workload::Headline;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

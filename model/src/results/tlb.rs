@@ -2,7 +2,7 @@
 //! over working sets per page size (the curve), the steps found in it, and the reach each step
 //! suggests.
 
-use crate::workload::Headline;
+use iommutop_abi::workload::Headline;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::sample::{EntryGroup, OpHealth, OpenCalls, HIST_SLOTS};
+use crate::sample::{EntryGroup, Health, OpHealth, OpenCalls, HIST_SLOTS};
 
 fn counters(count: u64, bytes: u64, timed_ns: &[u64]) -> OpCounters {
     let mut hist = vec![0u64; HIST_SLOTS];
@@ -438,21 +438,21 @@ fn every_op_is_present_in_a_row() {
 #[test]
 fn health_and_program_counters_diff_with_resets() {
     let mut before = sample(1, vec![]);
-    before.health.insert("device_map_full".into(), 3);
+    before.health.insert(Health::DeviceMapFull, 3);
     before
         .program_stats
         .insert("dma__map_page__fentry".into(), (100, 5_000));
     before.program_stats.insert("old".into(), (100, 5_000));
     let mut after = sample(2, vec![]);
-    after.health.insert("device_map_full".into(), 5);
-    after.health.insert("nesting_overflow".into(), 1);
+    after.health.insert(Health::DeviceMapFull, 5);
+    after.health.insert(Health::NestingOverflow, 1);
     after
         .program_stats
         .insert("dma__map_page__fentry".into(), (150, 7_500));
     after.program_stats.insert("old".into(), (10, 700));
     let snapshot = Snapshot::between(&before, &after, &[]);
-    assert_eq!(snapshot.health["device_map_full"], 2);
-    assert_eq!(snapshot.health["nesting_overflow"], 1);
+    assert_eq!(snapshot.health[&Health::DeviceMapFull], 2);
+    assert_eq!(snapshot.health[&Health::NestingOverflow], 1);
     assert_eq!(
         snapshot.programs["dma__map_page__fentry"],
         ProgramDelta {

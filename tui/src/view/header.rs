@@ -20,9 +20,10 @@ pub fn render(state: &State, frame: &mut Frame, area: Rect) {
         } else {
             parts.push(format!("{vendor} IOMMU ({})", host.units.join(",")));
         }
-        match (host.mode, host.default_domain_type.as_deref()) {
-            (Some(mode), Some(domain)) => parts.push(format!("{} ({domain})", mode.name())),
-            (Some(mode), None) => parts.push(mode.name().to_string()),
+        let mode = host.mode.and_then(|mode| mode.mode_name());
+        match (mode, host.default_domain_type.as_deref()) {
+            (Some(mode), Some(domain)) => parts.push(format!("{mode} ({domain})")),
+            (Some(mode), None) => parts.push(mode.to_string()),
             (None, Some(domain)) => parts.push(format!("domain {domain}")),
             (None, None) => {}
         }

@@ -212,20 +212,31 @@ fn toml_key_error(message: &str) -> Option<(String, String, bool)> {
     None
 }
 
-fn toml_to_json(value: &toml::Value) -> Result<Value, String> {
+/// A TOML value no parameter takes.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum NoParameterValue {
+    #[error("dates are not parameter values")]
+    Date,
+    #[error("tables are not parameter values")]
+    Table,
+    #[error("{0} is not a finite number")]
+    NotFinite(f64),
+}
+
+fn toml_to_json(value: &toml::Value) -> Result<Value, NoParameterValue> {
     match value {
-        toml::Value::Datetime(_) => Err("dates are not parameter values".into()),
+        toml::Value::Datetime(_) => Err(NoParameterValue::Date),
         toml::Value::Array(items) => items
             .iter()
             .map(toml_to_json)
             .collect::<Result<Vec<_>, _>>()
             .map(Value::Array),
-        toml::Value::Table(_) => Err("tables are not parameter values".into()),
+        toml::Value::Table(_) => Err(NoParameterValue::Table),
         toml::Value::String(s) => Ok(Value::from(s.clone())),
         toml::Value::Integer(n) => Ok(Value::from(*n)),
         toml::Value::Float(x) => serde_json::Number::from_f64(*x)
             .map(Value::Number)
-            .ok_or_else(|| format!("{x} is not a finite number")),
+            .ok_or(NoParameterValue::NotFinite(*x)),
         toml::Value::Boolean(b) => Ok(Value::from(*b)),
     }
 }
@@ -282,7 +293,7 @@ impl Profile {
                 )
             })?;
             let json = toml_to_json(value.get_ref())
-                .map_err(|m| at.error(Some(&value.span()), Some(&full_key), m))?;
+                .map_err(|m| at.error(Some(&value.span()), Some(&full_key), m.to_string()))?;
             let checked = spec
                 .check(&json)
                 .map_err(|m| at.error(Some(&value.span()), Some(&full_key), m))?;

@@ -163,15 +163,15 @@ impl Workload for VfioNvme {
                     Self::drive(ctl, |cancel| driver::run(params, cancel)).map_err(classify)?;
                 write_file(&self.ccdf_csv, &result.ccdf_csv())?;
                 let work = Headline::counted(WorkUnit::Io, result.ios as f64, "iops", result.iops);
-                let results = VfioNvmeResults::Run(Box::new(result.reported()));
+                let results = VfioNvmeResults::Run(Box::new(result));
                 Ok(WorkloadOutput::new(results, work, Vec::new()))
             }
             Job::Sweep(params) => {
                 let result = Self::drive(ctl, |cancel| driver::iotlb_sweep(params, cancel))
                     .map_err(classify)?;
-                write_file(&self.svg, &result.svg())?;
+                write_file(&self.svg, &driver::sweep::svg_plot(&result.series))?;
                 let work = Headline::uncounted(WorkUnit::Io);
-                let results = VfioNvmeResults::Sweep(Box::new(result.reported()));
+                let results = VfioNvmeResults::Sweep(Box::new(result));
                 Ok(WorkloadOutput::new(results, work, Vec::new()))
             }
         }

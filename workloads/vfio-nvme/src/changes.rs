@@ -2,7 +2,7 @@
 
 use crate::params::PageSize;
 use iommutop_host::{Change, Journal};
-pub use iommutop_model::results::vfio_nvme::host::{HostChanges, HugeChange, Rebind};
+pub use iommutop_vfio_nvme_results::host::{HostChanges, HugeChange, Rebind};
 
 /// The changes a journal holds, each restored or not.
 pub(crate) fn from_journal(journal: &Journal, recovered: Option<String>) -> HostChanges {

@@ -12,8 +12,8 @@ use crate::nvme::controller::{Controller, QueuePair};
 use crate::nvme::prp;
 use crate::nvme::spec::CTRL_PAGE;
 use crate::params::{self, sweep_steps, PageSize, Params, Pattern, Stop, SweepParams};
-use crate::report::{rates, DeviceInfo, RunResult, SetupCost, ThreadResult, VerifySummary};
-use crate::sweep::{self, SweepResult, SweepSeries, SweepStep};
+use crate::report::{rates, DeviceInfo, SetupCost, ThreadResult, VerifySummary, VfioNvmeRun};
+use crate::sweep::{self, SweepSeries, SweepStep, VfioNvmeSweep};
 use io_loop::{build_slots, io_loop, Cursor, LoopOutcome, Until};
 use setup::{device_info, identify, io_config, map_cost, open, queue_memory, round_page, IoSpec};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,7 +28,7 @@ pub use crate::located::Located;
 type ThreadReturn<'a> = (QueuePair<'a>, Result<(ThreadResult, LoopOutcome), Error>);
 
 /// One I/O run in this process (the worker).
-pub fn run_io(loc: &Located, params: &Params, cancel: &AtomicBool) -> Result<RunResult, Error> {
+pub fn run_io(loc: &Located, params: &Params, cancel: &AtomicBool) -> Result<VfioNvmeRun, Error> {
     params.validate()?;
     let (vfio, bar, vfio_open_ns) = open(loc, &params.target)?;
     let mut iovas = IovaAllocator::new(&vfio.info.iova_ranges)?;
@@ -146,7 +146,7 @@ pub fn run_io(loc: &Located, params: &Params, cancel: &AtomicBool) -> Result<Run
                                 mb_s,
                                 latency: o.hist.summary(),
                                 ccdf: o.hist.ccdf(),
-                                histogram: o.hist.clone(),
+                                histogram: o.hist.buckets_reported(),
                             };
                             (tr, o)
                         });
@@ -200,7 +200,7 @@ fn assemble(
     setup: SetupCost,
     outcomes: Vec<(ThreadResult, LoopOutcome)>,
     cancel: &AtomicBool,
-) -> Result<RunResult, Error> {
+) -> Result<VfioNvmeRun, Error> {
     let mut hist = LatencyHistogram::new();
     let mut ios = 0;
     let mut bytes = 0;
@@ -234,23 +234,28 @@ fn assemble(
         });
     }
     let (iops, mb_s) = rates(ios, bytes, elapsed);
-    Ok(RunResult {
-        params: params.clone(),
+    let latency = hist.summary();
+    Ok(VfioNvmeRun {
+        params: params.reported(),
         device,
+        setup_maps: setup.maps.len(),
+        setup_map_ns: setup.map_total_ns,
         setup,
         elapsed_s: elapsed,
         ios,
         bytes,
         iops,
         mb_s,
-        latency: hist.summary(),
+        latency,
         ccdf: hist.ccdf(),
-        histogram: hist,
+        histogram: hist.buckets_reported(),
         threads,
         verify: params.verify.then_some(verify),
-        worker_pid: std::process::id(),
         interrupted,
         host: Default::default(),
+        latency_ns: latency,
+        work: None,
+        worker_pid: Some(std::process::id()),
     })
 }
 
@@ -261,7 +266,7 @@ pub fn run_sweep(
     loc: &Located,
     sp: &SweepParams,
     cancel: &AtomicBool,
-) -> Result<SweepResult, Error> {
+) -> Result<VfioNvmeSweep, Error> {
     sp.validate()?;
     let (vfio, bar, vfio_open_ns) = open(loc, &sp.target)?;
     let mut iovas = IovaAllocator::new(&vfio.info.iova_ranges)?;
@@ -390,12 +395,17 @@ pub fn run_sweep(
     setup.add_map(qmap);
     drop(bar);
     drop(vfio);
-    Ok(SweepResult {
+    Ok(VfioNvmeSweep {
         params: sp.clone(),
         device,
         setup,
         series,
         interrupted: interrupted || cancel.load(Ordering::Relaxed),
         host: Default::default(),
-    })
+        iotlb_entries_4k: None,
+        iotlb_entries_2m: None,
+        iotlb_entries_1g: None,
+        work: None,
+    }
+    .with_knees_on_top())
 }

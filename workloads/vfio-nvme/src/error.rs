@@ -3,7 +3,7 @@
 use crate::nvme::spec::Status;
 use std::io;
 
-pub use iommutop_model::results::vfio_nvme::params::ParamError;
+pub use iommutop_vfio_nvme_results::params::ParamError;
 
 /// Everything that can go wrong in a run, from parameters to the controller's status codes.
 #[derive(Debug, thiserror::Error)]
@@ -22,7 +22,7 @@ pub enum Error {
     /// The controller is in use by the host; one line, the reason and what to do.
     #[error("refusing {pci}: {reason}")]
     Refused {
-        pci: iommutop_model::pci::PciAddress,
+        pci: iommutop_abi::pci::PciAddress,
         reason: String,
     },
 

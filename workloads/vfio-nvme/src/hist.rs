@@ -7,7 +7,7 @@
 //! maximum and sum, which the summary reports to the nanosecond.
 
 use hdrhistogram::Histogram;
-pub use iommutop_model::results::vfio_nvme::{CcdfPoint, HistogramBuckets, LatencySummary};
+pub use iommutop_vfio_nvme_results::{CcdfPoint, HistogramBuckets, LatencySummary};
 use serde::{Deserialize, Serialize};
 
 /// Sub-bucket bits: 128 buckets per power of two (values below 256 are exact).
@@ -128,6 +128,19 @@ impl LatencyHistogram {
                 }
             })
             .collect()
+    }
+
+    /// The non-empty buckets with the exact count, extremes and sum: the histogram as reports
+    /// hold it.
+    pub fn buckets_reported(&self) -> HistogramBuckets {
+        HistogramBuckets {
+            sub_bucket_bits: SUB_BITS,
+            count: self.total(),
+            min_ns: self.min(),
+            max_ns: self.max(),
+            sum_ns: self.sum(),
+            buckets: self.buckets().map(|(l, h, c)| [l, h, c]).collect(),
+        }
     }
 
     /// Non-empty buckets as (lowest value, highest value, count), lowest first.

@@ -13,13 +13,13 @@ use crate::error::Error;
 use crate::located::Located;
 use crate::mem::reserve_advice;
 use crate::params::{PageSize, Target};
+use iommutop_abi::pci::PciAddress;
 use iommutop_host::hugepages::{Counts, Pool};
 use iommutop_host::journal::claimed_by_other;
 use iommutop_host::nvme::NVME_CLASS;
 use iommutop_host::pci;
 use iommutop_host::pci_device::{self, pci_address_in, PciState};
 use iommutop_host::{Change, HostError, HostRoot, Journal};
-use iommutop_model::pci::PciAddress;
 use std::fs;
 
 const VFIO_PCI: &str = "vfio-pci";

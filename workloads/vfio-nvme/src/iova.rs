@@ -5,7 +5,7 @@
 //!
 //! Mappings are made once at set-up and live for the whole run, so a bump allocator is enough.
 
-pub use iommutop_model::results::vfio_nvme::IovaRange;
+pub use iommutop_vfio_nvme_results::IovaRange;
 
 /// The lowest IOVA handed out: page 0 stays unmapped so that a zero PRP faults instead of
 /// hitting a buffer.

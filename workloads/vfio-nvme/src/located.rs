@@ -3,7 +3,7 @@
 /// The device's PCI address and IOMMU group, and the roots its files are under.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Located {
-    pub pci: iommutop_model::pci::PciAddress,
+    pub pci: iommutop_abi::pci::PciAddress,
     pub group: u32,
     /// `/sys` and `/dev` (other roots only in tests).
     pub sys_root: std::path::PathBuf,

@@ -1,11 +1,11 @@
 //! The driver's parameters, declared once ([`SPECS`]) with the parameter system every workload
-//! uses ([`iommutop_model::params`]): `iommutop workload vfio-nvme`, profiles and the runner
+//! uses ([`iommutop_abi::params`]): `iommutop workload vfio-nvme`, profiles and the runner
 //! check values against it, and [`Params::from_values`] / [`SweepFromValues::from_values`] read the
 //! checked values into the typed parameters, with no string round trip.
 
 use crate::error::ParamError;
 use crate::params::{PageSize, Params, Pattern, Stop, SweepParams, Target};
-use iommutop_model::params::{DefaultValue, Kind, ParamSpec, ParamValues};
+use iommutop_abi::params::{DefaultValue, Kind, ParamSpec, ParamValues};
 use std::time::Duration;
 
 pub const SPECS: &[ParamSpec] = &[

@@ -3,7 +3,8 @@
 //! Read from checked values by [`crate::options`].
 
 use crate::error::ParamError;
-pub use iommutop_model::results::vfio_nvme::params::{
+use iommutop_vfio_nvme_results::params::RunParams;
+pub use iommutop_vfio_nvme_results::params::{
     default_sweep_pages, Backend, PageSize, Pattern, SweepParams, Target, MAX_PAGES,
 };
 use serde::{Deserialize, Serialize};
@@ -88,12 +89,34 @@ pub fn slot_bytes(block_size: u32) -> u64 {
 impl Params {
     /// Distinct buffer pages each thread uses: as given, or the fewest that hold `qd` buffers.
     pub fn pages_per_thread(&self) -> u64 {
-        iommutop_model::results::vfio_nvme::params::buffer_pages(
+        iommutop_vfio_nvme_results::params::buffer_pages(
             self.pages,
             self.block_size,
             self.queue_depth,
             self.page_size.bytes(),
         )
+    }
+
+    /// The parameters as the run's results repeat them (the stop's duration in seconds).
+    pub fn reported(&self) -> RunParams {
+        RunParams {
+            target: self.target.clone(),
+            pattern: self.pattern,
+            block_size: self.block_size,
+            queue_depth: self.queue_depth,
+            threads: self.threads,
+            stop: match self.stop {
+                Stop::Duration(duration) => {
+                    iommutop_vfio_nvme_results::params::Stop::Duration(duration.as_secs_f64())
+                }
+                Stop::Ios(ios) => iommutop_vfio_nvme_results::params::Stop::Ios(ios),
+            },
+            pages: self.pages,
+            page_size: self.page_size,
+            allow_write: self.allow_write,
+            verify: self.verify,
+            seed: self.seed,
+        }
     }
 
     /// Bytes of data buffer per thread.

@@ -2,22 +2,9 @@
 //! 4 … N pages, the knee where it steps up (the working set stopped fitting the IOTLB), a text
 //! table and an SVG plot. All pure.
 
-use crate::changes::HostChanges;
-use crate::params::{PageSize, SweepParams};
-use crate::report::{DeviceInfo, SetupCost};
-pub use iommutop_model::results::vfio_nvme::{Knee, SweepSeries, SweepStep};
-use serde::{Deserialize, Serialize};
+use crate::params::PageSize;
+pub use iommutop_vfio_nvme_results::{Knee, SweepSeries, SweepStep, VfioNvmeSweep};
 use std::fmt::Write as _;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SweepResult {
-    pub params: SweepParams,
-    pub device: DeviceInfo,
-    pub setup: SetupCost,
-    pub series: Vec<SweepSeries>,
-    pub interrupted: bool,
-    pub host: HostChanges,
-}
 
 /// The smallest relative step taken as a knee.
 pub const MIN_JUMP_RATIO: f64 = 0.03;
@@ -27,14 +14,33 @@ pub const MIN_JUMP_OVER_NOISE: f64 = 3.0;
 /// not a ramp).
 pub const MIN_SHARPNESS: f64 = 0.4;
 
+/// Why a sweep's steps show no knee: the series' verdict says it, with the evidence (the best
+/// split, its levels and the noise).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoKnee {
+    #[error("{0} steps are too few to find a knee (need 3 or more: raise --pages)")]
+    TooFewSteps(usize),
+    #[error("no knee: latency does not rise with more pages ({0})")]
+    NoRise(String),
+    #[error(
+        "no knee: latency rises by less than {least:.0} % ({0})",
+        least = MIN_JUMP_RATIO * 100.0
+    )]
+    TooSmall(String),
+    #[error(
+        "no knee: the rise is within {times} x the noise ({0})",
+        times = MIN_JUMP_OVER_NOISE
+    )]
+    WithinNoise(String),
+    #[error("no knee: latency ramps up gradually rather than stepping ({0})")]
+    Ramp(String),
+}
+
 /// Fits a two-level step to the medians (least squares over every split) and accepts it as a
 /// knee if the jump is large, above the noise, and sharp.
-pub fn find_knee(steps: &[SweepStep]) -> Result<Knee, String> {
+pub fn find_knee(steps: &[SweepStep]) -> Result<Knee, NoKnee> {
     if steps.len() < 3 {
-        return Err(format!(
-            "{} steps are too few to find a knee (need 3 or more: raise --pages)",
-            steps.len()
-        ));
+        return Err(NoKnee::TooFewSteps(steps.len()));
     }
     let m: Vec<f64> = steps.iter().map(|s| s.median_ns as f64).collect();
     let sse = |xs: &[f64]| {
@@ -51,7 +57,7 @@ pub fn find_knee(steps: &[SweepStep]) -> Result<Knee, String> {
         }
     }
     let Some((k, below, above, cost)) = best else {
-        return Err("no split".into());
+        return Err(NoKnee::TooFewSteps(steps.len())); // three steps or more have a split
     };
     let noise = (cost / (m.len() as f64 - 2.0).max(1.0)).sqrt();
     let jump = above - below;
@@ -67,25 +73,16 @@ pub fn find_knee(steps: &[SweepStep]) -> Result<Knee, String> {
         noise / 1e3
     );
     if jump <= 0.0 {
-        return Err(format!(
-            "no knee: latency does not rise with more pages ({evidence})"
-        ));
+        return Err(NoKnee::NoRise(evidence));
     }
     if ratio < MIN_JUMP_RATIO {
-        return Err(format!(
-            "no knee: latency rises by less than {:.0} % ({evidence})",
-            MIN_JUMP_RATIO * 100.0
-        ));
+        return Err(NoKnee::TooSmall(evidence));
     }
     if jump < MIN_JUMP_OVER_NOISE * noise {
-        return Err(format!(
-            "no knee: the rise is within {MIN_JUMP_OVER_NOISE} x the noise ({evidence})"
-        ));
+        return Err(NoKnee::WithinNoise(evidence));
     }
     if sharp < MIN_SHARPNESS * jump {
-        return Err(format!(
-            "no knee: latency ramps up gradually rather than stepping ({evidence})"
-        ));
+        return Err(NoKnee::Ramp(evidence));
     }
     Ok(Knee {
         pages_before: steps[k - 1].pages,
@@ -120,21 +117,14 @@ pub fn analyse(page_size: PageSize, steps: &[SweepStep]) -> (Option<Knee>, Strin
     }
 }
 
-impl SweepResult {
-    /// Median latency against pages touched (log2 axis), one line per page size, the knee
-    /// marked.
-    pub fn svg(&self) -> String {
-        svg_plot(&self.series)
-    }
-}
-
 fn esc(t: &str) -> String {
     t.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
 }
 
-/// The plot, as a standalone SVG document.
+/// Median latency against pages touched (log2 axis), one line per page size, the knee marked:
+/// a standalone SVG document.
 pub fn svg_plot(series: &[SweepSeries]) -> String {
     let (w, h) = (760.0f64, 440.0f64);
     let (left, right, top, bottom) = (70.0, 170.0, 40.0, 50.0);
@@ -320,16 +310,16 @@ mod tests {
             (8, 100_200),
             (16, 100_100),
         ]);
-        let e = find_knee(&flat).unwrap_err();
+        let e = find_knee(&flat).unwrap_err().to_string();
         assert!(
             e.contains("less than 3 %") || e.contains("does not rise"),
             "{e}"
         );
         let falling = steps(&[(1, 120_000), (2, 121_000), (4, 90_000), (8, 91_000)]);
-        let e = find_knee(&falling).unwrap_err();
+        let e = find_knee(&falling).unwrap_err().to_string();
         assert!(e.contains("does not rise"), "{e}");
         let ramp: Vec<(u64, u64)> = (0..12).map(|i| (1u64 << i, 100_000 + i * 3_000)).collect();
-        let e = find_knee(&steps(&ramp)).unwrap_err();
+        let e = find_knee(&steps(&ramp)).unwrap_err().to_string();
         assert!(e.contains("gradually") || e.contains("noise"), "{e}");
         let noisy = steps(&[
             (1, 100_000),
@@ -342,7 +332,25 @@ mod tests {
         assert!(find_knee(&noisy).is_err());
         assert!(find_knee(&steps(&[(1, 1), (2, 2)]))
             .unwrap_err()
+            .to_string()
             .contains("too few"));
+    }
+
+    /// The reasons read as the verdicts said them before they were typed.
+    #[test]
+    fn no_knee_reasons_read_as_before() {
+        assert_eq!(
+            NoKnee::TooSmall("e".into()).to_string(),
+            "no knee: latency rises by less than 3 % (e)"
+        );
+        assert_eq!(
+            NoKnee::WithinNoise("e".into()).to_string(),
+            "no knee: the rise is within 3 x the noise (e)"
+        );
+        assert_eq!(
+            NoKnee::TooFewSteps(2).to_string(),
+            "2 steps are too few to find a knee (need 3 or more: raise --pages)"
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::iova::{IovaRange, FALLBACK_RANGES};
 use crate::mmio::Bar;
 use crate::params::Backend;
 use crate::sys::{self, argsz, ioctl_ptr, ioctl_val};
-pub use iommutop_model::results::vfio_nvme::IommuInfo;
+pub use iommutop_vfio_nvme_results::IommuInfo;
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io;

@@ -16,8 +16,8 @@ use crate::error::Error;
 use crate::host::{HostGuard, NvmeHost};
 use crate::located::Located;
 use crate::params::{PageSize, Params, SweepParams, Target};
-use crate::report::RunResult;
-use crate::sweep::SweepResult;
+use crate::report::VfioNvmeRun;
+use crate::sweep::VfioNvmeSweep;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -47,8 +47,8 @@ struct Request {
 
 #[derive(Debug, Serialize, Deserialize)]
 enum Reply {
-    Run(Box<RunResult>),
-    Sweep(Box<SweepResult>),
+    Run(Box<VfioNvmeRun>),
+    Sweep(Box<VfioNvmeSweep>),
     Failed(String),
 }
 
@@ -270,7 +270,7 @@ fn with_host<T>(
 }
 
 /// Runs I/O as `params` say, in a worker process; see the crate docs.
-pub fn run(params: &Params, cancel: &AtomicBool) -> Result<RunResult, Error> {
+pub fn run(params: &Params, cancel: &AtomicBool) -> Result<VfioNvmeRun, Error> {
     params.validate()?;
     let huge: Vec<(PageSize, u64)> = if params.page_size.is_huge() {
         vec![(
@@ -298,7 +298,7 @@ pub fn run(params: &Params, cancel: &AtomicBool) -> Result<RunResult, Error> {
 }
 
 /// Runs the IOTLB sweep, in a worker process; see the crate docs.
-pub fn iotlb_sweep(params: &SweepParams, cancel: &AtomicBool) -> Result<SweepResult, Error> {
+pub fn iotlb_sweep(params: &SweepParams, cancel: &AtomicBool) -> Result<VfioNvmeSweep, Error> {
     params.validate()?;
     // Buffers are mapped one page size at a time: each size needs its own largest buffer.
     let huge: Vec<(PageSize, u64)> = params

@@ -13,7 +13,7 @@ use crate::session::Detach;
 use crate::stop::StopSignal;
 use anyhow::anyhow;
 use iommutop_model::diagnose::{ab_outcome, AbOutcome};
-use iommutop_model::facts::{DmaMode, HostFacts};
+use iommutop_model::facts::{DomainType, HostFacts};
 use iommutop_model::pci::PciAddress;
 use iommutop_model::report::Report;
 use serde_json::Value;
@@ -57,15 +57,15 @@ pub fn device_for(args: &DiagnoseArgs, plan: &Plan, facts: &HostFacts) -> Outcom
     })?;
     let original = device.domain_type.clone().unwrap_or_default();
     let translated_type = match facts.cmdline_iommu().requested_mode() {
-        Some(DmaMode::Strict) => "DMA",
-        _ => "DMA-FQ",
+        Some(DomainType::Dma) => DomainType::Dma,
+        _ => DomainType::DmaFq,
     };
-    let other = match original.as_str() {
-        "DMA" | "DMA-FQ" => "identity",
-        "identity" => translated_type,
-        other => {
+    let other = match original.parse() {
+        Ok(DomainType::Dma | DomainType::DmaFq) => DomainType::Identity,
+        Ok(DomainType::Identity) => translated_type,
+        _ => {
             return Err(Failure::environment(anyhow!(
-                "--ab: IOMMU group {group} of {} is `{other}`: only DMA, DMA-FQ and identity \
+                "--ab: IOMMU group {group} of {} is `{original}`: only DMA, DMA-FQ and identity \
                  groups are switched",
                 device.pci_address
             )))
@@ -75,7 +75,7 @@ pub fn device_for(args: &DiagnoseArgs, plan: &Plan, facts: &HostFacts) -> Outcom
         address: device.pci_address,
         group,
         original,
-        other: other.to_string(),
+        other: other.name().to_string(),
     })
 }
 
@@ -153,7 +153,7 @@ pub fn experiment(
         .iter()
         .find(|d| d.pci_address == Some(*address))
         .map_or_else(|| address.to_string(), |d| d.key.to_string());
-    Ok(if other == "identity" {
+    Ok(if other == DomainType::Identity.name() {
         ab_outcome(first, &second.report, &key)
     } else {
         ab_outcome(&second.report, first, &key)

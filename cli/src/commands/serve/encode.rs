@@ -283,7 +283,9 @@ fn self_families(exposition: &Exposition) -> Vec<MetricFamily> {
             totals
                 .health
                 .iter()
-                .map(|(counter, value)| counter_metric(&[("counter", counter)], *value as f64))
+                .map(|(counter, value)| {
+                    counter_metric(&[("counter", &counter.to_string())], *value as f64)
+                })
                 .collect(),
         ),
         family(

@@ -10,6 +10,7 @@
 //! only the series of devices it has.
 
 use iommutop_model::op_stats::OpDelta;
+use iommutop_model::sample::Health;
 use iommutop_model::snapshot::{Device, OpStats, ProgramDelta, Snapshot};
 use iommutop_model::{Histogram, Op};
 use std::collections::{BTreeMap, BTreeSet};
@@ -59,7 +60,7 @@ pub struct Totals {
     /// Per BPF program: runs and run time (the kernel's BPF statistics).
     pub programs: BTreeMap<String, ProgramDelta>,
     /// Probe health counters (map full, nesting overflow, ...).
-    pub health: BTreeMap<String, u64>,
+    pub health: BTreeMap<Health, u64>,
     /// Operations the probes counted, over all devices.
     pub events: u64,
     /// Series whose device was gone when they were last served.
@@ -88,7 +89,7 @@ impl Totals {
             total.run_time_ns = total.run_time_ns.saturating_add(delta.run_time_ns);
         }
         for (counter, delta) in &snapshot.health {
-            let total = self.health.entry(counter.clone()).or_default();
+            let total = self.health.entry(*counter).or_default();
             *total = total.saturating_add(*delta);
         }
         self.events = self.events.saturating_add(snapshot.events);

@@ -2,6 +2,7 @@
 //! or the health's bound in reports written before them.
 
 use super::*;
+use crate::sample::{Health, Op};
 
 /// A run whose probes lost as many maps as B added (the kernel skipped every program that could
 /// have seen those calls) does not make a finding of a difference no larger than that: the
@@ -53,8 +54,8 @@ fn a_report_without_losses_is_read_for_its_missed_calls() {
     b.losses = None;
     let transactions = (b.run.duration_s * 769.2) as u64;
     let missed = |b: &mut Report, calls: u64| {
-        for op in ["dma_map", "iommu_map", "iotlb_sync"] {
-            b.health.insert(format!("missed_calls.{op}"), calls);
+        for op in [Op::DmaMap, Op::IommuMap, Op::IotlbSync] {
+            b.health.insert(Health::MissedCalls(op), calls);
         }
     };
     missed(&mut b, 2 * transactions);

@@ -222,7 +222,7 @@ pub fn run_job(
             message: bad_json.unwrap_or_else(|| "no JSON object in its output".into()),
         });
     };
-    let result = parse_report(&last).map_err(|m| WorkloadError::tool("fio", m))?;
+    let result = parse_report(&last).map_err(|m| WorkloadError::tool("fio", m.to_string()))?;
     Ok(FioRun {
         result,
         window,

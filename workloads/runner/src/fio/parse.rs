@@ -131,28 +131,57 @@ fn percentile(clat: &Value, key: &str) -> Option<f64> {
     clat.get("percentile")?.get(key)?.as_f64()
 }
 
+/// What a fio JSON object lacks to be a run's result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FioReportError {
+    #[error("no `jobs` in fio's JSON output")]
+    NoJobs,
+    #[error("fio ran no jobs")]
+    RanNoJobs,
+    /// A job's name and its error number (as fio wrote it).
+    #[error("job {job} ended with error {error}")]
+    JobFailed { job: String, error: u64 },
+    /// A field fio always writes, by its place (`jobs[0].read.iops`).
+    #[error("no `{0}` in fio's JSON output")]
+    Missing(String),
+    /// A field of the wrong kind: its place, what it held and what it should be.
+    #[error("`{at}` in fio's JSON output is {value}, not {wanted}")]
+    WrongKind {
+        at: String,
+        value: String,
+        wanted: &'static str,
+    },
+}
+
 /// A field fio always writes, at `at` (`jobs[0].read`), or an error that names it: an output
 /// that lacks one is not read as a 0.
-fn field<'a>(value: &'a Value, at: &str, key: &str) -> Result<&'a Value, String> {
+fn field<'a>(value: &'a Value, at: &str, key: &str) -> Result<&'a Value, FioReportError> {
     value
         .get(key)
-        .ok_or_else(|| format!("no `{at}.{key}` in fio's JSON output"))
+        .ok_or_else(|| FioReportError::Missing(format!("{at}.{key}")))
 }
 
-fn whole(value: &Value, at: &str, key: &str) -> Result<u64, String> {
+fn wrong_kind(at: &str, key: &str, value: &Value, wanted: &'static str) -> FioReportError {
+    FioReportError::WrongKind {
+        at: format!("{at}.{key}"),
+        value: value.to_string(),
+        wanted,
+    }
+}
+
+fn whole(value: &Value, at: &str, key: &str) -> Result<u64, FioReportError> {
     let v = field(value, at, key)?;
     v.as_u64()
-        .ok_or_else(|| format!("`{at}.{key}` in fio's JSON output is {v}, not a whole number"))
+        .ok_or_else(|| wrong_kind(at, key, v, "a whole number"))
 }
 
-fn number(value: &Value, at: &str, key: &str) -> Result<f64, String> {
+fn number(value: &Value, at: &str, key: &str) -> Result<f64, FioReportError> {
     let v = field(value, at, key)?;
-    v.as_f64()
-        .ok_or_else(|| format!("`{at}.{key}` in fio's JSON output is {v}, not a number"))
+    v.as_f64().ok_or_else(|| wrong_kind(at, key, v, "a number"))
 }
 
 /// `jobs[i].NAME` summed over the jobs; `None` when no job did I/O in that direction.
-fn direction(jobs: &[Value], name: &str) -> Result<Option<Direction>, String> {
+fn direction(jobs: &[Value], name: &str) -> Result<Option<Direction>, FioReportError> {
     let mut d = Direction::default();
     let weighted = |sum: &mut Option<f64>, mean: Option<f64>, n: u64| {
         if let Some(mean) = mean {
@@ -194,20 +223,18 @@ fn direction(jobs: &[Value], name: &str) -> Result<Option<Direction>, String> {
 /// Reads one fio JSON object. A field fio always writes (a job's `error`, each direction's
 /// `total_ios`, `io_bytes`, `iops`, `bw_bytes` and `runtime`) is an error when missing, naming
 /// it; latencies, CPU shares and the timestamp are left out when fio did not give them.
-pub fn parse_report(report: &Value) -> Result<FioResult, String> {
-    let jobs = report["jobs"]
-        .as_array()
-        .ok_or("no `jobs` in fio's JSON output")?;
+pub fn parse_report(report: &Value) -> Result<FioResult, FioReportError> {
+    let jobs = report["jobs"].as_array().ok_or(FioReportError::NoJobs)?;
     if jobs.is_empty() {
-        return Err("fio ran no jobs".into());
+        return Err(FioReportError::RanNoJobs);
     }
     for (i, job) in jobs.iter().enumerate() {
         let error = whole(job, &format!("jobs[{i}]"), "error")?;
         if error != 0 {
-            return Err(format!(
-                "job {} ended with error {error}",
-                job["jobname"].as_str().unwrap_or("?"),
-            ));
+            return Err(FioReportError::JobFailed {
+                job: job["jobname"].as_str().unwrap_or("?").to_string(),
+                error,
+            });
         }
     }
     let mean = |key: &str| {
@@ -331,11 +358,11 @@ mod tests {
     fn errors_say_what_is_wrong() {
         assert_eq!(
             parse_report(&serde_json::json!({})).unwrap_err(),
-            "no `jobs` in fio's JSON output"
+            FioReportError::NoJobs
         );
         let failed = serde_json::json!({"jobs": [{"jobname": "x", "error": 5}]});
         assert_eq!(
-            parse_report(&failed).unwrap_err(),
+            parse_report(&failed).unwrap_err().to_string(),
             "job x ended with error 5"
         );
     }
@@ -373,13 +400,13 @@ mod tests {
                 };
             }
             at.as_object_mut().expect("an object").remove(*last);
-            let error = parse_report(&report).unwrap_err();
+            let error = parse_report(&report).unwrap_err().to_string();
             assert_eq!(error, format!("no {named} in fio's JSON output"));
         }
         let mut report = whole;
         report["jobs"][0]["read"]["bw_bytes"] = serde_json::json!("fast");
         assert_eq!(
-            parse_report(&report).unwrap_err(),
+            parse_report(&report).unwrap_err().to_string(),
             "`jobs[0].read.bw_bytes` in fio's JSON output is \"fast\", not a number"
         );
     }

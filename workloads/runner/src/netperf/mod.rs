@@ -334,13 +334,13 @@ impl Workload for Netperf {
         if !finished.status.success() {
             let mut failure = finished.failure("netperf");
             if let Err(said) = parse_rr(&output) {
-                failure = WorkloadError::tool("netperf", said);
+                failure = WorkloadError::tool("netperf", said.to_string());
             }
             return Err(failure);
         }
         let result = parse_rr(&output).map_err(|m| WorkloadError::Output {
             tool: "netperf".into(),
-            message: m,
+            message: m.to_string(),
         })?;
         let mut results = results::results_of(&result);
         results.test = self.test.clone();

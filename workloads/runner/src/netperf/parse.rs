@@ -92,9 +92,28 @@ impl RrResult {
     }
 }
 
+/// What netperf's `-k` output lacks to be a request/response result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RrError {
+    /// No throughput: netperf's own words where it printed any (a failed run), else that.
+    #[error("{}", netperf_said(.said))]
+    NoThroughput { said: Vec<String> },
+    /// A throughput in other units than transactions: a stream test.
+    #[error("throughput is in {units}, not Trans/s: not a request/response test")]
+    NotRequestResponse { units: String },
+}
+
+fn netperf_said(said: &[String]) -> String {
+    if said.is_empty() {
+        "no THROUGHPUT in its output".to_string()
+    } else {
+        said.join(" / ")
+    }
+}
+
 /// Reads netperf's whole `-k` output; the error says what is missing, with netperf's own words
 /// if it printed any.
-pub fn parse_rr(output: &str) -> Result<RrResult, String> {
+pub fn parse_rr(output: &str) -> Result<RrResult, RrError> {
     let mut values: BTreeMap<String, String> = BTreeMap::new();
     let mut interim = Vec::new();
     let mut other = Vec::new();
@@ -110,17 +129,13 @@ pub fn parse_rr(output: &str) -> Result<RrResult, String> {
     }
     let number = |key: &str| values.get(key).and_then(|v| v.parse::<f64>().ok());
     let Some(transactions_per_s) = number("THROUGHPUT") else {
-        return Err(if other.is_empty() {
-            "no THROUGHPUT in its output".to_string()
-        } else {
-            other.join(" / ")
-        });
+        return Err(RrError::NoThroughput { said: other });
     };
     if let Some(units) = values.get("THROUGHPUT_UNITS") {
         if units != "Trans/s" {
-            return Err(format!(
-                "throughput is in {units}, not Trans/s: not a request/response test"
-            ));
+            return Err(RrError::NotRequestResponse {
+                units: units.clone(),
+            });
         }
     }
     let non_negative = |key: &str| number(key).filter(|v| *v >= 0.0);
@@ -185,12 +200,15 @@ mod tests {
 
     #[test]
     fn a_failed_run_reports_netperfs_own_words() {
-        let err = parse_rr(NO_SERVER).unwrap_err();
+        let err = parse_rr(NO_SERVER).unwrap_err().to_string();
         assert!(
             err.starts_with("establish control: are you sure there is a netserver listening"),
             "{err}"
         );
-        assert_eq!(parse_rr("").unwrap_err(), "no THROUGHPUT in its output");
+        assert_eq!(
+            parse_rr("").unwrap_err().to_string(),
+            "no THROUGHPUT in its output"
+        );
     }
 
     #[test]
@@ -214,7 +232,9 @@ mod tests {
 
     #[test]
     fn stream_tests_are_refused() {
-        let err = parse_rr("THROUGHPUT=9000\nTHROUGHPUT_UNITS=10^6bits/s\n").unwrap_err();
+        let err = parse_rr("THROUGHPUT=9000\nTHROUGHPUT_UNITS=10^6bits/s\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not a request/response test"), "{err}");
     }
 }

@@ -249,26 +249,25 @@ fn host() -> driver::HostChanges {
 
 /// Two threads at QD 4 with verify on, the latencies spread over several buckets.
 fn vfio_nvme_run() -> WorkloadOutput {
-    let thread = |thread: u16, base: u64| {
-        let histogram = histogram((0..400).map(|i| base + i * 37 + (i % 7) * 1_001));
-        driver::ThreadResult {
-            thread,
-            qid: thread + 1,
-            pages: 4,
-            ios: histogram.total(),
-            bytes: histogram.total() * 4096,
-            elapsed_s: 0.25,
-            iops: histogram.total() as f64 / 0.25,
-            mb_s: (histogram.total() * 4096) as f64 / 1e6 / 0.25,
-            latency: histogram.summary(),
-            ccdf: histogram.ccdf(),
-            histogram,
-        }
+    let histograms = [9_000, 11_500]
+        .map(|base: u64| histogram((0..400).map(|i| base + i * 37 + (i % 7) * 1_001)));
+    let thread = |thread: u16, histogram: &driver::LatencyHistogram| driver::ThreadResult {
+        thread,
+        qid: thread + 1,
+        pages: 4,
+        ios: histogram.total(),
+        bytes: histogram.total() * 4096,
+        elapsed_s: 0.25,
+        iops: histogram.total() as f64 / 0.25,
+        mb_s: (histogram.total() * 4096) as f64 / 1e6 / 0.25,
+        latency: histogram.summary(),
+        ccdf: histogram.ccdf(),
+        histogram: histogram.buckets_reported(),
     };
-    let threads = vec![thread(0, 9_000), thread(1, 11_500)];
+    let threads = vec![thread(0, &histograms[0]), thread(1, &histograms[1])];
     let mut total = driver::LatencyHistogram::new();
-    for t in &threads {
-        total.merge(&t.histogram);
+    for histogram in &histograms {
+        total.merge(histogram);
     }
     let mut params = driver::Params {
         queue_depth: 4,
@@ -278,10 +277,13 @@ fn vfio_nvme_run() -> WorkloadOutput {
     };
     params.target.device = Some("0000:00:04.0".into());
     params.target.bind = true;
-    let result = driver::RunResult {
-        params,
+    let setup = setup();
+    let result = driver::VfioNvmeRun {
+        params: params.reported(),
         device: device(),
-        setup: setup(),
+        setup_maps: setup.maps.len(),
+        setup_map_ns: setup.map_total_ns,
+        setup,
         elapsed_s: 0.25,
         ios: total.total(),
         bytes: total.total() * 4096,
@@ -289,7 +291,7 @@ fn vfio_nvme_run() -> WorkloadOutput {
         mb_s: (total.total() * 4096) as f64 / 1e6 / 0.25,
         latency: total.summary(),
         ccdf: total.ccdf(),
-        histogram: total,
+        histogram: total.buckets_reported(),
         threads,
         verify: Some(driver::VerifySummary {
             blocks_written: 0,
@@ -298,10 +300,12 @@ fn vfio_nvme_run() -> WorkloadOutput {
         }),
         interrupted: false,
         host: host(),
-        worker_pid: 4321,
+        latency_ns: total.summary(),
+        work: None,
+        worker_pid: Some(4321),
     };
     let work = Headline::counted(WorkUnit::Io, result.ios as f64, "iops", result.iops);
-    let results = VfioNvmeResults::Run(Box::new(result.reported()));
+    let results = VfioNvmeResults::Run(Box::new(result));
     WorkloadOutput::new(results, work, Vec::new())
 }
 
@@ -338,7 +342,7 @@ fn vfio_nvme_sweep() -> WorkloadOutput {
             verdict,
         }
     };
-    let result = driver::SweepResult {
+    let result = driver::VfioNvmeSweep {
         params: driver::SweepParams {
             page_sizes: vec![driver::PageSize::Size4K, driver::PageSize::Size2M],
             max_pages_per_size: vec![(driver::PageSize::Size2M, 16)],
@@ -355,8 +359,13 @@ fn vfio_nvme_sweep() -> WorkloadOutput {
         ],
         interrupted: false,
         host: driver::HostChanges::default(),
-    };
-    let results = VfioNvmeResults::Sweep(Box::new(result.reported()));
+        iotlb_entries_4k: None,
+        iotlb_entries_2m: None,
+        iotlb_entries_1g: None,
+        work: None,
+    }
+    .with_knees_on_top();
+    let results = VfioNvmeResults::Sweep(Box::new(result));
     WorkloadOutput::new(results, Headline::uncounted(WorkUnit::Io), Vec::new())
 }
 

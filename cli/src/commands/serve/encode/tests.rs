@@ -1,7 +1,7 @@
 use super::*;
 use iommutop_model::facts::{DeviceFacts, IommuGroup, IommuUnit, IommuVendor};
 use iommutop_model::hist::slot_of;
-use iommutop_model::sample::{OpCounters, RawSample, RawSource, SourceKind, HIST_SLOTS};
+use iommutop_model::sample::{Health, OpCounters, RawSample, RawSource, SourceKind, HIST_SLOTS};
 use iommutop_model::snapshot::Snapshot;
 
 fn nvme_facts() -> DeviceFacts {
@@ -59,7 +59,7 @@ fn two_thousand_reads() -> Totals {
         program_stats: [("dma__map_page__fentry".to_string(), (2000, 300_000))]
             .into_iter()
             .collect(),
-        health: [("device_map_full".to_string(), 0)].into_iter().collect(),
+        health: [(Health::DeviceMapFull, 0)].into_iter().collect(),
         ..RawSample::default()
     };
     let mut totals = Totals::default();

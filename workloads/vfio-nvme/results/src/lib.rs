@@ -2,19 +2,20 @@
 //! then each thread, with latency percentiles, the CCDF and the histogram's buckets) or an IOTLB
 //! sweep's curves, each with the device, the set-up cost and what was changed on the host.
 //!
-//! The driver uses these types itself; only its run and sweep results (which hold a live
-//! histogram) and its run parameters (which keep a `Duration`) are its own, turned into these.
+//! The driver makes these types itself (its worker sends them back whole); only its run
+//! parameters (which keep a `Duration`) are its own, given here as [`params::RunParams`].
 
 pub mod host;
 pub mod params;
 
-use crate::pci::PciAddress;
-use crate::workload::Headline;
 use host::HostChanges;
+use iommutop_abi::pci::PciAddress;
+use iommutop_abi::workload::Headline;
 use params::{PageSize, RunParams, SweepParams};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
+use std::fmt::Write as _;
 
 /// A vfio-nvme run's results: an I/O run's or a sweep's (boxed: both are large). A sweep's
 /// are the ones with `series`.
@@ -244,6 +245,23 @@ pub struct VfioNvmeRun {
     /// row among iommutop's unattributed VFIO work. Absent from reports made before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_pid: Option<u32>,
+}
+
+impl VfioNvmeRun {
+    /// The CCDF as CSV: `thread,latency_ns,ccdf`, the total first (`thread` = `all`).
+    pub fn ccdf_csv(&self) -> String {
+        let mut out = String::from("thread,latency_ns,ccdf\n");
+        let mut rows = |label: &str, points: &[CcdfPoint]| {
+            for p in points {
+                let _ = writeln!(out, "{label},{},{:.9}", p.latency_ns, p.ccdf);
+            }
+        };
+        rows("all", &self.ccdf);
+        for t in &self.threads {
+            rows(&t.thread.to_string(), &t.ccdf);
+        }
+        out
+    }
 }
 
 /// One working-set size of a sweep.

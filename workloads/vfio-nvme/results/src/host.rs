@@ -1,7 +1,7 @@
 //! What a vfio-nvme run changed on the host and whether each change was put back.
 
-use super::params::PageSize;
-use crate::pci::PciAddress;
+use crate::params::PageSize;
+use iommutop_abi::pci::PciAddress;
 use serde::{Deserialize, Serialize};
 
 /// A driver binding change, as made and as undone.

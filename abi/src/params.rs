@@ -103,23 +103,23 @@ pub struct ParamSpec {
 
 impl ParamSpec {
     /// Checks a value given in a profile (TOML turned JSON) and returns it normalized.
-    pub fn check(&self, value: &Value) -> Result<Value, String> {
+    pub fn check(&self, value: &Value) -> Result<Value, BadValue> {
         check_value(self.kind, value)
     }
 
     /// Parses a value given as text (`--set key=TEXT`, `iommutop workload NAME key=TEXT`).
-    pub fn parse_text(&self, text: &str) -> Result<Value, String> {
+    pub fn parse_text(&self, text: &str) -> Result<Value, BadValue> {
         let text = text.trim();
         let value = match self.kind {
             Kind::Bool => match text {
                 "true" | "yes" | "1" | "on" | "" => Value::Bool(true),
                 "false" | "no" | "0" | "off" => Value::Bool(false),
-                _ => return Err(format!("expected true or false, got `{text}`")),
+                _ => return Err(BadValue::expected("true or false", format!("`{text}`"))),
             },
             Kind::Int { .. } => Value::from(parse_int(text)?),
             Kind::Float { .. } => Value::from(
                 text.parse::<f64>()
-                    .map_err(|_| format!("expected a number, got `{text}`"))?,
+                    .map_err(|_| BadValue::expected("a number", format!("`{text}`")))?,
             ),
             Kind::Size { .. } => Value::from(size_in_bytes(text)?),
             Kind::Str | Kind::Choice(_) => Value::from(text),
@@ -168,6 +168,36 @@ pub fn markdown_table(specs: &[ParamSpec]) -> String {
     out
 }
 
+/// A value a parameter does not take: what it takes and what was given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadValue {
+    /// `expected a whole number 1..=4096, got 0`.
+    #[error("expected {expected}, got {got}")]
+    Expected { expected: String, got: String },
+    /// Blank text where a string is needed.
+    #[error("expected a non-empty string")]
+    Empty,
+    /// Text that is no size.
+    #[error(transparent)]
+    Size(#[from] units::SizeError),
+}
+
+impl BadValue {
+    fn expected(expected: impl Into<String>, got: impl Into<String>) -> BadValue {
+        BadValue::Expected {
+            expected: expected.into(),
+            got: got.into(),
+        }
+    }
+}
+
+/// The message, for errors that carry one (a profile's, a workload's).
+impl From<BadValue> for String {
+    fn from(bad: BadValue) -> String {
+        bad.to_string()
+    }
+}
+
 fn split_list(text: &str) -> Vec<String> {
     text.split(',')
         .map(str::trim)
@@ -176,15 +206,15 @@ fn split_list(text: &str) -> Vec<String> {
         .collect()
 }
 
-fn parse_int(text: &str) -> Result<i64, String> {
+fn parse_int(text: &str) -> Result<i64, BadValue> {
     let t = text.trim().replace('_', "");
     t.parse::<i64>()
-        .map_err(|_| format!("expected a whole number, got `{text}`"))
+        .map_err(|_| BadValue::expected("a whole number", format!("`{text}`")))
 }
 
-/// A size as parameters give it, the message as a parameter error says it.
-fn size_in_bytes(text: &str) -> Result<u64, String> {
-    units::parse_size(text).map_err(|e| e.to_string())
+/// A size as parameters give it.
+fn size_in_bytes(text: &str) -> Result<u64, BadValue> {
+    Ok(units::parse_size(text)?)
 }
 
 fn describe(kind: Kind) -> String {
@@ -231,9 +261,9 @@ fn shown(value: &Value) -> String {
     }
 }
 
-fn check_value(kind: Kind, value: &Value) -> Result<Value, String> {
-    let wrong = || format!("expected {}, got {}", describe(kind), type_name(value));
-    let out_of_range = || format!("expected {}, got {}", describe(kind), shown(value));
+fn check_value(kind: Kind, value: &Value) -> Result<Value, BadValue> {
+    let wrong = || BadValue::expected(describe(kind), type_name(value));
+    let out_of_range = || BadValue::expected(describe(kind), shown(value));
     match kind {
         Kind::Bool => value.as_bool().map(Value::from).ok_or_else(wrong),
         Kind::Int { min, max } => {
@@ -266,7 +296,7 @@ fn check_value(kind: Kind, value: &Value) -> Result<Value, String> {
             .filter(|s| !s.trim().is_empty())
             .map(Value::from)
             .ok_or_else(|| match value {
-                Value::String(_) => "expected a non-empty string".to_string(),
+                Value::String(_) => BadValue::Empty,
                 _ => wrong(),
             }),
         Kind::Choice(words) => {
@@ -275,7 +305,7 @@ fn check_value(kind: Kind, value: &Value) -> Result<Value, String> {
                 .iter()
                 .find(|w| w.eq_ignore_ascii_case(s))
                 .map(|w| Value::from(*w))
-                .ok_or_else(|| format!("expected {}, got \"{s}\"", describe(kind)))
+                .ok_or_else(|| BadValue::expected(describe(kind), format!("\"{s}\"")))
         }
         Kind::StrList { min_len, max_len } => {
             let items = list_items(value).ok_or_else(wrong)?;
@@ -284,23 +314,22 @@ fn check_value(kind: Kind, value: &Value) -> Result<Value, String> {
                 let s = item
                     .as_str()
                     .filter(|s| !s.trim().is_empty())
-                    .ok_or_else(|| format!("expected {}, got {}", describe(kind), shown(value)))?;
+                    .ok_or_else(out_of_range)?;
                 out.push(Value::from(s));
             }
             if (min_len..=max_len).contains(&out.len()) {
                 Ok(Value::Array(out))
             } else {
-                Err(format!(
-                    "expected {}, got {} item(s)",
+                Err(BadValue::expected(
                     describe(kind),
-                    out.len()
+                    format!("{} item(s)", out.len()),
                 ))
             }
         }
         Kind::IntList { min, max } => {
             let items = list_items(value).ok_or_else(wrong)?;
             if items.is_empty() {
-                return Err(format!("expected {}, got an empty list", describe(kind)));
+                return Err(BadValue::expected(describe(kind), "an empty list"));
             }
             items
                 .iter()
@@ -316,7 +345,7 @@ fn check_value(kind: Kind, value: &Value) -> Result<Value, String> {
         Kind::ChoiceList(words) => {
             let items = list_items(value).ok_or_else(wrong)?;
             if items.is_empty() {
-                return Err(format!("expected {}, got an empty list", describe(kind)));
+                return Err(BadValue::expected(describe(kind), "an empty list"));
             }
             let mut out: Vec<Value> = Vec::new();
             for item in items {
@@ -324,7 +353,7 @@ fn check_value(kind: Kind, value: &Value) -> Result<Value, String> {
                 let word = words
                     .iter()
                     .find(|w| w.eq_ignore_ascii_case(s))
-                    .ok_or_else(|| format!("expected {}, got \"{s}\"", describe(kind)))?;
+                    .ok_or_else(|| BadValue::expected(describe(kind), format!("\"{s}\"")))?;
                 if !out.iter().any(|v| v == *word) {
                     out.push(Value::from(*word));
                 }
@@ -544,7 +573,7 @@ mod tests {
     fn wrong_values_say_what_was_expected() {
         let check = |key: &str, value: Value| {
             let spec = SPECS.iter().find(|s| s.key == key).unwrap();
-            spec.check(&value).unwrap_err()
+            spec.check(&value).unwrap_err().to_string()
         };
         assert_eq!(
             check("iodepth", json!(0)),
