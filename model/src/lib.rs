@@ -12,6 +12,7 @@ pub mod facts;
 pub mod hist;
 pub mod html;
 pub mod losses;
+pub mod map_directions;
 pub mod op_stats;
 mod ops_map;
 pub mod report;

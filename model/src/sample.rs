@@ -3,7 +3,7 @@
 //! The loader (cli) produces a [`RawSample`] every interval; everything downstream works on
 //! differences between two of them. Counters only ever grow while the probes stay attached.
 
-use crate::direction::MapDirections;
+use crate::map_directions::MapDirections;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
