@@ -196,3 +196,112 @@ fn bash_completion_offers_the_pci_devices_present_for_device() {
         assert_eq!(offered, present, "`{words} <TAB>`");
     }
 }
+
+/// The repository's root (cli/..).
+fn repository() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("cli/ has a parent")
+        .to_path_buf()
+}
+
+/// The crates of ours a manifest names under `[dependencies]`, without the `iommutop-` prefix.
+fn workspace_dependencies(manifest: &str) -> Vec<String> {
+    let mut in_dependencies = false;
+    let mut found = Vec::new();
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_dependencies = line == "[dependencies]";
+        } else if in_dependencies {
+            let name = line.split(['=', '.', ' ']).next().unwrap_or("");
+            if let Some(ours) = name.strip_prefix("iommutop-") {
+                found.push(ours.to_string());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// docs/architecture.md's `crates` block: each crate, its folder, and what its manifest names,
+/// as the manifests say; and every path it names in backticks exists, so that a newcomer who
+/// follows it finds each file.
+#[test]
+fn the_architecture_names_each_crate_and_its_dependencies() {
+    let root = repository();
+    let page = std::fs::read_to_string(root.join("docs/architecture.md")).expect("the page");
+    let block = page
+        .split("```crates\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a ```crates block in docs/architecture.md");
+    let members = std::fs::read_to_string(root.join("Cargo.toml")).expect("the workspace");
+    let mut drawn = 0;
+    for line in block.lines().filter(|l| !l.trim().is_empty()) {
+        let (left, right) = line.split_once("->").expect("CRATE FOLDER -> DEPENDENCIES");
+        let mut words = left.split_whitespace();
+        let (name, folder) = (
+            words.next().expect("a crate"),
+            words.next().expect("a folder"),
+        );
+        let manifest = std::fs::read_to_string(root.join(folder).join("Cargo.toml"))
+            .unwrap_or_else(|e| panic!("{folder}Cargo.toml: {e}"));
+        assert!(
+            manifest.contains(&format!("name = \"{name}\"")),
+            "{folder}Cargo.toml is not the crate {name}"
+        );
+        assert!(
+            members.contains(&format!("\"{}\"", folder.trim_end_matches('/'))),
+            "{folder} is not a workspace member"
+        );
+        let mut named: Vec<String> = right
+            .split(',')
+            .map(|d| d.trim().to_string())
+            .filter(|d| !d.is_empty() && d != "(none)")
+            .collect();
+        named.sort();
+        assert_eq!(
+            named,
+            workspace_dependencies(&manifest),
+            "{name}'s line in docs/architecture.md against {folder}Cargo.toml"
+        );
+        drawn += 1;
+    }
+    let member_count = members
+        .lines()
+        .find(|l| l.starts_with("members"))
+        .expect("members")
+        .matches('"')
+        .count()
+        / 2;
+    assert_eq!(drawn, member_count, "a line for every workspace member");
+
+    let tops = [
+        "abi/",
+        "bench/",
+        "cli/",
+        "docs/",
+        "ebpf/",
+        "examples/",
+        "host/",
+        "lab/",
+        "loader/",
+        "model/",
+        "profiles/",
+        "scripts/",
+        "tui/",
+        "workloads/",
+    ];
+    let missing: Vec<&str> = page
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|quoted| !quoted.contains(' ') && tops.iter().any(|t| quoted.starts_with(t)))
+        .filter(|path| !root.join(path.trim_end_matches('/')).exists())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md names paths that do not exist: {missing:?}"
+    );
+}
