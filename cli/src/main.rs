@@ -5,11 +5,11 @@ mod commands;
 mod device_filter;
 mod domain;
 mod exit;
+mod measurement;
 mod output;
 mod privileges;
 mod proc_stat;
 mod report_format;
-mod session;
 mod stop;
 mod task_filter;
 

@@ -2,7 +2,7 @@
 
 use crate::cli::OutputFormat;
 use crate::exit::{Failure, Outcome};
-use crate::session::Session;
+use crate::measurement::Measurement;
 use anyhow::{anyhow, Context};
 use iommutop_model::report::Report;
 use iommutop_model::snapshot::Snapshot;
@@ -175,12 +175,12 @@ pub struct IntervalText {
 }
 
 impl IntervalText {
-    pub fn of(session: &Session, sort: Column, filter: String) -> IntervalText {
+    pub fn of(measurement: &Measurement, sort: Column, filter: String) -> IntervalText {
         IntervalText {
             sort,
             filter,
-            device: session.device_filter().map(DeviceFilter::label),
-            scope: session.task_filter().map(|f| f.describe()),
+            device: measurement.device_filter().map(DeviceFilter::label),
+            scope: measurement.task_filter().map(|f| f.describe()),
             width: stdout_width().map(usize::from),
         }
     }

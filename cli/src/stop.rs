@@ -1,5 +1,5 @@
 //! Ctrl-C and SIGTERM end a recording cleanly: the loop sees the flag, writes the report, and
-//! the probes detach when the session drops.
+//! the probes detach when the measurement drops.
 
 use crate::exit::Outcome;
 use anyhow::Context;

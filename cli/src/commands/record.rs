@@ -5,8 +5,8 @@ use crate::cli::RecordArgs;
 use crate::commands::call_paths;
 use crate::domain::{DomainError, DomainSwitch};
 use crate::exit::{Code, Failure, Outcome};
+use crate::measurement::{Measurement, RunDescription};
 use crate::output::{print_text, recording, IntervalText, ReportSink};
-use crate::session::{RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
 use iommutop_tui::Column;
@@ -47,7 +47,7 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
         }
         _ => None,
     };
-    let mut session = Session::start(
+    let mut measurement = Measurement::start(
         &args.points.clone().unwrap_or_default(),
         task_filter,
         args.netdev,
@@ -56,9 +56,9 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
     .with_device_filter(device_filter);
     let printer = args
         .print
-        .then(|| IntervalText::of(&session, Column::MapsPerS, String::new()));
+        .then(|| IntervalText::of(&measurement, Column::MapsPerS, String::new()));
     let recorded = record_while(
-        &mut session,
+        &mut measurement,
         &args.command,
         interval,
         duration,
@@ -68,7 +68,7 @@ pub fn run(args: &RecordArgs) -> Outcome<ExitCode> {
     )?;
     // The report is out before the probes are let go of; they detach behind this process,
     // which takes the kernel seconds (Probes::detach_behind).
-    let (report, probes) = session.finish_attached(RunDescription {
+    let (report, probes) = measurement.finish_attached(RunDescription {
         command: args.command.clone(),
         exit_status: recorded,
         interval,
@@ -119,7 +119,7 @@ pub fn domain_failure(error: DomainError) -> Failure {
 /// interval into the sink (and, with a printer, as a table on stdout); returns COMMAND's exit
 /// status.
 pub fn record_while(
-    session: &mut Session,
+    measurement: &mut Measurement,
     command: &[String],
     interval: Duration,
     duration: Option<Duration>,
@@ -149,7 +149,7 @@ pub fn record_while(
             break;
         }
         if Instant::now() >= next_sample {
-            let snapshot = session.sample(None)?;
+            let snapshot = measurement.sample(None)?;
             sink.interval(&snapshot, None)?;
             if let Some(printer) = printer {
                 // A reader that went away (`| head`) is not an error: the recording goes on.

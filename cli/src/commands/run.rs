@@ -2,7 +2,7 @@
 //! [--interval S]`: a profile's workload under the probes, its own numbers and the probes' in one
 //! report.
 //!
-//! The workload runs on a thread of its own; this thread owns the session, samples it every
+//! The workload runs on a thread of its own; this thread owns the measurement, samples it every
 //! interval and whenever the workload ends a step ([`RunControl::checkpoint`]), and hands the
 //! workload the probe numbers of the step. Ctrl-C asks the workload to stop; it restores what it
 //! changed and the report is written all the same.
@@ -12,8 +12,8 @@ use crate::commands::workload::{
     checked_profile_workload, load_profile, restore_leftovers, workload_failure,
 };
 use crate::exit::{Code, Failure, Outcome};
+use crate::measurement::{Detach, Measurement, RunDescription};
 use crate::output::{print_text, recording, ReportSink};
-use crate::session::{Detach, RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
 use iommutop_model::html::render_report;
@@ -32,7 +32,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// What the workload thread tells the session.
+/// What the workload thread tells the measurement.
 enum Event {
     Live(Value),
     Note(String),
@@ -93,7 +93,7 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
     let mut sink = output.sink()?;
     let stop = StopSignal::install()?;
     restore_leftovers();
-    let mut session = Session::start(
+    let mut measurement = Measurement::start(
         &args.points.clone().unwrap_or_default(),
         task_filter,
         crate::cli::NetdevScope::Physical,
@@ -109,8 +109,8 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
     for number in 1..=args.warmup {
         eprintln!("iommutop: warm-up run {number}/{}", args.warmup);
         let workload = next_workload()?;
-        let (finished, sampling_failure) = run_under_session(
-            &mut session,
+        let (finished, sampling_failure) = run_under_measurement(
+            &mut measurement,
             workload,
             interval,
             &stop,
@@ -119,7 +119,7 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
         warm_up_ended(finished, sampling_failure, number)?;
     }
     if args.warmup > 0 {
-        session.restart()?;
+        measurement.restart()?;
     }
     let Series {
         measured,
@@ -127,7 +127,7 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
         failed,
     } = measure_runs(
         args,
-        &mut session,
+        &mut measurement,
         &mut next_workload,
         interval,
         &stop,
@@ -150,7 +150,7 @@ pub fn run(args: &RunArgs) -> Outcome<ExitCode> {
     let results = results.unwrap_or(WorkloadResults::Other(Map::new()));
     let summary =
         (results != WorkloadResults::Interrupted).then(|| profile.workload.summarize(&results));
-    let mut report = session.finish(
+    let mut report = measurement.finish(
         RunDescription::profile(
             &profile.name,
             profile.workload,
@@ -246,7 +246,7 @@ struct Series {
 /// failure of that run is the command's.
 fn measure_runs(
     args: &RunArgs,
-    session: &mut Session,
+    measurement: &mut Measurement,
     next_workload: &mut dyn FnMut() -> Outcome<Box<dyn Workload>>,
     interval: Duration,
     stop: &StopSignal,
@@ -260,11 +260,11 @@ fn measure_runs(
             eprintln!("iommutop: run {number}/{}", args.runs);
         }
         let workload = next_workload()?;
-        let t_s = session.elapsed_s();
-        let before = session.mark()?;
+        let t_s = measurement.elapsed_s();
+        let before = measurement.mark()?;
         let (finished, sampling_failure) =
-            run_under_session(session, workload, interval, stop, sink);
-        let after = session.mark()?;
+            run_under_measurement(measurement, workload, interval, stop, sink);
+        let after = measurement.mark()?;
         let run = MeasuredRun::of(finished, sampling_failure);
         if params.is_empty() {
             params = run.params.clone();
@@ -274,8 +274,8 @@ fn measure_runs(
             && run.not_restored.is_empty()
             && !run.results.interrupted();
         if complete && args.runs > 1 {
-            let devices = session.between(&before, &after).devices;
-            let entry = RepeatRun::new(t_s, session.elapsed_s() - t_s, &run.results, &devices);
+            let devices = measurement.between(&before, &after).devices;
+            let entry = RepeatRun::new(t_s, measurement.elapsed_s() - t_s, &run.results, &devices);
             eprintln!(
                 "iommutop: run {number}/{} ended{}",
                 args.runs,
@@ -494,21 +494,21 @@ fn check_thresholds(
 
 /// One sample: into the report's intervals, the current window, and the sink.
 fn sample(
-    session: &mut Session,
+    measurement: &mut Measurement,
     live: Option<Value>,
     accumulator: &mut WindowAccumulator,
     sink: &mut ReportSink,
 ) -> Outcome {
-    let snapshot = session.sample(live.clone())?;
+    let snapshot = measurement.sample(live.clone())?;
     accumulator.add(&snapshot);
     sink.interval(&snapshot, live.as_ref())
 }
 
 /// A userspace driver's IOMMU work (its VFIO mappings) goes under the device it drives; if the
 /// probes cannot be told, it stays `unattributed` and the run goes on.
-pub(crate) fn charge_userspace_driver(session: &mut Session, workload: &dyn Workload) {
+pub(crate) fn charge_userspace_driver(measurement: &mut Measurement, workload: &dyn Workload) {
     if let Some(pci) = workload.userspace_driver_of() {
-        if let Err(e) = session.charge_children_to(&pci) {
+        if let Err(e) = measurement.charge_children_to(&pci) {
             eprintln!("iommutop: warning: {e:#}: its VFIO mappings stay `unattributed`");
         }
     }
@@ -517,14 +517,14 @@ pub(crate) fn charge_userspace_driver(session: &mut Session, workload: &dyn Work
 /// Runs the workload on its own thread while this one samples; returns how the workload ended
 /// and, if sampling failed, that failure (the workload was then cancelled).
 /// Also used by `diagnose`, which runs profiles the same way.
-pub(crate) fn run_under_session(
-    session: &mut Session,
+pub(crate) fn run_under_measurement(
+    measurement: &mut Measurement,
     mut workload: Box<dyn Workload>,
     interval: Duration,
     stop: &StopSignal,
     sink: &mut ReportSink,
 ) -> (Finished, Option<Failure>) {
-    charge_userspace_driver(session, workload.as_ref());
+    charge_userspace_driver(measurement, workload.as_ref());
     let (events, event_rx) = mpsc::channel();
     let (window_tx, windows) = mpsc::channel();
     let cancel = Arc::new(AtomicBool::new(false));
@@ -564,7 +564,7 @@ pub(crate) fn run_under_session(
                 Ok(Event::Note(line)) => eprintln!("iommutop: {line}"),
                 Ok(Event::Checkpoint(label)) => {
                     let window = if failure.is_none() {
-                        match sample(session, live.take(), &mut accumulator, sink) {
+                        match sample(measurement, live.take(), &mut accumulator, sink) {
                             Ok(()) => Some(accumulator.take(&label)),
                             Err(e) => {
                                 failure = Some(e);
@@ -585,7 +585,7 @@ pub(crate) fn run_under_session(
                 Err(RecvTimeoutError::Disconnected) => break,
             }
             if failure.is_none() && Instant::now() >= next_sample {
-                if let Err(e) = sample(session, live.take(), &mut accumulator, sink) {
+                if let Err(e) = sample(measurement, live.take(), &mut accumulator, sink) {
                     failure = Some(e);
                     cancel.store(true, Ordering::Relaxed);
                 }

@@ -12,14 +12,14 @@ mod plan;
 
 use crate::cli::{DiagnoseArgs, OutputFormat};
 use crate::commands::record::{command_outcome, record_while, require_runnable};
-use crate::commands::run::{run_under_session, Finished};
+use crate::commands::run::{run_under_measurement, Finished};
 use crate::commands::workload::{
     checked_profile_workload, profile_workload, restore_leftovers, workload_failure,
 };
 use crate::commands::{call_paths, html};
 use crate::exit::{Failure, Outcome};
+use crate::measurement::{Detach, Measurement, RunDescription};
 use crate::output::{print_text, JsonTarget, ReportSink};
-use crate::session::{Detach, RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::{anyhow, Context};
 use iommutop_loader::sysinfo;
@@ -171,7 +171,7 @@ fn measure(
 ) -> Outcome<Measured> {
     // Always with the kernel's own events beside the probes: a diagnosis says whether its
     // counts hold on this machine.
-    let mut session = Session::start(
+    let mut measurement = Measurement::start(
         &PointSelection::all(),
         None,
         crate::cli::NetdevScope::Physical,
@@ -181,8 +181,8 @@ fn measure(
         Plan::Command(argv) => {
             let duration = duration.map(Duration::from_secs_f64);
             let exit_status =
-                record_while(&mut session, argv, INTERVAL, duration, stop, sink, None)?;
-            let report = session.finish(
+                record_while(&mut measurement, argv, INTERVAL, duration, stop, sink, None)?;
+            let report = measurement.finish(
                 RunDescription {
                     profile: Some("diagnose".into()),
                     command: argv.clone(),
@@ -200,7 +200,7 @@ fn measure(
         Plan::Profile(profile) => {
             let workload = profile_workload(profile)?;
             let (finished, sampling_failure) =
-                run_under_session(&mut session, workload, INTERVAL, stop, sink);
+                run_under_measurement(&mut measurement, workload, INTERVAL, stop, sink);
             if let Some(failure) = sampling_failure {
                 return Err(failure);
             }
@@ -234,7 +234,7 @@ fn measure(
                 })
             });
             let interrupted = results.interrupted();
-            let report = session.finish(
+            let report = measurement.finish(
                 RunDescription::profile(
                     &profile.name,
                     profile.workload,

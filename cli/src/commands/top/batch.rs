@@ -7,8 +7,8 @@
 use super::StartView;
 use crate::cli::{OutputFormat, TopArgs};
 use crate::exit::{Failure, Outcome};
+use crate::measurement::{Detach, Measurement, RunDescription};
 use crate::output::{print_text, recording, IntervalText, ReportSink};
-use crate::session::{Detach, RunDescription, Session};
 use crate::stop::StopSignal;
 use anyhow::anyhow;
 use std::io::Write;
@@ -38,21 +38,21 @@ pub fn run(args: &TopArgs, start: &StartView, interval: Duration) -> Outcome<Exi
         None => ReportSink::Silent,
     };
     let stop = StopSignal::install()?;
-    let mut session = Session::start(
+    let mut measurement = Measurement::start(
         &args.points.clone().unwrap_or_default(),
         start.tasks.clone(),
         start.netdevs,
         false,
     )?
     .with_device_filter(start.device.clone());
-    let text = IntervalText::of(&session, start.sort, start.filter.clone());
+    let text = IntervalText::of(&measurement, start.sort, start.filter.clone());
     let mut printed = 0u64;
     let mut stdout = std::io::stdout();
     while args.iterations.is_none_or(|count| printed < count) {
         if !wait(interval, &stop) {
             break;
         }
-        let snapshot = session.sample(None)?;
+        let snapshot = measurement.sample(None)?;
         // The JSON stream's lines, or nothing until the report for a document.
         if streams || output.document.is_some() {
             sink.interval(&snapshot, None)?;
@@ -69,7 +69,7 @@ pub fn run(args: &TopArgs, start: &StartView, interval: Duration) -> Outcome<Exi
         }
         printed += 1;
     }
-    let report = session.finish(
+    let report = measurement.finish(
         RunDescription {
             interval,
             ..RunDescription::default()

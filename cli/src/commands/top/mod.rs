@@ -4,7 +4,7 @@
 //! Three parties, one owner each:
 //! - this thread owns the terminal and the view's [`State`]: it reads keys, applies [`Action`]s
 //!   with the tui crate's pure `update`, and redraws only when something changed;
-//! - the sampler thread owns the [`Session`] (and the report sink): it samples every interval
+//! - the sampler thread owns the [`Measurement`] (and the report sink): it samples every interval
 //!   and sends each [`Snapshot`] on a bounded channel; at the end it builds and writes the report;
 //! - with a profile, the workload runs on a thread of the sampler's, as under `iommutop run`.
 //!
@@ -16,8 +16,8 @@
 use crate::cli::TopArgs;
 use crate::commands::workload::restore_leftovers;
 use crate::exit::{Failure, Outcome};
+use crate::measurement::{probe_entry, Measurement};
 use crate::output::{JsonTarget, ReportSink};
-use crate::session::{probe_entry, Session};
 use anyhow::{anyhow, Context};
 use iommutop_loader::PointStatus;
 use iommutop_model::{DeviceFilter, TaskFilter};
@@ -114,7 +114,7 @@ pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
         restore_leftovers();
     }
     eprintln!("iommutop: attaching probes…");
-    let session = Session::start(
+    let measurement = Measurement::start(
         &args.points.clone().unwrap_or_default(),
         start.tasks.clone(),
         start.netdevs,
@@ -123,8 +123,8 @@ pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
     .with_device_filter(start.device.clone());
 
     let mut state = State::new(
-        HostSummary::from_facts(session.facts()).with_scope(session.task_filter()),
-        op_probes(session.probe_statuses()),
+        HostSummary::from_facts(measurement.facts()).with_scope(measurement.task_filter()),
+        op_probes(measurement.probe_statuses()),
         interval,
     )
     .with_sort(start.sort)
@@ -141,7 +141,7 @@ pub fn run(args: &TopArgs) -> Outcome<ExitCode> {
     let (control, control_rx) = mpsc::channel();
     let (samples, samples_rx) = mpsc::sync_channel(SAMPLE_QUEUE);
     let sampler = Sampler {
-        session,
+        measurement,
         sink,
         interval,
         control: control_rx,

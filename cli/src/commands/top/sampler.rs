@@ -1,10 +1,10 @@
-//! The sampler thread: owns the probe session, samples every interval, runs a profile's
+//! The sampler thread: owns the probe measurement, samples every interval, runs a profile's
 //! workload beside it, and writes the report at the end.
 
 use crate::commands::workload::{checked_profile_workload, load_profile, workload_failure};
 use crate::exit::{Failure, Outcome};
+use crate::measurement::{Detach, Measurement, RunDescription};
 use crate::output::ReportSink;
-use crate::session::{Detach, RunDescription, Session};
 use anyhow::anyhow;
 use iommutop_model::params::{ParamValue, WorkloadParams};
 use iommutop_model::results::WorkloadResults;
@@ -30,9 +30,9 @@ pub(super) enum ToSampler {
 pub(super) enum FromSampler {
     Sample(Box<Snapshot>),
     Workload(WorkloadEvent),
-    /// The session ended and the report is written (if asked for): a line for the status bar.
+    /// The measurement ended and the report is written (if asked for): a line for the status bar.
     Done(String),
-    /// The session ended in a failure: the view closes and the failure is printed.
+    /// The measurement ended in a failure: the view closes and the failure is printed.
     Failed,
 }
 
@@ -142,7 +142,7 @@ impl RunControl for Control {
 }
 
 pub(super) struct Sampler {
-    pub(super) session: Session,
+    pub(super) measurement: Measurement,
     pub(super) sink: ReportSink,
     pub(super) interval: Duration,
     pub(super) control: Receiver<ToSampler>,
@@ -194,9 +194,11 @@ impl Sampler {
             return Err(failure);
         }
         let Sampler {
-            session, mut sink, ..
+            measurement,
+            mut sink,
+            ..
         } = self;
-        let report = session.finish(run, Detach::Behind)?;
+        let report = measurement.finish(run, Detach::Behind)?;
         let written = match &sink {
             ReportSink::File { path, .. } => Some(path.display().to_string()),
             _ => None,
@@ -292,7 +294,7 @@ impl Sampler {
             Some(side) => (side.live.take(), Some(&mut side.accumulator)),
             None => (None, None),
         };
-        let snapshot = self.session.sample(live)?;
+        let snapshot = self.measurement.sample(live)?;
         if let Some(accumulator) = accumulator {
             accumulator.add(&snapshot);
         }
@@ -313,7 +315,7 @@ impl Sampler {
             mut workload,
             ..
         } = profile;
-        crate::commands::run::charge_userspace_driver(&mut self.session, workload.as_ref());
+        crate::commands::run::charge_userspace_driver(&mut self.measurement, workload.as_ref());
         let (window_tx, windows) = mpsc::channel();
         let cancel = Arc::new(AtomicBool::new(false));
         let mut side = WorkloadSide {

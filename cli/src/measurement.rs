@@ -1,5 +1,5 @@
-//! A recording session: probes attached, one sample per interval, a report at the end.
-//! Dropping a session detaches every probe and turns BPF statistics back off.
+//! A recording measurement: probes attached, one sample per interval, a report at the end.
+//! Dropping a measurement detaches every probe and turns BPF statistics back off.
 
 use crate::cli::NetdevScope;
 use crate::exit::load_failure;
@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
-pub struct Session {
+pub struct Measurement {
     probes: Probes,
     facts: HostFacts,
     started_at: SystemTime,
@@ -78,7 +78,7 @@ impl RunDescription {
     }
 }
 
-impl Session {
+impl Measurement {
     /// Checks privileges, attaches the probes (counting only `task_filter`'s tasks' work, if
     /// given; with `cross_check`, the kernel's own DMA and IOMMU events too) and takes the first
     /// sample.
@@ -87,8 +87,8 @@ impl Session {
         task_filter: Option<TaskFilter>,
         netdevs: NetdevScope,
         cross_check: bool,
-    ) -> Outcome<Session> {
-        log::debug!("starting the session");
+    ) -> Outcome<Measurement> {
+        log::debug!("starting the measurement");
         require_bpf_privileges()?;
         let mut settings = ProbeSettings::from_env().map_err(load_failure)?;
         settings.virtual_netdevs = netdevs == NetdevScope::All;
@@ -114,7 +114,7 @@ impl Session {
         if let Some(seconds) = seconds_since_process_start() {
             log::info!("first data ready {seconds:.2} s after iommutop started");
         }
-        Ok(Session {
+        Ok(Measurement {
             probes,
             facts,
             started_at: SystemTime::now(),
@@ -130,7 +130,7 @@ impl Session {
     }
 
     /// Keeps only `filter`'s rows (`--device`) in every snapshot and in the report.
-    pub fn with_device_filter(mut self, filter: Option<DeviceFilter>) -> Session {
+    pub fn with_device_filter(mut self, filter: Option<DeviceFilter>) -> Measurement {
         self.device_filter = filter;
         self
     }
@@ -195,7 +195,7 @@ impl Session {
         Ok(self.probes.sample().context("sampling the BPF maps")?)
     }
 
-    /// The work between two [`Session::mark`]s, with the `--device` filter applied.
+    /// The work between two [`Measurement::mark`]s, with the `--device` filter applied.
     pub fn between(&self, earlier: &RawSample, later: &RawSample) -> Snapshot {
         let mut snapshot = Snapshot::between(earlier, later, &self.facts.devices);
         if let Some(filter) = &self.device_filter {
@@ -209,7 +209,7 @@ impl Session {
         self.started.elapsed().as_secs_f64()
     }
 
-    /// Takes the last sample and builds the report over the whole session; the probes then
+    /// Takes the last sample and builds the report over the whole measurement; the probes then
     /// detach as `detach` says.
     pub fn finish(self, run: RunDescription, detach: Detach) -> Outcome<Report> {
         let (report, probes) = self.finish_attached(run)?;
@@ -220,7 +220,7 @@ impl Session {
         Ok(report)
     }
 
-    /// [`Session::finish`], with the probes still attached: they detach when the returned
+    /// [`Measurement::finish`], with the probes still attached: they detach when the returned
     /// [`Probes`] is dropped (seconds under emulation: ftrace waits for the kernel's RCU-tasks
     /// grace periods link by link), so a caller can write the report before that.
     pub fn finish_attached(mut self, run: RunDescription) -> Outcome<(Report, Probes)> {
@@ -364,7 +364,7 @@ fn cross_check(
     )
 }
 
-/// How a finished session lets go of its probes.
+/// How a finished measurement lets go of its probes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Detach {
     /// Before `finish` returns: when more measuring follows in this process, which the
@@ -375,7 +375,7 @@ pub enum Detach {
     Behind,
 }
 
-impl Session {
+impl Measurement {
     /// Disks whose completions the probes undercounted between `first` and `last`. Not judged
     /// under `--pid`/`--cgroup`, which count no completions.
     fn unseen_completions(&self, last: &RawSample) -> Vec<UnseenCompletions> {
