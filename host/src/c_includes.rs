@@ -1,4 +1,4 @@
-//! The BPF sources include one another without a circle (issue 31), as the Rust modules import
+//! The BPF sources include one another without a circle, as the Rust modules import
 //! one another in layers (`layers.rs`): this test reads every `.c` and `.h` under `ebpf/`, takes
 //! each `#include "…"` that names a file of the tree (resolved beside the includer, then in
 //! `ebpf/include` and `ebpf/lib`, as `loader/build.rs` passes `-I`), and fails on a cycle, naming it.
