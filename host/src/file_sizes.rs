@@ -13,7 +13,8 @@ const KINDS: [(&[&str], &[&str], usize); 2] = [
     (&["ebpf"], &["c", "h"], 500),
 ];
 
-fn sources(dir: &Path, extensions: &[&str], found: &mut Vec<PathBuf>) {
+/// The files under `dir` (not in a `target` folder) with one of `extensions`, into `found`.
+pub(crate) fn sources(dir: &Path, extensions: &[&str], found: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };

@@ -57,4 +57,6 @@ mod fake;
 #[cfg(test)]
 mod file_sizes;
 #[cfg(test)]
+mod fn_lengths;
+#[cfg(test)]
 mod layers;

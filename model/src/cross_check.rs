@@ -172,33 +172,11 @@ impl CrossCheck {
             );
             return check;
         }
-        let counted = |op: Op| {
-            COUNTING_PROGRAMS
-                .iter()
-                .find(|(o, ..)| *o == op)
-                .is_some_and(|(_, counting, _)| {
-                    counting
-                        .iter()
-                        .any(|p| inputs.attached.get(*p).is_some_and(Result::is_ok))
-                })
-        };
+        let counted = |op: Op| counted(inputs.attached, op);
         for op in [Op::DmaMap, Op::DmaUnmap, Op::IommuMap, Op::IommuUnmap] {
-            if counted(op) {
-                continue;
+            if !counted(op) {
+                check.notes.push(not_counted_note(inputs.attached, op));
             }
-            let why = COUNTING_PROGRAMS
-                .iter()
-                .find(|(o, ..)| *o == op)
-                .and_then(|(_, programs, _)| {
-                    programs
-                        .iter()
-                        .find_map(|p| inputs.attached.get(*p)?.as_ref().err())
-                })
-                .map_or("its events were not counted", String::as_str);
-            check.notes.push(format!(
-                "{}: not compared, no second opinion here: {why}",
-                op.name()
-            ));
         }
         let kernel = kernel_counts(inputs.first, inputs.last);
         if kernel.contains_key(&Some(BEYOND_ROOM.to_string())) {
@@ -207,24 +185,8 @@ impl CrossCheck {
                  together: those devices are not compared"
             ));
         }
-        let allowance = |op: Op| -> (u64, u64) {
-            let Some((_, counting, unseen)) = COUNTING_PROGRAMS.iter().find(|(o, ..)| *o == op)
-            else {
-                return (0, 0);
-            };
-            let skipped = counting
-                .iter()
-                .map(|p| program_misses.get(*p).copied().unwrap_or(0))
-                .sum();
-            let without = programs
-                .iter()
-                .filter(|p| unseen.contains(&p.name.as_str()))
-                .map(|p| p.run_count)
-                .sum();
-            (skipped, without)
-        };
         let row = |device: Option<String>, op: Op, probes: u64, kernel: u64| {
-            let (kernel_skipped, without_event) = allowance(op);
+            let (kernel_skipped, without_event) = allowance(op, programs, program_misses);
             let slack = (AGREEMENT * probes.max(kernel) as f64) as u64;
             CrossCheckRow {
                 agrees: probes + slack >= kernel
@@ -242,16 +204,7 @@ impl CrossCheck {
             .into_iter()
             .filter(|op| counted(*op))
         {
-            let mut devices: Vec<&String> = kernel.keys().flatten().collect();
-            devices.extend(
-                probes
-                    .iter()
-                    .filter(|(_, ops)| ops.get(&op).is_some_and(|n| *n > 0))
-                    .map(|(key, _)| key),
-            );
-            devices.sort();
-            devices.dedup();
-            for device in devices.into_iter().filter(|d| d.as_str() != BEYOND_ROOM) {
+            for device in compared_devices(&kernel, probes, op) {
                 let probed = probes.get(device).and_then(|ops| ops.get(&op)).copied();
                 let events = kernel
                     .get(&Some(device.clone()))
@@ -284,6 +237,74 @@ impl CrossCheck {
             .map(CrossCheckRow::warning)
             .collect()
     }
+}
+
+/// Whether the kernel's events of `op` were counted: one of its counting programs attached.
+fn counted(attached: &BTreeMap<String, Result<String, String>>, op: Op) -> bool {
+    COUNTING_PROGRAMS
+        .iter()
+        .find(|(o, ..)| *o == op)
+        .is_some_and(|(_, counting, _)| {
+            counting
+                .iter()
+                .any(|p| attached.get(*p).is_some_and(Result::is_ok))
+        })
+}
+
+/// The note that `op` is not compared, with why its counting programs did not attach.
+fn not_counted_note(attached: &BTreeMap<String, Result<String, String>>, op: Op) -> String {
+    let why = COUNTING_PROGRAMS
+        .iter()
+        .find(|(o, ..)| *o == op)
+        .and_then(|(_, programs, _)| {
+            programs
+                .iter()
+                .find_map(|p| attached.get(*p)?.as_ref().err())
+        })
+        .map_or("its events were not counted", String::as_str);
+    format!("{}: not compared, no second opinion here: {why}", op.name())
+}
+
+/// How far the probes may count above the kernel's events of `op` and still agree: the events
+/// its counting programs missed, and the calls of the probe programs that have no event.
+fn allowance(
+    op: Op,
+    programs: &[ProgramOverhead],
+    program_misses: &BTreeMap<String, u64>,
+) -> (u64, u64) {
+    let Some((_, counting, unseen)) = COUNTING_PROGRAMS.iter().find(|(o, ..)| *o == op) else {
+        return (0, 0);
+    };
+    let skipped = counting
+        .iter()
+        .map(|p| program_misses.get(*p).copied().unwrap_or(0))
+        .sum();
+    let without = programs
+        .iter()
+        .filter(|p| unseen.contains(&p.name.as_str()))
+        .map(|p| p.run_count)
+        .sum();
+    (skipped, without)
+}
+
+/// The devices compared for `op`: every device either side counted (the kernel's events, the
+/// probes' nonzero counts), in order, once each, and not those beyond the map's room.
+fn compared_devices<'a>(
+    kernel: &'a BTreeMap<Option<String>, BTreeMap<Op, u64>>,
+    probes: &'a BTreeMap<String, BTreeMap<Op, u64>>,
+    op: Op,
+) -> Vec<&'a String> {
+    let mut devices: Vec<&String> = kernel.keys().flatten().collect();
+    devices.extend(
+        probes
+            .iter()
+            .filter(|(_, ops)| ops.get(&op).is_some_and(|n| *n > 0))
+            .map(|(key, _)| key),
+    );
+    devices.sort();
+    devices.dedup();
+    devices.retain(|d| d.as_str() != BEYOND_ROOM);
+    devices
 }
 
 /// The name the kernel's events of devices beyond the cross-check map's room are counted under.

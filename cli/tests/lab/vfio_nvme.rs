@@ -153,7 +153,30 @@ fn integrity(kernel: &str) {
         "1 ... 16 pages"
     );
     let svg = std::fs::read_to_string(out.join("sweep.svg")).expect("sweep plot");
-    assert_eq!(svg.matches("<polyline").count(), 2);
+    // plotters draws each page size as one <polyline> through its steps with a <circle> on each;
+    // the axes, ticks, knee dashes and legend swatches are two-point polylines.
+    let lines = polyline_points(&svg);
+    for steps in [11, 5] {
+        assert_eq!(
+            lines.iter().filter(|&&n| n == steps).count(),
+            1,
+            "one line through {steps} steps: {lines:?}"
+        );
+    }
+    assert_eq!(svg.matches("<circle").count(), 11 + 5, "a dot per step");
+}
+
+/// How many points each `<polyline>` of `svg` passes through.
+fn polyline_points(svg: &str) -> Vec<usize> {
+    svg.split("<polyline")
+        .skip(1)
+        .map(|tag| {
+            let points = tag.split("points=\"").nth(1).unwrap_or("");
+            points[..points.find('"').unwrap_or(0)]
+                .split_whitespace()
+                .count()
+        })
+        .collect()
 }
 
 /// `iommutop run vfio-nvme-qd1`: the driver's numbers beside the probes', and the one-off VFIO

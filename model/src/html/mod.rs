@@ -13,6 +13,7 @@ mod escape;
 mod paths;
 pub mod time_bar;
 
+pub use charts::sweep_chart;
 pub use compare::render_comparison;
 pub use diagnose::render_diagnosis;
 pub use escape::escape;

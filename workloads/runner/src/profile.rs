@@ -241,144 +241,190 @@ fn toml_to_json(value: &toml::Value) -> Result<Value, NoParameterValue> {
     }
 }
 
+/// The TOML's own error (bad syntax, a missing or unknown key, a wrong type), at its line and key.
+fn toml_error(at: &Locator, e: &toml::de::Error) -> ProfileError {
+    let message = e.message().trim().replace('\n', " ");
+    match toml_key_error(&message) {
+        Some((key, message, located)) => {
+            at.error(e.span().as_ref().filter(|_| located), Some(&key), message)
+        }
+        None => at.error(e.span().as_ref(), None, message),
+    }
+}
+
+/// The description: one line, not blank.
+fn description<'a>(at: &Locator, raw: &'a Spanned<String>) -> Result<&'a str, ProfileError> {
+    let description = raw.get_ref().trim();
+    if description.is_empty() || description.contains('\n') {
+        return Err(at.error(
+            Some(&raw.span()),
+            Some("description"),
+            "give one line saying what the profile reproduces",
+        ));
+    }
+    Ok(description)
+}
+
+/// The workload the profile names, if it is one.
+fn workload(at: &Locator, raw: &Spanned<String>) -> Result<WorkloadKind, ProfileError> {
+    WorkloadKind::from_name(raw.get_ref()).ok_or_else(|| {
+        at.error(
+            Some(&raw.span()),
+            Some("workload"),
+            format!(
+                "unknown workload `{}` (known: {})",
+                raw.get_ref(),
+                WorkloadKind::names()
+            ),
+        )
+    })
+}
+
+/// The parameters given, checked, and where each was written in the file.
+type GivenParams = (Map<String, Value>, BTreeMap<String, Range<usize>>);
+
+/// The parameters given under `[params]`, each a key of the workload's and checked by its spec.
+fn given_params(
+    at: &Locator,
+    workload: WorkloadKind,
+    raw: Option<Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>>,
+) -> Result<GivenParams, ProfileError> {
+    let mut given = Map::new();
+    let mut spans: BTreeMap<String, Range<usize>> = BTreeMap::new();
+    for (key, value) in raw.map(Spanned::into_inner).unwrap_or_default() {
+        let full_key = format!("params.{}", key.get_ref());
+        let spec = workload.spec(key.get_ref()).ok_or_else(|| {
+            at.error(
+                Some(&key.span()),
+                Some(&full_key),
+                crate::params::unknown_key_message(
+                    key.get_ref(),
+                    workload.name(),
+                    workload.specs(),
+                ),
+            )
+        })?;
+        let json = toml_to_json(value.get_ref())
+            .map_err(|m| at.error(Some(&value.span()), Some(&full_key), m.to_string()))?;
+        let checked = spec
+            .check(&json)
+            .map_err(|m| at.error(Some(&value.span()), Some(&full_key), m))?;
+        spans.insert(key.get_ref().clone(), value.span());
+        given.insert(key.into_inner(), checked);
+    }
+    Ok((given, spans))
+}
+
+/// The top-level `duration_s`, given to the workload as its duration parameter (checked by its
+/// spec): refused for a workload that runs until done, and beside the same parameter.
+fn duration(
+    at: &Locator,
+    workload: WorkloadKind,
+    d: &Spanned<f64>,
+    (given, spans): &mut GivenParams,
+) -> Result<f64, ProfileError> {
+    let Some(key) = workload.duration_key() else {
+        return Err(at.error(
+            Some(&d.span()),
+            Some("duration_s"),
+            format!(
+                "workload {} runs until it is done and takes no duration: remove it",
+                workload.name()
+            ),
+        ));
+    };
+    if let Some(span) = spans.get(key) {
+        return Err(at.error(
+            Some(span),
+            Some(&format!("params.{key}")),
+            "the duration is set twice: keep the top-level duration_s",
+        ));
+    }
+    let value = Value::from(*d.get_ref());
+    let checked = workload
+        .spec(key)
+        .map(|s| s.check(&value))
+        .transpose()
+        .map_err(|m| at.error(Some(&d.span()), Some("duration_s"), m))?;
+    if let Some(v) = checked {
+        given.insert(key.to_string(), v);
+    }
+    Ok(*d.get_ref())
+}
+
+/// The probe groups named under `[probes]` (at least one, each known), or all of them.
+fn probe_groups(
+    at: &Locator,
+    raw: Option<Spanned<Vec<Spanned<String>>>>,
+) -> Result<Vec<String>, ProfileError> {
+    let Some(groups) = raw else {
+        return Ok(PROBE_GROUPS.iter().map(|g| g.to_string()).collect());
+    };
+    let span = groups.span();
+    let groups = groups.into_inner();
+    if groups.is_empty() {
+        return Err(at.error(
+            Some(&span),
+            Some("probes.groups"),
+            format!("name at least one of: {}", PROBE_GROUPS.join(", ")),
+        ));
+    }
+    let mut out = Vec::new();
+    for g in groups {
+        if !PROBE_GROUPS.contains(&g.get_ref().as_str()) {
+            return Err(at.error(
+                Some(&g.span()),
+                Some("probes.groups"),
+                format!(
+                    "unknown probe group `{}` (known: {})",
+                    g.get_ref(),
+                    PROBE_GROUPS.join(", ")
+                ),
+            ));
+        }
+        out.push(g.into_inner());
+    }
+    Ok(out)
+}
+
+/// The `[thresholds] fail_if` expressions, each one that parses and is absolute (a relative one
+/// needs a baseline, which only `compare` has).
+fn fail_if(at: &Locator, raw: Vec<Spanned<String>>) -> Result<Vec<String>, ProfileError> {
+    let mut fail_if = Vec::new();
+    for expr in raw {
+        let text = expr.get_ref().trim();
+        let bad = |m: String| at.error(Some(&expr.span()), Some("thresholds.fail_if"), m);
+        Threshold::parse(text).map_err(|e| bad(e.to_string()))?;
+        if text.ends_with('%') {
+            return Err(bad(format!(
+                "`{text}`: a relative threshold needs a baseline report: use it with \
+                 `iommutop compare --fail-if`"
+            )));
+        }
+        fail_if.push(text.to_string());
+    }
+    Ok(fail_if)
+}
+
 impl Profile {
     /// Parses and checks a profile. `file` names it in errors; `name` is its name.
     pub fn parse(name: &str, file: &str, text: &str) -> Result<Profile, ProfileError> {
         let at = Locator { file, text };
-        let raw: RawProfile = toml::from_str(text).map_err(|e| {
-            let message = e.message().trim().replace('\n', " ");
-            match toml_key_error(&message) {
-                Some((key, message, located)) => {
-                    at.error(e.span().as_ref().filter(|_| located), Some(&key), message)
-                }
-                None => at.error(e.span().as_ref(), None, message),
-            }
-        })?;
-
-        let description = raw.description.get_ref().trim();
-        if description.is_empty() || description.contains('\n') {
-            return Err(at.error(
-                Some(&raw.description.span()),
-                Some("description"),
-                "give one line saying what the profile reproduces",
-            ));
-        }
-
-        let workload = WorkloadKind::from_name(raw.workload.get_ref()).ok_or_else(|| {
-            at.error(
-                Some(&raw.workload.span()),
-                Some("workload"),
-                format!(
-                    "unknown workload `{}` (known: {})",
-                    raw.workload.get_ref(),
-                    WorkloadKind::names()
-                ),
-            )
-        })?;
-
-        let mut given = Map::new();
-        let mut spans: BTreeMap<String, Range<usize>> = BTreeMap::new();
+        let raw: RawProfile = toml::from_str(text).map_err(|e| toml_error(&at, &e))?;
+        let description = description(&at, &raw.description)?;
+        let workload = workload(&at, &raw.workload)?;
         let params_span = raw.params.as_ref().map(|p| p.span());
-        for (key, value) in raw.params.map(Spanned::into_inner).unwrap_or_default() {
-            let full_key = format!("params.{}", key.get_ref());
-            let spec = workload.spec(key.get_ref()).ok_or_else(|| {
-                at.error(
-                    Some(&key.span()),
-                    Some(&full_key),
-                    crate::params::unknown_key_message(
-                        key.get_ref(),
-                        workload.name(),
-                        workload.specs(),
-                    ),
-                )
-            })?;
-            let json = toml_to_json(value.get_ref())
-                .map_err(|m| at.error(Some(&value.span()), Some(&full_key), m.to_string()))?;
-            let checked = spec
-                .check(&json)
-                .map_err(|m| at.error(Some(&value.span()), Some(&full_key), m))?;
-            spans.insert(key.get_ref().clone(), value.span());
-            given.insert(key.into_inner(), checked);
-        }
-
-        let duration_s = match raw.duration_s {
-            None => None,
-            Some(d) => {
-                let Some(key) = workload.duration_key() else {
-                    return Err(at.error(
-                        Some(&d.span()),
-                        Some("duration_s"),
-                        format!(
-                            "workload {} runs until it is done and takes no duration: remove it",
-                            workload.name()
-                        ),
-                    ));
-                };
-                if let Some(span) = spans.get(key) {
-                    return Err(at.error(
-                        Some(span),
-                        Some(&format!("params.{key}")),
-                        "the duration is set twice: keep the top-level duration_s",
-                    ));
-                }
-                let value = Value::from(*d.get_ref());
-                let checked = workload
-                    .spec(key)
-                    .map(|s| s.check(&value))
-                    .transpose()
-                    .map_err(|m| at.error(Some(&d.span()), Some("duration_s"), m))?;
-                if let Some(v) = checked {
-                    given.insert(key.to_string(), v);
-                }
-                Some(*d.get_ref())
-            }
-        };
-
-        let probe_groups = match raw.probes.and_then(|p| p.groups) {
-            None => PROBE_GROUPS.iter().map(|g| g.to_string()).collect(),
-            Some(groups) => {
-                let span = groups.span();
-                let groups = groups.into_inner();
-                if groups.is_empty() {
-                    return Err(at.error(
-                        Some(&span),
-                        Some("probes.groups"),
-                        format!("name at least one of: {}", PROBE_GROUPS.join(", ")),
-                    ));
-                }
-                let mut out = Vec::new();
-                for g in groups {
-                    if !PROBE_GROUPS.contains(&g.get_ref().as_str()) {
-                        return Err(at.error(
-                            Some(&g.span()),
-                            Some("probes.groups"),
-                            format!(
-                                "unknown probe group `{}` (known: {})",
-                                g.get_ref(),
-                                PROBE_GROUPS.join(", ")
-                            ),
-                        ));
-                    }
-                    out.push(g.into_inner());
-                }
-                out
-            }
-        };
-
-        let mut fail_if = Vec::new();
-        for expr in raw.thresholds.and_then(|t| t.fail_if).unwrap_or_default() {
-            let text = expr.get_ref().trim();
-            let bad = |m: String| at.error(Some(&expr.span()), Some("thresholds.fail_if"), m);
-            Threshold::parse(text).map_err(|e| bad(e.to_string()))?;
-            if text.ends_with('%') {
-                return Err(bad(format!(
-                    "`{text}`: a relative threshold needs a baseline report: use it with \
-                     `iommutop compare --fail-if`"
-                )));
-            }
-            fail_if.push(text.to_string());
-        }
-
+        let mut params = given_params(&at, workload, raw.params)?;
+        let duration_s = raw
+            .duration_s
+            .map(|d| duration(&at, workload, &d, &mut params))
+            .transpose()?;
+        let probe_groups = probe_groups(&at, raw.probes.and_then(|p| p.groups))?;
+        let fail_if = fail_if(
+            &at,
+            raw.thresholds.and_then(|t| t.fail_if).unwrap_or_default(),
+        )?;
+        let (given, spans) = params;
         let profile = Profile {
             name: name.to_string(),
             description: description.to_string(),

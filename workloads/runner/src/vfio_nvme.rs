@@ -169,7 +169,10 @@ impl Workload for VfioNvme {
             Job::Sweep(params) => {
                 let result = Self::drive(ctl, |cancel| driver::iotlb_sweep(params, cancel))
                     .map_err(classify)?;
-                write_file(&self.svg, &driver::sweep::svg_plot(&result.series))?;
+                write_file(
+                    &self.svg,
+                    &iommutop_model::html::sweep_chart(&result.series),
+                )?;
                 let work = Headline::uncounted(WorkUnit::Io);
                 let results = VfioNvmeResults::Sweep(Box::new(result));
                 Ok(WorkloadOutput::new(results, work, Vec::new()))

@@ -1,10 +1,10 @@
 //! The IOTLB sweep's results and their analysis: the median latency per working set of 1, 2,
-//! 4 … N pages, the knee where it steps up (the working set stopped fitting the IOTLB), a text
-//! table and an SVG plot. All pure.
+//! 4 … N pages, the knee where it steps up (the working set stopped fitting the IOTLB) and the
+//! sentence that says so. All pure; the chart is the model's (`html::sweep_chart`), drawn by the
+//! runner.
 
 use crate::params::PageSize;
 pub use iommutop_vfio_nvme_results::{Knee, SweepSeries, SweepStep, VfioNvmeSweep};
-use std::fmt::Write as _;
 
 /// The smallest relative step taken as a knee.
 pub const MIN_JUMP_RATIO: f64 = 0.03;
@@ -117,145 +117,9 @@ pub fn analyse(page_size: PageSize, steps: &[SweepStep]) -> (Option<Knee>, Strin
     }
 }
 
-fn esc(t: &str) -> String {
-    t.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
-/// Median latency against pages touched (log2 axis), one line per page size, the knee marked:
-/// a standalone SVG document.
-pub fn svg_plot(series: &[SweepSeries]) -> String {
-    let (w, h) = (760.0f64, 440.0f64);
-    let (left, right, top, bottom) = (70.0, 170.0, 40.0, 50.0);
-    let pw = w - left - right;
-    let ph = h - top - bottom;
-    let all: Vec<&SweepStep> = series.iter().flat_map(|s| &s.steps).collect();
-    let max_pages = all.iter().map(|s| s.pages).max().unwrap_or(1).max(2);
-    let xmax = (max_pages as f64).log2();
-    let ymax_ns = all.iter().map(|s| s.median_ns).max().unwrap_or(1).max(1) as f64 * 1.1;
-    let ymin_ns = all.iter().map(|s| s.median_ns).min().unwrap_or(0) as f64 * 0.9;
-    let yspan = (ymax_ns - ymin_ns).max(1.0);
-    let x = |pages: u64| left + (pages.max(1) as f64).log2() / xmax * pw;
-    let y = |ns: f64| top + ph - (ns - ymin_ns) / yspan * ph;
-    let colors = ["#1f77b4", "#d62728", "#2ca02c"];
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        s,
-        r#"<text x="{}" y="22" font-size="15" text-anchor="middle">Median QD1 read latency vs. distinct buffer pages (IOTLB sweep)</text>"#,
-        left + pw / 2.0
-    );
-    let _ = writeln!(
-        s,
-        r##"<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>"##
-    );
-    let mut p = 1u64;
-    while p <= max_pages {
-        let px = x(p);
-        let _ = writeln!(
-            s,
-            r##"<line x1="{px:.1}" y1="{}" x2="{px:.1}" y2="{}" stroke="#ddd"/>"##,
-            top,
-            top + ph
-        );
-        let _ = writeln!(
-            s,
-            r#"<text x="{px:.1}" y="{}" text-anchor="middle">{p}</text>"#,
-            top + ph + 16.0
-        );
-        p *= 2;
-    }
-    for i in 0..=5 {
-        let ns = ymin_ns + yspan * f64::from(i) / 5.0;
-        let py = y(ns);
-        let _ = writeln!(
-            s,
-            r##"<line x1="{left}" y1="{py:.1}" x2="{}" y2="{py:.1}" stroke="#eee"/>"##,
-            left + pw
-        );
-        let _ = writeln!(
-            s,
-            r#"<text x="{}" y="{:.1}" text-anchor="end">{:.1}</text>"#,
-            left - 6.0,
-            py + 4.0,
-            ns / 1e3
-        );
-    }
-    let _ = writeln!(
-        s,
-        r#"<text x="{}" y="{}" text-anchor="middle">distinct pages touched (log2)</text>"#,
-        left + pw / 2.0,
-        h - 12.0
-    );
-    let _ = writeln!(
-        s,
-        r#"<text transform="translate(18,{}) rotate(-90)" text-anchor="middle">median latency (us)</text>"#,
-        top + ph / 2.0
-    );
-    for (i, ser) in series.iter().enumerate() {
-        let color = colors[i % colors.len()];
-        let pts: Vec<String> = ser
-            .steps
-            .iter()
-            .map(|st| format!("{:.1},{:.1}", x(st.pages), y(st.median_ns as f64)))
-            .collect();
-        let _ = writeln!(
-            s,
-            r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
-            pts.join(" ")
-        );
-        for st in &ser.steps {
-            let _ = writeln!(
-                s,
-                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/>"#,
-                x(st.pages),
-                y(st.median_ns as f64)
-            );
-        }
-        let ly = top + 16.0 + 18.0 * i as f64;
-        let _ = writeln!(
-            s,
-            r#"<line x1="{}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="2"/>"#,
-            left + pw + 12.0,
-            left + pw + 36.0
-        );
-        let _ = writeln!(
-            s,
-            r#"<text x="{}" y="{}">{} pages</text>"#,
-            left + pw + 42.0,
-            ly + 4.0,
-            esc(ser.page_size.name())
-        );
-        if let Some(k) = &ser.knee {
-            let kx = (x(k.pages_before) + x(k.pages_after)) / 2.0;
-            let _ = writeln!(
-                s,
-                r#"<line x1="{kx:.1}" y1="{top}" x2="{kx:.1}" y2="{}" stroke="{color}" stroke-dasharray="5,4"/>"#,
-                top + ph
-            );
-            let _ = writeln!(
-                s,
-                r#"<text x="{:.1}" y="{}" fill="{color}">knee ({}): ~{} entries</text>"#,
-                kx + 4.0,
-                top + 14.0 + 16.0 * i as f64,
-                esc(ser.page_size.name()),
-                k.entries_estimate
-            );
-        }
-    }
-    s.push_str("</svg>\n");
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::MapCost;
 
     fn steps(medians: &[(u64, u64)]) -> Vec<SweepStep> {
         medians
@@ -366,42 +230,5 @@ mod tests {
         ]);
         let k = find_knee(&s).unwrap();
         assert!(k.pages_before == 512 || k.pages_before == 1024, "{k:?}");
-    }
-
-    #[test]
-    fn the_plot_has_one_line_per_page_size_and_marks_the_knee() {
-        let map = MapCost {
-            what: "data".into(),
-            bytes: 16 << 20,
-            page_size: PageSize::Size4K,
-            iova: 0x10000,
-            map_ns: 1_000_000,
-            unmap_ns: None,
-            physical_runs: None,
-        };
-        let st = stepped();
-        let (knee, verdict) = analyse(PageSize::Size4K, &st);
-        let series = vec![
-            SweepSeries {
-                page_size: PageSize::Size4K,
-                map: map.clone(),
-                steps: st.clone(),
-                knee,
-                verdict,
-            },
-            SweepSeries {
-                page_size: PageSize::Size2M,
-                map,
-                steps: st[..5].to_vec(),
-                knee: None,
-                verdict: "2m: no knee".into(),
-            },
-        ];
-        let svg = svg_plot(&series);
-        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-        assert_eq!(svg.matches("<polyline").count(), 2);
-        assert_eq!(svg.matches("<circle").count(), st.len() + 5);
-        assert!(svg.contains("knee (4k): ~512 entries"));
-        assert!(svg.contains("stroke-dasharray"));
     }
 }

@@ -192,6 +192,74 @@ impl Tlb {
             }
         }
     }
+
+    /// One page size's curve: each working set in turn chased through `buffer`, its point sent
+    /// live and kept in `curve` (the TSC's rate in `rates`); stops early when cancelled, and
+    /// then says so (the second value).
+    fn measure_curve(
+        &self,
+        ctl: &mut dyn RunControl,
+        tsc: &Tsc,
+        page_size: &str,
+        buffer: &mut Buffer,
+        curve: &mut Vec<CurvePoint>,
+        rates: &mut Vec<f64>,
+    ) -> Result<(Vec<Point>, bool), WorkloadError> {
+        let mut measured = Vec::new();
+        for &size in &self.sizes {
+            if ctl.cancelled() {
+                return Ok((measured, true));
+            }
+            let size_usize =
+                usize::try_from(size).map_err(|_| WorkloadError::param("max_size", "too large"))?;
+            let (start, slots) = buffer.link(size_usize, self.pages_pattern, self.seed ^ size);
+            // SAFETY: the cycle was just linked in `buffer`, which lives (and is not
+            // relinked) until the measurement returns.
+            let m = unsafe { chase::measure(start, slots, self.budget, tsc) };
+            if let Some(rate) = m.ticks_per_ns {
+                rates.push(rate);
+            }
+            let point = CurvePoint {
+                page_size: page_size.to_string(),
+                bytes: size,
+                ns_per_access: m.ns_per_access,
+                accesses: m.accesses,
+                cycles_per_access: m.ticks_per_access,
+            };
+            ctl.live(json!(point));
+            curve.push(point);
+            measured.push(Point {
+                bytes: size,
+                ns: m.ns_per_access,
+            });
+        }
+        Ok((measured, false))
+    }
+
+    /// The run's warnings: those gathered while setting up, then what may mislead in the
+    /// curves (`both_curves`: 4k and 2m were both measured).
+    fn warnings(&mut self, tsc: &Tsc, both_curves: bool, interrupted: bool) -> Vec<String> {
+        let mut warnings = std::mem::take(&mut self.warnings);
+        if under_hypervisor() && both_curves {
+            warnings.push(
+                "running under a hypervisor: a 2 MiB page of this guest is one TLB entry only \
+                 if the host backs it with a huge page too, so steps both curves show may be \
+                 TLB steps rather than caches"
+                    .into(),
+            );
+        }
+        if !tsc.usable() {
+            warnings.push(
+                "the TSC is not constant and non-stop here (no constant_tsc/nonstop_tsc): ns \
+                 only, no cycles"
+                    .into(),
+            );
+        }
+        if interrupted {
+            warnings.push("interrupted: the curves stop at the last working set measured".into());
+        }
+        warnings
+    }
 }
 
 impl Workload for Tlb {
@@ -261,35 +329,9 @@ impl Workload for Tlb {
                 format_size(self.sizes[0]),
                 format_size(self.max_size)
             ));
-            let mut measured = Vec::new();
-            for &size in &self.sizes {
-                if ctl.cancelled() {
-                    interrupted = true;
-                    break;
-                }
-                let size_usize = usize::try_from(size)
-                    .map_err(|_| WorkloadError::param("max_size", "too large"))?;
-                let (start, slots) = buffer.link(size_usize, self.pages_pattern, self.seed ^ size);
-                // SAFETY: the cycle was just linked in `buffer`, which lives (and is not
-                // relinked) until the measurement returns.
-                let m = unsafe { chase::measure(start, slots, self.budget, &tsc) };
-                if let Some(rate) = m.ticks_per_ns {
-                    rates.push(rate);
-                }
-                let point = CurvePoint {
-                    page_size: page_size.clone(),
-                    bytes: size,
-                    ns_per_access: m.ns_per_access,
-                    accesses: m.accesses,
-                    cycles_per_access: m.ticks_per_access,
-                };
-                ctl.live(json!(point));
-                curve.push(point);
-                measured.push(Point {
-                    bytes: size,
-                    ns: m.ns_per_access,
-                });
-            }
+            let (measured, cancelled) =
+                self.measure_curve(ctl, &tsc, &page_size, &mut buffer, &mut curve, &mut rates)?;
+            interrupted = cancelled;
             points.push((page_size, measured));
             drop(buffer);
             if interrupted {
@@ -332,25 +374,7 @@ impl Workload for Tlb {
             interrupted,
             work: None,
         };
-        let mut warnings = std::mem::take(&mut self.warnings);
-        if under_hypervisor() && small.is_some() && huge.is_some() {
-            warnings.push(
-                "running under a hypervisor: a 2 MiB page of this guest is one TLB entry only \
-                 if the host backs it with a huge page too, so steps both curves show may be \
-                 TLB steps rather than caches"
-                    .into(),
-            );
-        }
-        if !tsc.usable() {
-            warnings.push(
-                "the TSC is not constant and non-stop here (no constant_tsc/nonstop_tsc): ns \
-                 only, no cycles"
-                    .into(),
-            );
-        }
-        if interrupted {
-            warnings.push("interrupted: the curves stop at the last working set measured".into());
-        }
+        let warnings = self.warnings(&tsc, small.is_some() && huge.is_some(), interrupted);
         Ok(WorkloadOutput::new(
             results,
             Headline::uncounted(WorkUnit::Access),
