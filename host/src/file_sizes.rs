@@ -1,4 +1,4 @@
-//! No file grows past what one reader holds at once (issue 31): a Rust file over 800 lines or a
+//! No file grows past what one reader holds at once: a Rust file over 800 lines or a
 //! BPF source over 500 does more than one job, and is split by job rather than trimmed.
 
 use std::path::{Path, PathBuf};
