@@ -111,14 +111,7 @@ pub fn latency_chart(title: &str, series: &[HistSeries]) -> String {
             }
         }
         if series.len() > 1 {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK.mix(0.4))
-                .label_font((FONT, 12))
-                .draw()
-                .map_err(text)?;
+            draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         }
         Ok(())
     })
@@ -164,14 +157,7 @@ pub fn line_chart(title: &str, y_desc: &str, lines: &[Line]) -> String {
                     PathElement::new([(x, y), (x + 14, y)], color.stroke_width(2))
                 });
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.4))
-            .label_font((FONT, 12))
-            .draw()
-            .map_err(text)?;
+        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         Ok(())
     })
 }
@@ -215,14 +201,7 @@ pub fn sweep_chart(series: &[SweepSeries]) -> String {
         for (index, s) in series.iter().enumerate() {
             sweep_line(&mut chart, index, s, (low, high))?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.4))
-            .label_font((FONT, 12))
-            .draw()
-            .map_err(text)?;
+        draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
         Ok(())
     })
 }
@@ -297,6 +276,21 @@ fn draw(size: (u32, u32), paint: impl FnOnce(&Area) -> Result<(), String>) -> St
         Ok(()) => svg,
         Err(error) => format!("<p class=\"note\">chart not drawn: {}</p>", escape(&error)),
     }
+}
+
+/// The legend of a chart with more than one series, in the charts' one style.
+fn draw_legend<'a, 'b: 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'b>, CT>,
+    position: SeriesLabelPosition,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .label_font((FONT, 12))
+        .draw()
+        .map_err(text)
 }
 
 fn text(error: impl std::fmt::Display) -> String {
