@@ -197,14 +197,6 @@ fn bash_completion_offers_the_pci_devices_present_for_device() {
     }
 }
 
-/// The repository's root (cli/..).
-fn repository() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("cli/ has a parent")
-        .to_path_buf()
-}
-
 /// The crates of ours a manifest names under `[dependencies]`, without the `iommutop-` prefix.
 fn workspace_dependencies(manifest: &str) -> Vec<String> {
     let mut in_dependencies = false;
@@ -229,7 +221,7 @@ fn workspace_dependencies(manifest: &str) -> Vec<String> {
 /// follows it finds each file.
 #[test]
 fn the_architecture_names_each_crate_and_its_dependencies() {
-    let root = repository();
+    let root = support::project_root();
     let page = std::fs::read_to_string(root.join("docs/architecture.md")).expect("the page");
     let block = page
         .split("```crates\n")

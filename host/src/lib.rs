@@ -51,8 +51,6 @@ pub use record::Change;
 pub use root::HostRoot;
 
 #[cfg(test)]
-mod c_includes;
-#[cfg(test)]
 mod fake;
 #[cfg(test)]
 mod file_sizes;
