@@ -30,15 +30,6 @@ const CRATES: [&str; 9] = [
     "workloads/vfio-nvme/results",
 ];
 
-/// Functions known to be too long and left for later, as `(file under the workspace, name)`:
-/// each must still be over the limit (take it out here once it is split).
-const KNOWN_LONG: [(&str, &str); 3] = [
-    // The VFIO driver's engine: only the lab runs it, so it waits for a split a lab run checks.
-    ("workloads/vfio-nvme/src/engine.rs", "run_io"),
-    ("workloads/vfio-nvme/src/engine.rs", "run_sweep"),
-    ("workloads/vfio-nvme/src/engine/io_loop.rs", "io_loop"),
-];
-
 /// `text` with every comment, string literal and char literal replaced by spaces (line breaks
 /// kept, so that line numbers still hold); lifetimes (`'a`) are left as they are.
 fn code_only(text: &str) -> String {
@@ -265,22 +256,14 @@ fn no_function_is_longer_than_the_limit() {
         }
     }
     assert!(measured > 500, "only {measured} functions found");
-    let known: BTreeSet<(&str, &str)> = KNOWN_LONG.into_iter().collect();
-    let mut problems = Vec::new();
-    for (file, name, line, lines) in &long {
-        if !known.contains(&(file.as_str(), name.as_str())) {
-            problems.push(format!(
+    let problems: Vec<String> = long
+        .iter()
+        .map(|(file, name, line, lines)| {
+            format!(
                 "{file}:{line}: fn {name} has {lines} lines (limit {LIMIT}): split it by meaning"
-            ));
-        }
-    }
-    for (file, name) in known {
-        if !long.iter().any(|(f, n, ..)| f == file && n == name) {
-            problems.push(format!(
-                "{file}: fn {name} is within the limit now: take it out of KNOWN_LONG"
-            ));
-        }
-    }
+            )
+        })
+        .collect();
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 

@@ -129,6 +129,14 @@ impl Until {
             deadline: None,
         }
     }
+
+    fn quota_met(&self, submitted: u64) -> bool {
+        self.quota.is_some_and(|q| submitted >= q)
+    }
+
+    fn reached(&self, submitted: u64, now: Instant) -> bool {
+        self.quota_met(submitted) || self.deadline.is_some_and(|d| now >= d)
+    }
 }
 
 /// What the I/O does, before the namespace is known.
@@ -137,6 +145,35 @@ struct InFlight {
     slot: usize,
     slba: u64,
     start: Instant,
+}
+
+/// What one loop works on: the queue pair, the thread's data buffer and its slots, and the I/O
+/// settings.
+struct Lane<'l, 'q, 'd> {
+    qp: &'l mut QueuePair<'q>,
+    data: &'l mut DmaSlice<'d>,
+    slots: &'l [Slot],
+    cfg: &'l IoConfig,
+}
+
+/// Which slots and command ids are free, what is in flight, and what has completed so far.
+struct Books {
+    free_slots: VecDeque<usize>,
+    free_cids: Vec<u16>,
+    inflight: Vec<Option<InFlight>>,
+    /// One block's worth of bytes to fill or check when verifying, else empty.
+    scratch: Vec<u8>,
+    submitted: u64,
+    outstanding: usize,
+    /// The first failure; the loop stops submitting and drains once it is set.
+    failure: Option<Error>,
+    out: LoopOutcome,
+}
+
+/// How long the loop has waited on the controller without a completion.
+struct Patience {
+    last_progress: Instant,
+    spins: u32,
 }
 
 /// Submits and completes I/O on `qp` until `quota` I/Os, `deadline`, or `cancel`; drains what
@@ -150,7 +187,6 @@ pub(super) fn io_loop(
     until: Until,
     cancel: &AtomicBool,
 ) -> Result<LoopOutcome, Error> {
-    let Until { quota, deadline } = until;
     let qd = usize::from(cfg.queue_depth)
         .min(slots.len())
         .min(usize::from(qp.entries() - 1));
@@ -159,167 +195,229 @@ pub(super) fn io_loop(
             "no buffer slots or queue entries for I/O".into(),
         ));
     }
-    let opcode = if cfg.pattern.is_write() {
-        nvm::WRITE
-    } else {
-        nvm::READ
+    let mut lane = Lane {
+        qp,
+        data,
+        slots,
+        cfg,
     };
-    let bs = cfg.block_size as usize;
-    let mut scratch = vec![0u8; if cfg.verify { bs } else { 0 }];
-    let mut free_slots: VecDeque<usize> = (0..slots.len()).collect();
-    let mut free_cids: Vec<u16> = (0..qd as u16).rev().collect();
-    let mut inflight: Vec<Option<InFlight>> = vec![None; qd];
-    let mut out = LoopOutcome::default();
-    let mut submitted = 0u64;
-    let mut outstanding = 0usize;
-    let mut failure: Option<Error> = None;
-    let mut last_progress = Instant::now();
-    let mut spins = 0u32;
+    let mut books = Books::new(cfg, slots.len(), qd);
+    let mut patience = Patience::new();
     let began = Instant::now();
-
     loop {
-        let now = Instant::now();
-        let stopping = failure.is_some()
-            || quota.is_some_and(|q| submitted >= q)
-            || deadline.is_some_and(|d| now >= d)
-            || cancel.load(Ordering::Relaxed);
-        if stopping && cancel.load(Ordering::Relaxed) {
-            out.interrupted = true;
+        let cancelled = cancel.load(Ordering::Relaxed);
+        let stopping =
+            books.failure.is_some() || until.reached(books.submitted, Instant::now()) || cancelled;
+        if cancelled {
+            books.out.interrupted = true;
         }
         if !stopping {
-            let mut pushed = false;
-            while let Some(cid) = free_cids.pop() {
-                if quota.is_some_and(|q| submitted >= q) {
-                    free_cids.push(cid);
-                    break;
-                }
-                let Some(slot_index) = free_slots.pop_front() else {
-                    free_cids.push(cid);
-                    break;
-                };
-                let slot = slots[slot_index];
-                let slba = cursor.next(cfg);
-                if cfg.verify && cfg.pattern.is_write() {
-                    verify::fill(&mut scratch, slba, cfg.lba_size, cfg.seed);
-                    if !data.copy_in(slot.offset, &scratch) {
-                        return Err(Error::Controller(
-                            "buffer slot outside the data buffer".into(),
-                        ));
-                    }
-                }
-                let entry = SubmissionEntry::read_write(
-                    opcode,
-                    cid,
-                    cfg.nsid,
-                    slba,
-                    cfg.blocks_per_io,
-                    slot.prp1,
-                    slot.prp2,
-                );
-                let start = Instant::now();
-                if !qp.push(&entry) {
-                    free_cids.push(cid);
-                    free_slots.push_front(slot_index);
-                    break;
-                }
-                inflight[usize::from(cid)] = Some(InFlight {
-                    slot: slot_index,
-                    slba,
-                    start,
-                });
-                submitted += 1;
-                outstanding += 1;
-                pushed = true;
-            }
-            if pushed {
-                qp.ring();
-            }
+            books.submit(&mut lane, cursor, until)?;
         }
-        if stopping && outstanding == 0 {
+        if stopping && books.outstanding == 0 {
             break;
         }
+        if books.reap(&mut lane)? {
+            lane.qp.ack();
+            patience.progressed();
+        } else if books.outstanding > 0 {
+            patience.wait(books.outstanding, lane.qp.qid)?;
+        }
+    }
+    books.out.elapsed = began.elapsed();
+    match books.failure {
+        Some(e) => Err(e),
+        None => Ok(books.out),
+    }
+}
 
+impl Books {
+    fn new(cfg: &IoConfig, slot_count: usize, queue_depth: usize) -> Books {
+        Books {
+            free_slots: (0..slot_count).collect(),
+            free_cids: (0..queue_depth as u16).rev().collect(),
+            inflight: vec![None; queue_depth],
+            scratch: vec![
+                0u8;
+                if cfg.verify {
+                    cfg.block_size as usize
+                } else {
+                    0
+                }
+            ],
+            submitted: 0,
+            outstanding: 0,
+            failure: None,
+            out: LoopOutcome::default(),
+        }
+    }
+
+    /// Puts I/O on every free command id until the quota, the slots or the queue run out, and
+    /// rings the doorbell once for them all.
+    fn submit(&mut self, lane: &mut Lane, cursor: &mut Cursor, until: Until) -> Result<(), Error> {
+        let cfg = lane.cfg;
+        let opcode = if cfg.pattern.is_write() {
+            nvm::WRITE
+        } else {
+            nvm::READ
+        };
+        let mut pushed = false;
+        while let Some(cid) = self.free_cids.pop() {
+            if until.quota_met(self.submitted) {
+                self.free_cids.push(cid);
+                break;
+            }
+            let Some(slot_index) = self.free_slots.pop_front() else {
+                self.free_cids.push(cid);
+                break;
+            };
+            let slot = lane.slots[slot_index];
+            let slba = cursor.next(cfg);
+            if cfg.verify && cfg.pattern.is_write() {
+                verify::fill(&mut self.scratch, slba, cfg.lba_size, cfg.seed);
+                if !lane.data.copy_in(slot.offset, &self.scratch) {
+                    return Err(slot_outside_buffer());
+                }
+            }
+            let entry = SubmissionEntry::read_write(
+                opcode,
+                cid,
+                cfg.nsid,
+                slba,
+                cfg.blocks_per_io,
+                slot.prp1,
+                slot.prp2,
+            );
+            let start = Instant::now();
+            if !lane.qp.push(&entry) {
+                self.free_cids.push(cid);
+                self.free_slots.push_front(slot_index);
+                break;
+            }
+            self.inflight[usize::from(cid)] = Some(InFlight {
+                slot: slot_index,
+                slba,
+                start,
+            });
+            self.submitted += 1;
+            self.outstanding += 1;
+            pushed = true;
+        }
+        if pushed {
+            lane.qp.ring();
+        }
+        Ok(())
+    }
+
+    /// Takes every completion the controller has posted; says whether there was any.
+    fn reap(&mut self, lane: &mut Lane) -> Result<bool, Error> {
         let mut completed_any = false;
-        while let Some(cqe) = qp.poll() {
+        while let Some(cqe) = lane.qp.poll() {
             let done = Instant::now();
             completed_any = true;
-            let Some(f) = inflight
+            let Some(f) = self
+                .inflight
                 .get_mut(usize::from(cqe.cid))
                 .and_then(Option::take)
             else {
-                failure.get_or_insert(Error::Controller(format!(
+                self.failure.get_or_insert(Error::Controller(format!(
                     "completion for command {} that is not in flight",
                     cqe.cid
                 )));
                 continue;
             };
-            outstanding -= 1;
-            free_slots.push_back(f.slot);
-            free_cids.push(cqe.cid);
+            self.outstanding -= 1;
+            self.free_slots.push_back(f.slot);
+            self.free_cids.push(cqe.cid);
             let status = cqe.status();
             if !status.is_success() {
-                failure.get_or_insert(Error::Nvme {
-                    context: format!(
-                        "{} of {} blocks at LBA {} (queue {})",
-                        if cfg.pattern.is_write() {
-                            "write"
-                        } else {
-                            "read"
-                        },
-                        cfg.blocks_per_io,
-                        f.slba,
-                        qp.qid
-                    ),
+                self.failure.get_or_insert(Error::Nvme {
+                    context: failed_io(lane.cfg, f.slba, lane.qp.qid),
                     status,
                 });
                 continue;
             }
-            out.hist
+            self.out
+                .hist
                 .record(done.duration_since(f.start).as_nanos() as u64);
-            out.ios += 1;
-            out.bytes += bs as u64;
-            if cfg.verify {
-                let blocks = u64::from(cfg.blocks_per_io);
-                if cfg.pattern.is_write() {
-                    out.verify.blocks_written += blocks;
-                } else {
-                    if !data.copy_out(slots[f.slot].offset, &mut scratch) {
-                        return Err(Error::Controller(
-                            "buffer slot outside the data buffer".into(),
-                        ));
-                    }
-                    let (bad, first) = verify::check(&scratch, f.slba, cfg.lba_size, cfg.seed);
-                    out.verify.blocks_checked += blocks;
-                    out.verify.blocks_mismatched += bad;
-                    if out.first_mismatch.is_none() {
-                        out.first_mismatch = first;
-                    }
-                }
+            self.out.ios += 1;
+            self.out.bytes += u64::from(lane.cfg.block_size);
+            if lane.cfg.verify {
+                self.verify_completed(lane, f)?;
             }
         }
-        if completed_any {
-            qp.ack();
-            last_progress = Instant::now();
-            spins = 0;
-        } else if outstanding > 0 {
-            if last_progress.elapsed() > IO_TIMEOUT {
-                return Err(Error::Timeout {
-                    context: format!("{outstanding} I/O commands on queue {}", qp.qid),
-                    waited_ms: IO_TIMEOUT.as_millis() as u64,
-                });
-            }
-            spins += 1;
-            if spins >= SPINS_BEFORE_YIELD {
-                spins = 0;
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
+        Ok(completed_any)
+    }
+
+    /// Counts a verified write, or checks a read's data against the pattern written.
+    fn verify_completed(&mut self, lane: &mut Lane, f: InFlight) -> Result<(), Error> {
+        let cfg = lane.cfg;
+        let blocks = u64::from(cfg.blocks_per_io);
+        if cfg.pattern.is_write() {
+            self.out.verify.blocks_written += blocks;
+            return Ok(());
+        }
+        if !lane
+            .data
+            .copy_out(lane.slots[f.slot].offset, &mut self.scratch)
+        {
+            return Err(slot_outside_buffer());
+        }
+        let (bad, first) = verify::check(&self.scratch, f.slba, cfg.lba_size, cfg.seed);
+        self.out.verify.blocks_checked += blocks;
+        self.out.verify.blocks_mismatched += bad;
+        if self.out.first_mismatch.is_none() {
+            self.out.first_mismatch = first;
+        }
+        Ok(())
+    }
+}
+
+impl Patience {
+    fn new() -> Patience {
+        Patience {
+            last_progress: Instant::now(),
+            spins: 0,
         }
     }
-    out.elapsed = began.elapsed();
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(out),
+
+    fn progressed(&mut self) {
+        self.last_progress = Instant::now();
+        self.spins = 0;
     }
+
+    /// Spins, yielding the CPU now and then, or fails once nothing has completed for
+    /// `IO_TIMEOUT`.
+    fn wait(&mut self, outstanding: usize, qid: u16) -> Result<(), Error> {
+        if self.last_progress.elapsed() > IO_TIMEOUT {
+            return Err(Error::Timeout {
+                context: format!("{outstanding} I/O commands on queue {qid}"),
+                waited_ms: IO_TIMEOUT.as_millis() as u64,
+            });
+        }
+        self.spins += 1;
+        if self.spins >= SPINS_BEFORE_YIELD {
+            self.spins = 0;
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+        Ok(())
+    }
+}
+
+fn slot_outside_buffer() -> Error {
+    Error::Controller("buffer slot outside the data buffer".into())
+}
+
+fn failed_io(cfg: &IoConfig, slba: u64, qid: u16) -> String {
+    let what = if cfg.pattern.is_write() {
+        "write"
+    } else {
+        "read"
+    };
+    format!(
+        "{what} of {} blocks at LBA {slba} (queue {qid})",
+        cfg.blocks_per_io
+    )
 }
