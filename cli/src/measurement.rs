@@ -327,16 +327,6 @@ fn cross_check(
     attached: &CrossCheckAttached,
     filtered: bool,
 ) -> CrossCheck {
-    let attached: BTreeMap<String, Result<String, String>> = attached
-        .iter()
-        .map(|(program, outcome)| {
-            let outcome = match outcome {
-                Ok(event) => Ok(event.clone()),
-                Err(why) => Err(why.to_string()),
-            };
-            (program.to_string(), outcome)
-        })
-        .collect();
     let probes: BTreeMap<String, BTreeMap<Op, u64>> = report
         .devices
         .iter()
@@ -355,7 +345,7 @@ fn cross_check(
         &CrossCheckInputs {
             first,
             last,
-            attached: &attached,
+            attached,
             filtered,
         },
         &probes,

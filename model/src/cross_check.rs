@@ -129,12 +129,14 @@ const COUNTING_PROGRAMS: [(Op, &[&str], &[&str]); 4] = [
     (Op::IommuUnmap, &["crosscheck__iommu_unmap__tp"], &[]),
 ];
 
+/// Each cross-check program's event (`system:event`), or why it has none (the loader's error).
+pub type Attachments<E> = BTreeMap<&'static str, Result<String, E>>;
+
 /// What a run hands over to cross-check.
-pub struct CrossCheckInputs<'a> {
+pub struct CrossCheckInputs<'a, E> {
     pub first: &'a RawSample,
     pub last: &'a RawSample,
-    /// Each counting program's event (`system:event`), or why it has none.
-    pub attached: &'a BTreeMap<String, Result<String, String>>,
+    pub attached: &'a Attachments<E>,
     /// The probes counted only some tasks' work (`--pid`, `--cgroup`).
     pub filtered: bool,
 }
@@ -143,8 +145,8 @@ impl CrossCheck {
     /// The cross-check of a run: the kernel's events between its first and last samples against
     /// the probes' counts of the report's rows (`probes`: per row key, each operation's count)
     /// and of every row together; `programs`, the report's programs over the run.
-    pub fn of(
-        inputs: &CrossCheckInputs<'_>,
+    pub fn of<E: std::fmt::Display>(
+        inputs: &CrossCheckInputs<'_, E>,
         probes: &BTreeMap<String, BTreeMap<Op, u64>>,
         programs: &[ProgramOverhead],
         program_misses: &BTreeMap<String, u64>,
@@ -155,9 +157,9 @@ impl CrossCheck {
             .map(|(program, outcome)| {
                 let said = match outcome {
                     Ok(event) => event.clone(),
-                    Err(why) => why.clone(),
+                    Err(why) => why.to_string(),
                 };
-                (program.clone(), said)
+                (program.to_string(), said)
             })
             .collect();
         let mut check = CrossCheck {
@@ -240,7 +242,7 @@ impl CrossCheck {
 }
 
 /// Whether the kernel's events of `op` were counted: one of its counting programs attached.
-fn counted(attached: &BTreeMap<String, Result<String, String>>, op: Op) -> bool {
+fn counted<E>(attached: &Attachments<E>, op: Op) -> bool {
     COUNTING_PROGRAMS
         .iter()
         .find(|(o, ..)| *o == op)
@@ -252,7 +254,7 @@ fn counted(attached: &BTreeMap<String, Result<String, String>>, op: Op) -> bool 
 }
 
 /// The note that `op` is not compared, with why its counting programs did not attach.
-fn not_counted_note(attached: &BTreeMap<String, Result<String, String>>, op: Op) -> String {
+fn not_counted_note<E: std::fmt::Display>(attached: &Attachments<E>, op: Op) -> String {
     let why = COUNTING_PROGRAMS
         .iter()
         .find(|(o, ..)| *o == op)
@@ -261,7 +263,7 @@ fn not_counted_note(attached: &BTreeMap<String, Result<String, String>>, op: Op)
                 .iter()
                 .find_map(|p| attached.get(*p)?.as_ref().err())
         })
-        .map_or("its events were not counted", String::as_str);
+        .map_or_else(|| "its events were not counted".to_string(), E::to_string);
     format!("{}: not compared, no second opinion here: {why}", op.name())
 }
 
@@ -369,11 +371,11 @@ mod tests {
         }
     }
 
-    fn every_event_attached() -> BTreeMap<String, Result<String, String>> {
+    fn every_event_attached() -> Attachments<String> {
         COUNTING_PROGRAMS
             .iter()
             .flat_map(|(_, programs, _)| programs.iter())
-            .map(|p| (p.to_string(), Ok("an:event".to_string())))
+            .map(|p| (*p, Ok("an:event".to_string())))
             .collect()
     }
 
@@ -476,7 +478,7 @@ mod tests {
 
     #[test]
     fn a_kernel_without_dma_events_or_a_task_filter_is_said_not_compared() {
-        let attached: BTreeMap<String, Result<String, String>> = every_event_attached()
+        let attached: Attachments<String> = every_event_attached()
             .into_iter()
             .map(|(p, e)| {
                 let e = if p.contains("iommu") {

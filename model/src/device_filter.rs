@@ -144,7 +144,7 @@ mod tests {
             .collect();
         let stack = |device: &str| StackSample {
             device: device.into(),
-            op: "dma_map".into(),
+            op: iommutop_abi::Op::DmaMap,
             samples: 1,
             total_ns: 1,
             frames: vec!["dma_map_page_attrs".into()],
@@ -155,7 +155,8 @@ mod tests {
         let interval_keys: Vec<&String> = report.intervals[0].devices.keys().collect();
         assert!(!interval_keys.contains(&&"0000:00:03.0".to_string()));
         assert_eq!(interval_keys.len(), 4);
-        let stack_devices: Vec<&str> = report.stacks.iter().map(|s| s.device.as_str()).collect();
+        let stack_devices: Vec<String> =
+            report.stacks.iter().map(|s| s.device.to_string()).collect();
         assert_eq!(stack_devices, [VDA, "unattributed"]);
         assert_eq!(report.run.device_filter, Some(vda()));
         let json = serde_json::to_value(&report).expect("serializes");

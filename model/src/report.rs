@@ -19,6 +19,7 @@ pub use repeats::Repeats;
 use crate::facts::{DomainType, IommuVendor};
 use crate::sample::Health;
 use crate::snapshot::Device;
+use iommutop_abi::{Op, RowKey};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -76,9 +77,9 @@ pub struct Report {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StackSample {
     /// The device row's key (PCI address, `deferred`, ...).
-    pub device: String,
+    pub device: RowKey,
     /// The sampled operation (`dma_map`, `dma_unmap`).
-    pub op: String,
+    pub op: Op,
     /// Sampled calls that took this path.
     pub samples: u64,
     /// Their summed latency in ns.

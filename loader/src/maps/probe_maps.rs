@@ -21,6 +21,7 @@ use aya::maps::{
 use aya::Ebpf;
 use iommutop_model::report::StackSample;
 use iommutop_model::sample::{Health, Op, OpHealth, OpenCalls, RawSample, RawSource, SourceKind};
+use iommutop_model::snapshot::RowKey;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::Path;
@@ -355,18 +356,20 @@ impl ProbeMaps {
                 .skip_while(|name| is_probe_machinery(name))
                 .collect();
             let device = match source_kind(key.kind) {
-                Some(SourceKind::Deferred) => "deferred".to_string(),
-                _ => names
-                    .get(&(key.kind, key.dev_id))
-                    .cloned()
-                    .unwrap_or_default(),
+                Some(SourceKind::Deferred) => RowKey::Deferred { bucket: None },
+                _ => RowKey::parse(
+                    names
+                        .get(&(key.kind, key.dev_id))
+                        .map_or("", String::as_str),
+                ),
             };
-            let op = Op::ALL
-                .get(key.op as usize)
-                .map_or("unknown", |op| op.name());
+            // The BPF side writes an `Op` there: anything else is not a sample of ours.
+            let Some(&op) = Op::ALL.get(key.op as usize) else {
+                continue;
+            };
             samples.push(StackSample {
                 device,
-                op: op.to_string(),
+                op,
                 samples: count,
                 total_ns,
                 frames,

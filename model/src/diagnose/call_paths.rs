@@ -2,6 +2,7 @@
 //! lists them, and all of them in the folded format of flame-graph tools.
 
 use crate::report::Report;
+use iommutop_abi::{Op, RowKey};
 
 /// How many call paths a verdict lists per device (the ranked list of sampled kernel stacks).
 pub const CALL_PATHS: usize = 3;
@@ -10,9 +11,9 @@ pub const CALL_PATHS: usize = 3;
 const SHOWN_FRAMES: usize = 6;
 
 /// A device's sampled call paths as shown (their first frames), merged and heaviest first.
-pub(super) fn heaviest_paths(report: &Report, device: &str) -> Vec<(String, String, u64)> {
-    let mut merged: Vec<(String, String, u64)> = Vec::new();
-    for stack in report.stacks.iter().filter(|s| s.device == device) {
+pub(super) fn heaviest_paths(report: &Report, device: &RowKey) -> Vec<(Op, String, u64)> {
+    let mut merged: Vec<(Op, String, u64)> = Vec::new();
+    for stack in report.stacks.iter().filter(|s| s.device == *device) {
         let path = stack
             .frames
             .iter()
@@ -25,7 +26,7 @@ pub(super) fn heaviest_paths(report: &Report, device: &str) -> Vec<(String, Stri
             .find(|(op, p, _)| *op == stack.op && *p == path)
         {
             Some((_, _, samples)) => *samples += stack.samples,
-            None => merged.push((stack.op.clone(), path, stack.samples)),
+            None => merged.push((stack.op, path, stack.samples)),
         }
     }
     merged.sort_by_key(|(_, _, samples)| std::cmp::Reverse(*samples));
@@ -40,7 +41,8 @@ pub fn folded_stacks(report: &Report) -> Vec<String> {
         .stacks
         .iter()
         .map(|s| {
-            let mut frames: Vec<&str> = vec![s.device.as_str(), s.op.as_str()];
+            let device = s.device.text();
+            let mut frames: Vec<&str> = vec![&device, s.op.name()];
             frames.extend(s.frames.iter().rev().map(String::as_str));
             format!("{} {}", frames.join(";"), s.samples)
         })
@@ -57,10 +59,10 @@ mod tests {
     #[test]
     fn call_paths_that_look_the_same_are_merged_heaviest_first() {
         let mut report = full_report();
-        let device = report.devices[0].key.to_string();
+        let device = report.devices[0].key.clone();
         let path = |top: &str, samples| StackSample {
             device: device.clone(),
-            op: "dma_map".into(),
+            op: Op::DmaMap,
             samples,
             total_ns: 0,
             frames: vec!["dma_map_page_attrs".into(), top.into()],
@@ -75,12 +77,12 @@ mod tests {
             paths,
             [
                 (
-                    "dma_map".to_string(),
+                    Op::DmaMap,
                     "dma_map_page_attrs ← nvme_queue_rq".to_string(),
                     6
                 ),
                 (
-                    "dma_map".to_string(),
+                    Op::DmaMap,
                     "dma_map_page_attrs ← e1000_xmit_frame".to_string(),
                     3
                 ),
@@ -98,7 +100,7 @@ mod tests {
         let mut report = full_report();
         report.stacks = vec![StackSample {
             device: "0000:00:05.0".into(),
-            op: "dma_map".into(),
+            op: Op::DmaMap,
             samples: 7,
             total_ns: 0,
             frames: vec!["dma_map_page_attrs".into(), "e1000_xmit_frame".into()],

@@ -318,7 +318,7 @@ fn device_verdict(
             let _ = writeln!(out, "    {:5.1}%  {}", part.share * 100.0, part.label);
         }
     }
-    let paths = heaviest_paths(report, &d.key.to_string());
+    let paths = heaviest_paths(report, &d.key);
     if paths.is_empty() {
         let _ = writeln!(
             out,
@@ -327,7 +327,7 @@ fn device_verdict(
     } else {
         let _ = writeln!(out, "  call paths that pay it (sampled, most first):");
         for (op, path, samples) in paths {
-            let _ = writeln!(out, "    {op} ×{samples}: {path}");
+            let _ = writeln!(out, "    {} ×{samples}: {path}", op.name());
         }
     }
     let tips = advise(d, &work, &unit, ab);

@@ -8,6 +8,7 @@ use crate::hist::{slot_lower_bound, slot_upper_bound, Histogram};
 use crate::results::vfio_nvme::{SweepSeries, SweepStep};
 use iommutop_abi::units::human_ns;
 use plotters::coord::types::RangedCoordf64;
+use plotters::drawing::DrawingAreaErrorKind;
 use plotters::prelude::*;
 
 /// The colours of series in order: A (or the only one), then B.
@@ -78,8 +79,7 @@ pub fn latency_chart(title: &str, series: &[HistSeries]) -> String {
             .margin(8)
             .x_label_area_size(36)
             .y_label_area_size(44)
-            .build_cartesian_2d(range.log_scale(), 0.0..(top * 1.1))
-            .map_err(text)?;
+            .build_cartesian_2d(range.log_scale(), 0.0..(top * 1.1))?;
         chart
             .configure_mesh()
             .disable_x_mesh()
@@ -89,25 +89,20 @@ pub fn latency_chart(title: &str, series: &[HistSeries]) -> String {
             .x_label_formatter(&|ns| human_ns(ns.round() as u64))
             .y_label_formatter(&|p| format!("{p:.0}"))
             .label_style((FONT, 11))
-            .draw()
-            .map_err(text)?;
+            .draw()?;
         for (index, (s, bars)) in series.iter().zip(&bars).enumerate() {
             let color = COLORS[index % COLORS.len()];
             let fill = color.mix(if series.len() > 1 { 0.35 } else { 0.6 });
-            let drawn = chart
-                .draw_series(bars.iter().map(|&(from, to, percent)| {
-                    Rectangle::new([(from, 0.0), (to, percent)], fill.filled())
-                }))
-                .map_err(text)?;
+            let drawn = chart.draw_series(bars.iter().map(|&(from, to, percent)| {
+                Rectangle::new([(from, 0.0), (to, percent)], fill.filled())
+            }))?;
             if series.len() > 1 {
                 drawn.label(s.label).legend(move |(x, y)| {
                     Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
                 });
-                chart
-                    .draw_series(bars.iter().map(|&(from, to, percent)| {
-                        Rectangle::new([(from, 0.0), (to, percent)], color.stroke_width(1))
-                    }))
-                    .map_err(text)?;
+                chart.draw_series(bars.iter().map(|&(from, to, percent)| {
+                    Rectangle::new([(from, 0.0), (to, percent)], color.stroke_width(1))
+                }))?;
             }
         }
         if series.len() > 1 {
@@ -133,8 +128,7 @@ pub fn line_chart(title: &str, y_desc: &str, lines: &[Line]) -> String {
             .margin(8)
             .x_label_area_size(36)
             .y_label_area_size(56)
-            .build_cartesian_2d(0.0..end, 0.0..top)
-            .map_err(text)?;
+            .build_cartesian_2d(0.0..end, 0.0..top)?;
         chart
             .configure_mesh()
             .max_light_lines(0)
@@ -142,16 +136,14 @@ pub fn line_chart(title: &str, y_desc: &str, lines: &[Line]) -> String {
             .y_desc(y_desc)
             .y_label_formatter(&|v| short_number(*v))
             .label_style((FONT, 11))
-            .draw()
-            .map_err(text)?;
+            .draw()?;
         for (index, line) in lines.iter().enumerate() {
             let color = COLORS[index % COLORS.len()];
             chart
                 .draw_series(LineSeries::new(
                     line.points.iter().copied(),
                     color.stroke_width(2),
-                ))
-                .map_err(text)?
+                ))?
                 .label(line.label)
                 .legend(move |(x, y)| {
                     PathElement::new([(x, y), (x + 14, y)], color.stroke_width(2))
@@ -186,8 +178,7 @@ pub fn sweep_chart(series: &[SweepSeries]) -> String {
             .x_label_area_size(36)
             .y_label_area_size(56)
             // A little room either side, so that the first and last steps are not on the frame.
-            .build_cartesian_2d((0.75..max_pages * 1.33).log_scale().base(2.0), low..high)
-            .map_err(text)?;
+            .build_cartesian_2d((0.75..max_pages * 1.33).log_scale().base(2.0), low..high)?;
         chart
             .configure_mesh()
             .max_light_lines(0)
@@ -196,8 +187,7 @@ pub fn sweep_chart(series: &[SweepSeries]) -> String {
             .x_label_formatter(&|pages| format!("{pages:.0}"))
             .y_label_formatter(&|v| format!("{v:.1}"))
             .label_style((FONT, 11))
-            .draw()
-            .map_err(text)?;
+            .draw()?;
         for (index, s) in series.iter().enumerate() {
             sweep_line(&mut chart, index, s, (low, high))?;
         }
@@ -213,29 +203,26 @@ fn sweep_line(
     index: usize,
     series: &SweepSeries,
     (low, high): (f64, f64),
-) -> Result<(), String> {
+) -> Drawn {
     let color = COLORS[index % COLORS.len()];
     let points = series
         .steps
         .iter()
         .map(|step| (step.pages.max(1) as f64, step.median_ns as f64 / 1e3));
     chart
-        .draw_series(LineSeries::new(points, color.stroke_width(2)).point_size(3))
-        .map_err(text)?
+        .draw_series(LineSeries::new(points, color.stroke_width(2)).point_size(3))?
         .label(format!("{} pages", series.page_size.name()))
         .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], color.stroke_width(2)));
     let Some(knee) = &series.knee else {
         return Ok(());
     };
     let x = ((knee.pages_before.max(1) * knee.pages_after.max(1)) as f64).sqrt();
-    chart
-        .draw_series(DashedLineSeries::new(
-            [(x, low), (x, high)],
-            5,
-            4,
-            color.stroke_width(1),
-        ))
-        .map_err(text)?;
+    chart.draw_series(DashedLineSeries::new(
+        [(x, low), (x, high)],
+        5,
+        4,
+        color.stroke_width(1),
+    ))?;
     let y = high - (high - low) * (0.04 + 0.06 * index as f64);
     let label = format!(
         "knee ({}): ~{} entries",
@@ -243,9 +230,7 @@ fn sweep_line(
         knee.entries_estimate
     );
     let style = TextStyle::from((FONT, 12).into_font()).color(&color);
-    chart
-        .draw_series(std::iter::once(Text::new(label, (x * 1.05, y), style)))
-        .map_err(text)?;
+    chart.draw_series(std::iter::once(Text::new(label, (x * 1.05, y), style)))?;
     Ok(())
 }
 
@@ -261,20 +246,25 @@ fn short_number(value: f64) -> String {
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 
+/// What drawing into an SVG string can fail with.
+type Drawn = Result<(), DrawingAreaErrorKind<std::io::Error>>;
+
 /// Draws one chart into an SVG string; a drawing failure (none is expected writing to memory)
 /// becomes a sentence in its place.
-fn draw(size: (u32, u32), paint: impl FnOnce(&Area) -> Result<(), String>) -> String {
+fn draw(size: (u32, u32), paint: impl FnOnce(&Area) -> Drawn) -> String {
     let mut svg = String::new();
     let outcome = {
         let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
         root.fill(&WHITE)
-            .map_err(text)
             .and_then(|()| paint(&root))
-            .and_then(|()| root.present().map_err(text))
+            .and_then(|()| root.present())
     };
     match outcome {
         Ok(()) => svg,
-        Err(error) => format!("<p class=\"note\">chart not drawn: {}</p>", escape(&error)),
+        Err(error) => format!(
+            "<p class=\"note\">chart not drawn: {}</p>",
+            escape(&error.to_string())
+        ),
     }
 }
 
@@ -282,7 +272,7 @@ fn draw(size: (u32, u32), paint: impl FnOnce(&Area) -> Result<(), String>) -> St
 fn draw_legend<'a, 'b: 'a, CT: CoordTranslate>(
     chart: &mut ChartContext<'a, SVGBackend<'b>, CT>,
     position: SeriesLabelPosition,
-) -> Result<(), String> {
+) -> Drawn {
     chart
         .configure_series_labels()
         .position(position)
@@ -290,11 +280,6 @@ fn draw_legend<'a, 'b: 'a, CT: CoordTranslate>(
         .border_style(BLACK.mix(0.4))
         .label_font((FONT, 12))
         .draw()
-        .map_err(text)
-}
-
-fn text(error: impl std::fmt::Display) -> String {
-    error.to_string()
 }
 
 #[cfg(test)]

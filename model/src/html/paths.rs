@@ -15,7 +15,11 @@ const SHOWN_FRAMES: usize = 5;
 
 /// The call-path list of the row `key`, or a sentence saying none was sampled.
 pub fn call_paths(report: &Report, key: &str) -> String {
-    let mut stacks: Vec<&StackSample> = report.stacks.iter().filter(|s| s.device == key).collect();
+    let mut stacks: Vec<&StackSample> = report
+        .stacks
+        .iter()
+        .filter(|s| s.device.text() == key)
+        .collect();
     if stacks.is_empty() {
         return "<p class=\"note\">No call path sampled for this row (stack sampling needs the \
                 fentry or kprobe tier, and samples DMA API calls only).</p>\n"
@@ -49,7 +53,7 @@ pub fn call_paths(report: &Report, key: &str) -> String {
             "<tr><td>{op}</td><td class=\"num\">{samples}</td><td class=\"share\">\
              <span class=\"meter\" style=\"width:{width:.1}%\"></span>{percent:.1}%</td>\
              <td class=\"num\">{mean}</td><td class=\"frames\">{path}</td></tr>",
-            op = escape(&stack.op),
+            op = escape(stack.op.name()),
             samples = stack.samples,
             width = share * 100.0,
             percent = share * 100.0,

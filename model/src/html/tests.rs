@@ -57,14 +57,14 @@ fn escape_replaces_every_character_html_gives_a_meaning() {
 fn strings_from_a_report_are_escaped_everywhere() {
     let mut report = full_report();
     let evil = "<script>alert('x')</script>";
-    let key = report.devices[0].key.to_string();
+    let key = report.devices[0].key.clone();
     report.devices[0].names.push(evil.into());
     report.devices[0].driver = Some("\"><img src=x>".into());
     report.warnings.push(evil.into());
     report.run.command = vec!["sh".into(), "-c".into(), evil.into()];
     report.stacks.push(StackSample {
-        device: key,
-        op: "dma_map".into(),
+        device: key.clone(),
+        op: iommutop_abi::Op::DmaMap,
         samples: 3,
         total_ns: 3000,
         frames: vec!["a<b>&c".into(), evil.into()],

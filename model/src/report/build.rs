@@ -41,7 +41,7 @@ impl Report {
         for interval in &mut self.intervals {
             interval.devices.retain(|key, _| keeps_key(key));
         }
-        self.stacks.retain(|stack| keeps_key(&stack.device));
+        self.stacks.retain(|stack| keeps_key(&stack.device.text()));
         if let Some(losses) = &mut self.losses {
             losses.retain_devices(keeps_key);
         }

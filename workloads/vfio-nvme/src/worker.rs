@@ -52,6 +52,15 @@ enum Reply {
     Failed(String),
 }
 
+/// Why the worker could not read the job its parent sent.
+#[derive(Debug, thiserror::Error)]
+enum BadRequest {
+    #[error("{0}")]
+    Read(std::io::Error),
+    #[error("bad request from the parent: {0}")]
+    Parse(serde_json::Error),
+}
+
 /// If this process was started as a worker, runs it and returns its exit code; otherwise
 /// returns `None` at once. Call it first thing in `main`:
 ///
@@ -87,14 +96,12 @@ fn worker_main() -> ExitCode {
     // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number and changes only this process.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
     let mut input = String::new();
-    let request: Result<Request, String> = std::io::stdin()
+    let request = std::io::stdin()
         .read_to_string(&mut input)
-        .map_err(|e| e.to_string())
-        .and_then(|_| {
-            serde_json::from_str(&input).map_err(|e| format!("bad request from the parent: {e}"))
-        });
+        .map_err(BadRequest::Read)
+        .and_then(|_| serde_json::from_str::<Request>(&input).map_err(BadRequest::Parse));
     let reply = reply.unwrap_or_else(|| match request {
-        Err(e) => Reply::Failed(e),
+        Err(e) => Reply::Failed(e.to_string()),
         Ok(req) => {
             // SAFETY: getppid has no preconditions.
             if unsafe { libc::getppid() } as u32 != req.parent_pid {

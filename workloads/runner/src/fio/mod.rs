@@ -192,7 +192,7 @@ pub fn run_job(
     let mut splitter = ObjectSplitter::new();
     let mut last: Option<Value> = None;
     let mut previous: Option<FioResult> = None;
-    let mut bad_json: Option<String> = None;
+    let mut bad_json: Option<serde_json::Error> = None;
     let finished = launched.wait(ctl, libc::SIGINT, Duration::from_secs(10), |line, ctl| {
         for object in splitter.push_line(line) {
             match object {
@@ -219,7 +219,8 @@ pub fn run_job(
         }
         return Err(WorkloadError::Output {
             tool: "fio".into(),
-            message: bad_json.unwrap_or_else(|| "no JSON object in its output".into()),
+            message: bad_json
+                .map_or_else(|| "no JSON object in its output".into(), |e| e.to_string()),
         });
     };
     let result = parse_report(&last).map_err(|m| WorkloadError::tool("fio", m.to_string()))?;

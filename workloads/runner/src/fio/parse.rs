@@ -22,7 +22,7 @@ impl ObjectSplitter {
     }
 
     /// Feeds one line (without its newline); returns the objects it completed.
-    pub fn push_line(&mut self, line: &str) -> Vec<Result<Value, String>> {
+    pub fn push_line(&mut self, line: &str) -> Vec<Result<Value, serde_json::Error>> {
         let mut done = Vec::new();
         for c in line.chars().chain(std::iter::once('\n')) {
             if self.depth == 0 {
@@ -56,7 +56,7 @@ impl ObjectSplitter {
                     self.depth -= 1;
                     if self.depth == 0 {
                         let text = std::mem::take(&mut self.current);
-                        done.push(serde_json::from_str(&text).map_err(|e| e.to_string()));
+                        done.push(serde_json::from_str(&text));
                     }
                 }
                 _ => {}

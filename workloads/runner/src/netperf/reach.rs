@@ -5,7 +5,7 @@ use crate::error::WorkloadError;
 use crate::process::run_quiet;
 use serde_json::Value;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The address part of `10.77.0.1/24`.
@@ -21,14 +21,34 @@ pub(super) fn ip_of(key: &str, cidr: &str) -> Result<IpAddr, WorkloadError> {
     }
 }
 
+/// Why the other end did not answer.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Unreachable {
+    /// No connection before the deadline: the last attempt's error.
+    #[error("{0}")]
+    Connect(std::io::Error),
+    #[error("{}: {source}", path.display())]
+    OpenNamespace {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("entering namespace {name}: {source}")]
+    EnterNamespace {
+        name: String,
+        source: std::io::Error,
+    },
+    #[error("the connecting thread panicked")]
+    Panicked,
+}
+
 /// Connects to `addr` from `namespace` (a named network namespace, or this one) until it
 /// answers or `timeout` passes: the server is up and the path to it works.
 pub(super) fn connect_from(
     namespace: Option<&str>,
     addr: SocketAddr,
     timeout: Duration,
-) -> Result<(), String> {
-    let attempt = || -> Result<(), String> {
+) -> Result<(), Unreachable> {
+    let attempt = || -> Result<(), Unreachable> {
         if let Some(ns) = namespace {
             enter_namespace(ns)?;
         }
@@ -36,7 +56,7 @@ pub(super) fn connect_from(
         loop {
             match TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
                 Ok(_) => return Ok(()),
-                Err(e) if Instant::now() >= deadline => return Err(e.to_string()),
+                Err(e) if Instant::now() >= deadline => return Err(Unreachable::Connect(e)),
                 Err(_) => std::thread::sleep(Duration::from_millis(200)),
             }
         }
@@ -46,22 +66,25 @@ pub(super) fn connect_from(
     std::thread::scope(|s| {
         s.spawn(attempt)
             .join()
-            .unwrap_or_else(|_| Err("the connecting thread panicked".into()))
+            .unwrap_or(Err(Unreachable::Panicked))
     })
 }
 
-fn enter_namespace(name: &str) -> Result<(), String> {
+fn enter_namespace(name: &str) -> Result<(), Unreachable> {
     use std::os::fd::AsRawFd;
     let path = Path::new("/run/netns").join(name);
-    let file = std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file = match std::fs::File::open(&path) {
+        Ok(file) => file,
+        Err(source) => return Err(Unreachable::OpenNamespace { path, source }),
+    };
     // SAFETY: setns() with a descriptor of a network namespace file moves only the calling
     // thread into that namespace; the descriptor is valid for the duration of the call.
     let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
     if rc != 0 {
-        return Err(format!(
-            "entering namespace {name}: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(Unreachable::EnterNamespace {
+            name: name.to_string(),
+            source: std::io::Error::last_os_error(),
+        });
     }
     Ok(())
 }
