@@ -95,6 +95,29 @@ impl Op {
     }
 }
 
+/// Serde for a map by operation, written as a map by name was: keyed by name and in the names'
+/// order (`#[serde(with = "iommutop_abi::op::by_name")]`).
+pub mod by_name {
+    use crate::op::Op;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::BTreeMap;
+
+    pub fn serialize<V: Serialize, S: Serializer>(
+        map: &BTreeMap<Op, V>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let named: BTreeMap<&'static str, &V> =
+            map.iter().map(|(op, value)| (op.name(), value)).collect();
+        named.serialize(serializer)
+    }
+
+    pub fn deserialize<'de, V: Deserialize<'de>, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<BTreeMap<Op, V>, D::Error> {
+        BTreeMap::deserialize(deserializer)
+    }
+}
+
 /// Whether `Op::ALL[i]` is the op of value `i`: the kernel counts op `i` at `ops[i]`.
 const fn all_in_abi_order() -> bool {
     let mut i = 0;
@@ -125,3 +148,29 @@ const _: () = assert!(Op::DmaFree as u32 == iommutop_op::IOMMUTOP_OP_DMA_FREE);
 const _: () = assert!(Op::TxPackets as u32 == iommutop_op::IOMMUTOP_OP_TX_PACKETS);
 const _: () = assert!(Op::Requeue as u32 == iommutop_op::IOMMUTOP_OP_REQUEUE);
 const _: () = assert!(Op::ALL.len() == iommutop_op::IOMMUTOP_OP_COUNT as usize);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Counts(#[serde(with = "by_name")] BTreeMap<Op, u64>);
+
+    #[test]
+    fn a_map_by_op_is_written_by_name_in_the_names_order_and_read_back() {
+        let counts = Counts(BTreeMap::from([
+            (Op::DmaUnmap, 2),
+            (Op::IovaAlloc, 3),
+            (Op::DmaMap, 1),
+            (Op::Completion, 4),
+        ]));
+        let text = serde_json::to_string(&counts).unwrap();
+        assert_eq!(
+            text,
+            r#"{"completion":4,"dma_map":1,"dma_unmap":2,"iova_alloc":3}"#
+        );
+        assert_eq!(serde_json::from_str::<Counts>(&text).unwrap(), counts);
+        assert!(serde_json::from_str::<Counts>(r#"{"no_such_op":1}"#).is_err());
+    }
+}

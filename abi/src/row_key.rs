@@ -183,6 +183,20 @@ impl PartialEq for RowKey {
 
 impl Eq for RowKey {}
 
+/// Keys sort as the text they are written as, so that a map by key writes its JSON in the order
+/// a map by text did.
+impl Ord for RowKey {
+    fn cmp(&self, other: &RowKey) -> std::cmp::Ordering {
+        self.text().cmp(&other.text())
+    }
+}
+
+impl PartialOrd for RowKey {
+    fn partial_cmp(&self, other: &RowKey) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 impl std::hash::Hash for RowKey {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.text().hash(state);
@@ -310,5 +324,29 @@ mod tests {
         };
         assert_eq!(named_like_a_process, RowKey::parse("unattributed:x[12]"));
         assert_eq!(RowKey::from("deferred"), "deferred");
+    }
+
+    #[test]
+    fn keys_sort_as_their_text_so_a_map_by_key_writes_the_json_a_map_by_text_did() {
+        let texts = [
+            "unattributed:fio[7]",
+            "0000:00:04.0",
+            "netdev@ff",
+            "deferred",
+            "0000:00:1c.2",
+            "nvme0n1",
+            "deferred:dmar0",
+        ];
+        let by_key: std::collections::BTreeMap<RowKey, u32> =
+            texts.iter().map(|t| (RowKey::parse(t), 1)).collect();
+        let by_text: std::collections::BTreeMap<String, u32> =
+            texts.iter().map(|t| (t.to_string(), 1)).collect();
+        assert_eq!(
+            serde_json::to_string(&by_key).unwrap(),
+            serde_json::to_string(&by_text).unwrap()
+        );
+        let read: std::collections::BTreeMap<RowKey, u32> =
+            serde_json::from_str(&serde_json::to_string(&by_text).unwrap()).unwrap();
+        assert_eq!(read, by_key);
     }
 }

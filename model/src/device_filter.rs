@@ -139,7 +139,7 @@ mod tests {
                     translation_ns_per_io: None,
                     completions_per_s: 0.0,
                 };
-                (r.key.to_string(), point)
+                (r.key.clone(), point)
             })
             .collect();
         let stack = |device: &str| StackSample {
@@ -152,8 +152,12 @@ mod tests {
         report.stacks = vec![stack(VDA), stack("0000:00:03.0"), stack("unattributed")];
         report.apply_device_filter(&vda());
         assert_eq!(report.devices.len(), 4);
-        let interval_keys: Vec<&String> = report.intervals[0].devices.keys().collect();
-        assert!(!interval_keys.contains(&&"0000:00:03.0".to_string()));
+        let interval_keys: Vec<String> = report.intervals[0]
+            .devices
+            .keys()
+            .map(ToString::to_string)
+            .collect();
+        assert!(!interval_keys.contains(&"0000:00:03.0".to_string()));
         assert_eq!(interval_keys.len(), 4);
         let stack_devices: Vec<String> =
             report.stacks.iter().map(|s| s.device.to_string()).collect();

@@ -6,7 +6,7 @@
 
 use crate::report::probes::{ProbeEntry, ProbeStatus};
 use crate::sample::{EntryGroup, Op, OpHealth};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{RowKey, Snapshot};
 use iommutop_abi::units::percent;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -51,7 +51,7 @@ pub struct OpLosses {
     pub understudy_exits: u64,
     /// By row key, the rows with a call untimed or open at the end (a row not listed had none).
     #[serde(default)]
-    pub devices: BTreeMap<String, DeviceLosses>,
+    pub devices: BTreeMap<RowKey, DeviceLosses>,
 }
 
 impl OpLosses {
@@ -166,7 +166,7 @@ impl Losses {
     /// The calls of `op` on `device` that its count may lack: those no program saw (which
     /// device's, nothing tells, so any device's count may lack them all) and the device's calls
     /// still open at the end.
-    pub fn uncounted(&self, op: Op, device: &str) -> u64 {
+    pub fn uncounted(&self, op: Op, device: &RowKey) -> u64 {
         self.ops.get(&op).map_or(0, |o| {
             o.lost
                 .unwrap_or(0)
@@ -208,7 +208,7 @@ impl Losses {
 
     /// Keeps the rows `keep` keeps (by key) in each operation's `devices`; the operations'
     /// own figures stay the run's (a lost call has no device to filter it by).
-    pub fn retain_devices(&mut self, keep: impl Fn(&str) -> bool) {
+    pub fn retain_devices(&mut self, keep: impl Fn(&RowKey) -> bool) {
         for op in self.ops.values_mut() {
             op.devices.retain(|key, _| keep(key));
         }
@@ -313,7 +313,7 @@ fn listed(names: &[&str], conjunction: &str) -> String {
 }
 
 fn op_losses(snapshot: &Snapshot, op: Op, timed: bool, groups: &[GroupLosses]) -> OpLosses {
-    let mut devices: BTreeMap<String, DeviceLosses> = BTreeMap::new();
+    let mut devices: BTreeMap<RowKey, DeviceLosses> = BTreeMap::new();
     let (mut calls, mut untimed) = (0u64, 0u64);
     for device in &snapshot.devices {
         let stats = device.op(op);
@@ -323,24 +323,28 @@ fn op_losses(snapshot: &Snapshot, op: Op, timed: bool, groups: &[GroupLosses]) -
             .saturating_sub(stats.latency.as_ref().map_or(0, |l| l.timed));
         untimed = untimed.saturating_add(missed);
         if timed && missed > 0 {
-            devices.entry(device.key.to_string()).or_default().untimed = Some(missed);
+            devices.entry(device.key.clone()).or_default().untimed = Some(missed);
         }
     }
     let mut open_at_end = 0u64;
     for open in snapshot.open_calls.iter().filter(|o| o.op == op) {
         open_at_end = open_at_end.saturating_add(open.calls);
-        let entry = devices.entry(open.key.to_string()).or_default();
+        let entry = devices.entry(open.key.clone()).or_default();
         entry.open_at_end = entry.open_at_end.saturating_add(open.calls);
     }
     if timed {
         for (key, entry) in &mut devices {
             entry.untimed.get_or_insert_with(|| {
-                snapshot.device(key).map_or(0, |d| {
-                    let stats = d.op(op);
-                    stats
-                        .count
-                        .saturating_sub(stats.latency.as_ref().map_or(0, |l| l.timed))
-                })
+                snapshot
+                    .devices
+                    .iter()
+                    .find(|d| d.key == *key)
+                    .map_or(0, |d| {
+                        let stats = d.op(op);
+                        stats
+                            .count
+                            .saturating_sub(stats.latency.as_ref().map_or(0, |l| l.timed))
+                    })
             });
         }
     }

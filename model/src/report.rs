@@ -183,7 +183,7 @@ pub struct IntervalPoint {
     /// Seconds since the run started, at the end of the interval.
     pub t_s: f64,
     /// By device key.
-    pub devices: BTreeMap<String, IntervalDevice>,
+    pub devices: BTreeMap<RowKey, IntervalDevice>,
     /// What the workload reported for this interval, if anything.
     pub workload: Option<Value>,
 }

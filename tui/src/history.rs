@@ -1,7 +1,7 @@
 //! The last minute of each row's headline numbers, for the detail pane's sparklines.
 
 use iommutop_model::sample::Op;
-use iommutop_model::snapshot::Snapshot;
+use iommutop_model::snapshot::{RowKey, Snapshot};
 use std::collections::{BTreeMap, VecDeque};
 
 /// How far back the sparklines reach.
@@ -20,7 +20,7 @@ pub struct Point {
 /// Points per row key, oldest first, at most [`WINDOW_NS`] old.
 #[derive(Debug, Clone, Default)]
 pub struct History {
-    rows: BTreeMap<String, VecDeque<Point>>,
+    rows: BTreeMap<RowKey, VecDeque<Point>>,
 }
 
 impl History {
@@ -28,7 +28,7 @@ impl History {
     pub fn record(&mut self, snapshot: &Snapshot) {
         let now = snapshot.monotonic_ns;
         for device in &snapshot.devices {
-            let points = self.rows.entry(device.key.to_string()).or_default();
+            let points = self.rows.entry(device.key.clone()).or_default();
             // A snapshot older than the last point (clock reset) starts the row over.
             if points.back().is_some_and(|p| p.monotonic_ns > now) {
                 points.clear();
@@ -51,12 +51,17 @@ impl History {
     }
 
     /// A row's points, oldest first (empty if the row was not seen in the window).
-    pub fn points(&self, key: &str) -> impl Iterator<Item = &Point> {
+    pub fn points(&self, key: &RowKey) -> impl Iterator<Item = &Point> {
         self.rows.get(key).into_iter().flatten()
     }
 
     /// The last `n` values of one series, oldest first; missing values count as 0.
-    pub fn series(&self, key: &str, n: usize, value: impl Fn(&Point) -> Option<f64>) -> Vec<u64> {
+    pub fn series(
+        &self,
+        key: &RowKey,
+        n: usize,
+        value: impl Fn(&Point) -> Option<f64>,
+    ) -> Vec<u64> {
         let points: Vec<&Point> = self.points(key).collect();
         let start = points.len().saturating_sub(n);
         points[start..]
@@ -109,9 +114,9 @@ mod tests {
             let keys: &[&str] = if t <= 10 { &["a", "b"] } else { &["a"] };
             h.record(&snapshot(t, keys));
         }
-        assert_eq!(h.points("a").count(), 60);
-        assert_eq!(h.points("b").count(), 0);
-        assert_eq!(h.series("a", 10, |p| Some(p.maps_per_s)).len(), 10);
+        assert_eq!(h.points(&"a".into()).count(), 60);
+        assert_eq!(h.points(&"b".into()).count(), 0);
+        assert_eq!(h.series(&"a".into(), 10, |p| Some(p.maps_per_s)).len(), 10);
     }
 
     #[test]
@@ -120,6 +125,6 @@ mod tests {
         h.record(&snapshot(50, &["a"]));
         h.record(&snapshot(51, &["a"]));
         h.record(&snapshot(2, &["a"]));
-        assert_eq!(h.points("a").count(), 1);
+        assert_eq!(h.points(&"a".into()).count(), 1);
     }
 }

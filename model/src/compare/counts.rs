@@ -4,6 +4,7 @@
 use super::work::DeviceWork;
 use crate::report::Report;
 use crate::sample::{Health, Op};
+use crate::snapshot::RowKey;
 
 /// Relative change in a count per unit that counts as a change (counts repeat run to run; the
 /// margin absorbs set-up traffic and partial transactions).
@@ -36,7 +37,7 @@ pub(super) struct CountSlack {
 /// calls no program saw (of no known device, so possibly all this one's) and the device's calls
 /// open at the end; in a report written before them, the bound its health gave
 /// (`missed_calls.<op>`, the kernel having skipped both programs of a call).
-pub fn uncounted(report: &Report, op: Op, device: Option<&str>) -> u64 {
+pub fn uncounted(report: &Report, op: Op, device: Option<&RowKey>) -> u64 {
     match &report.losses {
         Some(losses) => device.map_or_else(
             || losses.ops.get(&op).and_then(|o| o.lost).unwrap_or(0),
@@ -54,18 +55,15 @@ impl CountSlack {
     /// The calls A and B may have missed of the device (by its key in each, where it is there),
     /// over its units in A and in B (`counts`).
     pub(super) fn of(
-        (a, key_a): (&Report, Option<String>),
-        (b, key_b): (&Report, Option<String>),
+        (a, key_a): (&Report, Option<&RowKey>),
+        (b, key_b): (&Report, Option<&RowKey>),
         counts: (Option<f64>, Option<f64>),
     ) -> CountSlack {
-        let per_unit = |report: &Report, key: Option<&str>, count: Option<f64>, op: Op| -> f64 {
+        let per_unit = |report: &Report, key: Option<&RowKey>, count: Option<f64>, op: Op| -> f64 {
             let missed = uncounted(report, op, key) as f64;
             count.filter(|c| *c > 0.0).map_or(0.0, |c| missed / c)
         };
-        let both = |op: Op| {
-            per_unit(a, key_a.as_deref(), counts.0, op)
-                + per_unit(b, key_b.as_deref(), counts.1, op)
-        };
+        let both = |op: Op| per_unit(a, key_a, counts.0, op) + per_unit(b, key_b, counts.1, op);
         CountSlack {
             dma_maps: both(Op::DmaMap),
             iommu_maps: both(Op::IommuMap),

@@ -487,8 +487,8 @@ fn device_changes(
                     change.a.as_ref(),
                     change.b.as_ref(),
                     &CountSlack::of(
-                        (a, da.map(|d| d.key.to_string())),
-                        (b, db.map(|d| d.key.to_string())),
+                        (a, da.map(|d| &d.key)),
+                        (b, db.map(|d| &d.key)),
                         (divisor(da, &units.0), divisor(db, &units.1)),
                     ),
                 );

@@ -232,7 +232,7 @@ pub fn repeat_workload_spread(repeats: &Repeats, metric: &str) -> Option<Spread>
 
 /// The spread of a device's translation time per unit across the runs of `repeats`: per unit
 /// of the workload's work when `of_workload`, else per the device's own I/O.
-pub fn repeat_device_spread(repeats: &Repeats, key: &str, of_workload: bool) -> Option<Spread> {
+pub fn repeat_device_spread(repeats: &Repeats, key: &RowKey, of_workload: bool) -> Option<Spread> {
     let values: Vec<f64> = repeats
         .runs
         .iter()
@@ -280,8 +280,6 @@ pub fn judge_device(
     (ta, tb): (f64, f64),
     of_workload: bool,
 ) -> Option<Significance> {
-    let (text_a, text_b) = (key_a.text(), key_b.text());
-    let (key_a, key_b) = (&*text_a, &*text_b);
     let field: fn(&IntervalDevice) -> Option<f64> = |p| p.translation_ns_per_io;
     repeats_of(a, b)
         .and_then(|(ra, rb)| {
@@ -358,7 +356,7 @@ pub fn workload_spread(report: &Report, metric: &str) -> Option<Spread> {
 /// device was busy mapping (its steady part by DMA maps per second).
 pub fn device_spread(
     report: &Report,
-    key: &str,
+    key: &RowKey,
     field: fn(&IntervalDevice) -> Option<f64>,
 ) -> Option<Spread> {
     let points: Vec<Option<&IntervalDevice>> = report

@@ -165,7 +165,7 @@ fn report(run: &Run1) -> Report {
                         ),
                         completions_per_s: tps * 4.0,
                     };
-                    ((*address).to_string(), point)
+                    ((*address).into(), point)
                 })
                 .collect(),
             workload: Some(json!({ "transactions_per_s": tps })),

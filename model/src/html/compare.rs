@@ -8,7 +8,7 @@ use crate::compare::explain::waiting_figure;
 use crate::compare::work::same_device;
 use crate::compare::{Comparison, DeviceChange, DeviceWork, Side};
 use crate::report::Report;
-use crate::snapshot::Device;
+use crate::snapshot::{Device, RowKey};
 use iommutop_abi::units::human_ns;
 use std::fmt::Write;
 
@@ -210,16 +210,12 @@ fn device_section(
         );
     }
     out.push_str("</div>\n<h3>Over time, A and B</h3>\n<div class=\"charts\">\n");
-    let (key_a, key_b) = (
-        in_a.map(|d| d.key.to_string()),
-        in_b.map(|d| d.key.to_string()),
-    );
-    let mut over_time: Vec<(&str, &Report, &str)> = Vec::new();
-    if let Some(key) = &key_a {
-        over_time.push(("A", a, key));
+    let mut over_time: Vec<(&str, &Report, &RowKey)> = Vec::new();
+    if let Some(row) = in_a {
+        over_time.push(("A", a, &row.key));
     }
-    if let Some(key) = &key_b {
-        over_time.push(("B", b, key));
+    if let Some(row) = in_b {
+        over_time.push(("B", b, &row.key));
     }
     out.push_str(&interval_charts(&over_time, true));
     out.push_str("</div>\n</details>\n</section>\n");

@@ -22,7 +22,7 @@ use crate::facts::DomainType;
 use crate::losses::Losses;
 use crate::report::Report;
 use crate::sample::Op;
-use crate::snapshot::{Device, RowKind};
+use crate::snapshot::{Device, RowKey, RowKind};
 use crate::sriov::{vfs_under_physfn, Nesting};
 use charts::{HistSeries, Line};
 use iommutop_abi::units::{human_ns, three_digits};
@@ -333,7 +333,7 @@ fn device_section(report: &Report, d: &Device, nesting: Nesting, index: usize) -
         );
     }
     out.push_str("</div>\n<h3>Over time</h3>\n<div class=\"charts\">\n");
-    out.push_str(&interval_charts(&[("", report, &d.key.to_string())], false));
+    out.push_str(&interval_charts(&[("", report, &d.key)], false));
     out.push_str("</div>\n<h3>Call paths (sampled)</h3>\n");
     out.push_str(&paths::call_paths(report, &d.key.to_string()));
     out.push_str("</details>\n</section>\n");
@@ -494,7 +494,7 @@ const REST_COLOR: &str = "#d3d3d3";
 /// Charts of one row (or the same row in A and B) over the run: DMA maps and completions per
 /// second, and translation time per I/O. `sides` are `(label, report, row key)`; `compared` draws
 /// one chart per quantity with a line per side, else one report's rates share a chart.
-fn interval_charts(sides: &[(&str, &Report, &str)], compared: bool) -> String {
+fn interval_charts(sides: &[(&str, &Report, &RowKey)], compared: bool) -> String {
     type Pick = fn(&crate::report::IntervalDevice) -> Option<f64>;
     let series = |pick: Pick| -> Vec<(String, Vec<(f64, f64)>)> {
         sides

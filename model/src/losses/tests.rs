@@ -197,8 +197,8 @@ fn an_exact_run_says_nothing() {
         (1_000, Some(1), Some(0))
     );
     assert_eq!(dma_map.understudy_entries, 6);
-    assert_eq!(dma_map.devices[NVME].untimed, Some(1));
-    assert!(!losses.ops[&Op::DmaUnmap].devices.contains_key(NVME));
+    assert_eq!(dma_map.devices[&NVME.into()].untimed, Some(1));
+    assert!(!losses.ops[&Op::DmaUnmap].devices.contains_key(&NVME.into()));
     assert_eq!(losses.lost_groups().count(), 0);
     assert_eq!(losses.untimed_over_limit().count(), 0);
     assert!(losses.any(), "one call untimed is still shown in the table");
@@ -270,14 +270,18 @@ fn calls_open_at_the_end_are_the_devices() {
     let unmap = &losses.ops[&Op::DmaUnmap];
     assert_eq!(unmap.open_at_end, 3);
     assert_eq!(
-        unmap.devices[NVME],
+        unmap.devices[&NVME.into()],
         DeviceLosses {
             untimed: Some(0),
             open_at_end: 2
         }
     );
-    assert_eq!(unmap.devices["device@9"].open_at_end, 1, "{unmap:?}");
-    assert_eq!(losses.uncounted(Op::DmaUnmap, NVME), 2);
+    assert_eq!(
+        unmap.devices[&"device@9".into()].open_at_end,
+        1,
+        "{unmap:?}"
+    );
+    assert_eq!(losses.uncounted(Op::DmaUnmap, &NVME.into()), 2);
     assert_eq!(
         losses.warnings()[0],
         "2 dma_unmap calls of 0000:00:04.0 were still open when the recording ended (their \

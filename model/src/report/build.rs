@@ -8,7 +8,7 @@ use crate::device_filter::DeviceFilter;
 use crate::facts::HostFacts;
 use crate::losses::Losses;
 use crate::sample::{Health, Op, RawSample};
-use crate::snapshot::{Device, Snapshot};
+use crate::snapshot::{Device, RowKey, Snapshot};
 use crate::tail::{dma_tails, Tail};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,20 +35,22 @@ impl Report {
     /// the filter in `run.device_filter`.
     pub fn apply_device_filter(&mut self, filter: &DeviceFilter) {
         self.devices.retain(|row| filter.keeps(row));
-        let kept: BTreeSet<String> = self.devices.iter().map(|row| row.key.to_string()).collect();
-        let address = filter.pci_address.to_string();
-        let keeps_key = |key: &str| kept.contains(key) || key == address;
+        let kept: BTreeSet<RowKey> = self.devices.iter().map(|row| row.key.clone()).collect();
+        let address = RowKey::Pci(filter.pci_address);
+        let keeps_key = |key: &RowKey| kept.contains(key) || *key == address;
         for interval in &mut self.intervals {
             interval.devices.retain(|key, _| keeps_key(key));
         }
-        self.stacks.retain(|stack| keeps_key(&stack.device.text()));
+        self.stacks.retain(|stack| keeps_key(&stack.device));
         if let Some(losses) = &mut self.losses {
             losses.retain_devices(keeps_key);
         }
         if let Some(check) = &mut self.cross_check {
-            check
-                .rows
-                .retain(|row| row.device.as_deref().is_none_or(keeps_key));
+            check.rows.retain(|row| {
+                row.device
+                    .as_deref()
+                    .is_none_or(|name| keeps_key(&name.into()))
+            });
         }
         self.run.device_filter = Some(filter.clone());
     }
@@ -142,7 +144,7 @@ impl SelfOverhead {
 impl IntervalPoint {
     /// The headline numbers of one interval, `t_s` seconds into the run.
     pub fn from_snapshot(t_s: f64, snapshot: &Snapshot, workload: Option<Value>) -> IntervalPoint {
-        let devices: BTreeMap<String, IntervalDevice> = snapshot
+        let devices: BTreeMap<RowKey, IntervalDevice> = snapshot
             .devices
             .iter()
             .map(|device| {
@@ -151,7 +153,7 @@ impl IntervalPoint {
                     translation_ns_per_io: device.derived.translation_ns_per_io,
                     completions_per_s: device.op(Op::Completion).rate_per_s,
                 };
-                (device.key.to_string(), point)
+                (device.key.clone(), point)
             })
             .collect();
         IntervalPoint {

@@ -5,7 +5,7 @@
 
 use crate::results::WorkloadResults;
 use crate::sample::Op;
-use crate::snapshot::Device;
+use crate::snapshot::{Device, RowKey};
 use iommutop_abi::workload::{Headline, WORK_KEY};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -35,7 +35,7 @@ pub struct RepeatRun {
     /// them.
     pub work_count: Option<f64>,
     /// Per row that made DMA maps or completed I/O during the run, by key.
-    pub devices: BTreeMap<String, RepeatDevice>,
+    pub devices: BTreeMap<RowKey, RepeatDevice>,
 }
 
 /// What one device did during one run.
@@ -81,7 +81,7 @@ impl MeanStddev {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct RepeatSummary {
     pub workload: BTreeMap<String, MeanStddev>,
-    pub devices: BTreeMap<String, DeviceSummary>,
+    pub devices: BTreeMap<RowKey, DeviceSummary>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -108,7 +108,7 @@ impl RepeatRun {
                     completions: d.completions,
                     translation_ns: d.derived.translation_ns,
                 };
-                (d.key.to_string(), entry)
+                (d.key.clone(), entry)
             })
             .filter(|(_, d)| d.dma_maps > 0 || d.completions > 0)
             .collect();
@@ -131,7 +131,7 @@ impl RepeatRun {
     /// the run's work when `of_workload` (the workload drove the device), else per the device's
     /// own completions (else its DMA maps; a NIC's sent packets are not kept per run, so its
     /// received ones stand for them). `None` when not timed or not countable.
-    pub fn translation_ns_per_unit(&self, key: &str, of_workload: bool) -> Option<f64> {
+    pub fn translation_ns_per_unit(&self, key: &RowKey, of_workload: bool) -> Option<f64> {
         let device = self.devices.get(key)?;
         let own = [device.completions, device.dma_maps]
             .into_iter()
@@ -203,9 +203,9 @@ impl RepeatSummary {
             }
         }
         // A device that did nothing in a run made no maps in it: 0, not a missing sample.
-        let keys: std::collections::BTreeSet<&String> =
+        let keys: std::collections::BTreeSet<&RowKey> =
             runs.iter().flat_map(|r| r.devices.keys()).collect();
-        let mut maps: BTreeMap<String, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+        let mut maps: BTreeMap<RowKey, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
         for key in keys {
             let entry = maps.entry(key.clone()).or_default();
             for run in runs {
@@ -307,7 +307,7 @@ mod tests {
             workload: BTreeMap::from([("transactions_per_s".to_string(), rate)]),
             work_count: Some(rate * 10.0),
             devices: BTreeMap::from([(
-                "0000:00:02.0".to_string(),
+                "0000:00:02.0".into(),
                 RepeatDevice {
                     dma_maps: 2000,
                     completions: 50,
@@ -318,26 +318,29 @@ mod tests {
         let mut idle = run(100.0);
         idle.devices.clear();
         let with_idle = RepeatSummary::of(&[run(100.0), idle]);
-        let maps = with_idle.devices["0000:00:02.0"].dma_maps;
+        let maps = with_idle.devices[&"0000:00:02.0".into()].dma_maps;
         assert_eq!((maps.n, maps.mean), (2, 1000.0), "an idle run made 0 maps");
         let repeats = Repeats::new(1, vec![run(100.0), run(120.0)]);
         let w = repeats.summary.workload["transactions_per_s"];
         assert_eq!((w.n, w.mean), (2, 110.0));
         assert!((w.stddev.expect("two runs") - 200f64.sqrt()).abs() < 1e-9);
-        let d = &repeats.summary.devices["0000:00:02.0"];
+        let d = &repeats.summary.devices[&"0000:00:02.0".into()];
         assert_eq!(d.dma_maps.stddev, Some(0.0));
         assert_eq!(d.translation_ns.map(|t| t.mean), Some(11000.0));
         assert_eq!(repeats.runs[0].completions_per_s(), Some(5.0));
         assert_eq!(
-            repeats.runs[0].translation_ns_per_unit("0000:00:02.0", true),
+            repeats.runs[0].translation_ns_per_unit(&"0000:00:02.0".into(), true),
             Some(10.0),
             "10000 ns over 1000 transactions"
         );
         assert_eq!(
-            repeats.runs[0].translation_ns_per_unit("0000:00:02.0", false),
+            repeats.runs[0].translation_ns_per_unit(&"0000:00:02.0".into(), false),
             Some(200.0),
             "10000 ns over the device's own 50 completions"
         );
-        assert_eq!(repeats.runs[0].translation_ns_per_unit("nope", true), None);
+        assert_eq!(
+            repeats.runs[0].translation_ns_per_unit(&"nope".into(), true),
+            None
+        );
     }
 }

@@ -234,7 +234,7 @@ fn the_builder_computes_devices_and_overhead_over_the_whole_run() {
     assert_eq!(overhead.programs[0].ns_per_event, Some(150.0));
     assert_eq!(overhead.total_ns_per_event, Some(2_800_000.0 / 24_020.0));
     assert_eq!(
-        report.intervals[0].devices["0000:00:02.0"].completions_per_s,
+        report.intervals[0].devices[&"0000:00:02.0".into()].completions_per_s,
         2_000.0
     );
 }

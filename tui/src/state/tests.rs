@@ -218,7 +218,7 @@ fn pause_freezes_the_view_and_resume_catches_up_without_losing_history() {
     keys(&mut s, &[Key::Char(' ')]);
     assert!(!s.is_paused());
     assert_eq!(s.snapshot().map(|x| x.monotonic_ns), Some(3_000_000_000));
-    assert_eq!(s.history.points("0000:00:04.0").count(), 3);
+    assert_eq!(s.history.points(&"0000:00:04.0".into()).count(), 3);
 }
 
 #[test]

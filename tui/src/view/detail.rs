@@ -267,9 +267,7 @@ fn sparkline(
     );
     let data = state
         .history
-        .series(&device.key.to_string(), spark_area.width as usize, |p| {
-            series.value(p)
-        });
+        .series(&device.key, spark_area.width as usize, |p| series.value(p));
     // Right-aligned, so the newest interval is always at the right edge.
     let pad = (spark_area.width as usize).saturating_sub(data.len()) as u16;
     let spark_area = Rect {

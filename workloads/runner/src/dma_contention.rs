@@ -120,7 +120,7 @@ pub(crate) fn step_probes(window: &ProbeWindow, pci: &str, ios: u64) -> Option<S
     let op = |op: Op| {
         device
             .ops
-            .get(op.name())
+            .get(&op)
             .cloned()
             .unwrap_or_else(WindowOp::unseen)
     };
@@ -306,7 +306,7 @@ mod tests {
             ..WindowDevice::default()
         };
         device.ops.insert(
-            "iova_alloc".into(),
+            Op::IovaAlloc,
             WindowOp {
                 count: 400,
                 per_s: 200.0,

@@ -7,7 +7,7 @@
 
 use iommutop_model::hist::Histogram;
 use iommutop_model::sample::Op;
-use iommutop_model::snapshot::Snapshot;
+use iommutop_model::snapshot::{RowKey, Snapshot};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -18,14 +18,16 @@ pub use iommutop_model::results::dma_contention::WindowOp;
 pub struct WindowDevice {
     /// Disks and netdevs folded into the row (`nvme0n1`, `eth0`).
     pub names: Vec<String>,
-    /// By operation name (`dma_map`, `iova_alloc`, ...); only operations that were counted.
-    pub ops: BTreeMap<String, WindowOp>,
+    /// By operation, written by name (`dma_map`, `iova_alloc`, ...); only operations that
+    /// were counted.
+    #[serde(with = "iommutop_model::op::by_name")]
+    pub ops: BTreeMap<Op, WindowOp>,
 }
 
 impl WindowDevice {
     /// How many times `op` was counted (0 if never).
     pub fn count(&self, op: Op) -> u64 {
-        self.ops.get(op.name()).map_or(0, |o| o.count)
+        self.ops.get(&op).map_or(0, |o| o.count)
     }
 }
 
@@ -36,13 +38,13 @@ pub struct ProbeWindow {
     pub label: String,
     pub duration_s: f64,
     /// By device row key (PCI address, `deferred`, ...).
-    pub devices: BTreeMap<String, WindowDevice>,
+    pub devices: BTreeMap<RowKey, WindowDevice>,
 }
 
 impl ProbeWindow {
     /// The row with this key (a PCI address) or holding this name (`eth0`, `nvme0n1`).
     pub fn device(&self, key_or_name: &str) -> Option<&WindowDevice> {
-        self.devices.get(key_or_name).or_else(|| {
+        self.devices.get(&RowKey::parse(key_or_name)).or_else(|| {
             self.devices
                 .values()
                 .find(|d| d.names.iter().any(|n| n == key_or_name))
@@ -62,7 +64,7 @@ struct OpSum {
 #[derive(Debug, Default)]
 pub struct WindowAccumulator {
     duration_ns: u64,
-    devices: BTreeMap<String, (Vec<String>, BTreeMap<Op, OpSum>)>,
+    devices: BTreeMap<RowKey, (Vec<String>, BTreeMap<Op, OpSum>)>,
 }
 
 impl WindowAccumulator {
@@ -74,7 +76,7 @@ impl WindowAccumulator {
     pub fn add(&mut self, snapshot: &Snapshot) {
         self.duration_ns = self.duration_ns.saturating_add(snapshot.interval_ns);
         for device in &snapshot.devices {
-            let (names, ops) = self.devices.entry(device.key.to_string()).or_default();
+            let (names, ops) = self.devices.entry(device.key.clone()).or_default();
             for name in &device.names {
                 if !names.contains(name) {
                     names.push(name.clone());
@@ -104,7 +106,7 @@ impl WindowAccumulator {
             .map(|(key, (names, ops))| {
                 let ops = ops
                     .into_iter()
-                    .map(|(op, sum)| (op.name().to_string(), window_op(&sum, duration_s)))
+                    .map(|(op, sum)| (op, window_op(&sum, duration_s)))
                     .collect();
                 (key, WindowDevice { names, ops })
             })
@@ -247,7 +249,7 @@ mod tests {
         let nic = window.device("eth0").expect("found by name");
         assert_eq!(nic.count(Op::DmaMap), 400);
         assert_eq!(nic.count(Op::IotlbFlush), 0, "uncounted ops are left out");
-        let map = &nic.ops["dma_map"];
+        let map = &nic.ops[&Op::DmaMap];
         assert!((map.per_s - 400.0).abs() < 1e-9);
         assert_eq!(map.mean_ns, Some(1500.0));
         assert!(map.p99_ns.expect("timed") >= 2048);
@@ -294,7 +296,7 @@ mod tests {
             vec![device("0000:00:04.0", "nvme0n1", 10, None)],
         ));
         let window = acc.take("w");
-        let op = &window.devices["0000:00:04.0"].ops["dma_map"];
+        let op = &window.devices[&RowKey::from("0000:00:04.0")].ops[&Op::DmaMap];
         assert_eq!(op.count, 10);
         assert_eq!(op.mean_ns, None);
         assert_eq!(op.p50_ns, None);

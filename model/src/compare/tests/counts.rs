@@ -66,7 +66,7 @@ fn a_report_without_losses_is_read_for_its_missed_calls() {
         c.findings
     );
     assert_eq!(
-        uncounted(&b, Op::DmaMap, Some("0000:00:05.0")),
+        uncounted(&b, Op::DmaMap, Some(&"0000:00:05.0".into())),
         2 * transactions
     );
     missed(&mut b, transactions / 10);
@@ -93,7 +93,10 @@ fn calls_open_at_the_end_are_the_devices_own_slack() {
             open_at_end: 2,
         },
     );
-    assert_eq!(uncounted(&b, Op::DmaMap, Some("0000:00:05.0")), 5);
-    assert_eq!(uncounted(&b, Op::DmaMap, Some("0000:00:06.0")), 3);
-    assert_eq!(uncounted(&b, Op::IotlbFlush, Some("0000:00:06.0")), 0);
+    assert_eq!(uncounted(&b, Op::DmaMap, Some(&"0000:00:05.0".into())), 5);
+    assert_eq!(uncounted(&b, Op::DmaMap, Some(&"0000:00:06.0".into())), 3);
+    assert_eq!(
+        uncounted(&b, Op::IotlbFlush, Some(&"0000:00:06.0".into())),
+        0
+    );
 }

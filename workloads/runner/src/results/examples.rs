@@ -12,6 +12,7 @@ use crate::window::{ProbeWindow, WindowDevice, WindowOp};
 use crate::{WorkloadKind, WorkloadOutput};
 use iommutop_model::results::fio::{TargetKind, TargetResult};
 use iommutop_model::results::WorkloadResults;
+use iommutop_model::sample::Op;
 use iommutop_model::workload::{Headline, WorkUnit};
 use iommutop_vfio_nvme as driver;
 use std::collections::BTreeMap;
@@ -38,15 +39,15 @@ fn dma_contention() -> WorkloadOutput {
         };
         device
             .ops
-            .insert("dma_map".into(), timed(50_000, 812.5 * scale, 2047));
+            .insert(Op::DmaMap, timed(50_000, 812.5 * scale, 2047));
         device
             .ops
-            .insert("dma_unmap".into(), timed(50_000, 640.25 * scale, 1023));
+            .insert(Op::DmaUnmap, timed(50_000, 640.25 * scale, 1023));
         device
             .ops
-            .insert("iova_alloc".into(), timed(50_000, 351.0 * scale, 1023));
+            .insert(Op::IovaAlloc, timed(50_000, 351.0 * scale, 1023));
         device.ops.insert(
-            "iova_alloc_slow".into(),
+            Op::IovaAllocSlow,
             WindowOp {
                 count: 12,
                 per_s: 2.4,
