@@ -127,7 +127,8 @@ impl fmt::Display for Health {
 /// A name that is no health counter's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "`{0}` is not a health counter (device_map_full, recursion_misses, missed_calls.<op>, ...)"
+    "`{0}` is not a health counter this iommutop knows (device_map_full, recursion_misses, \
+     missed_calls.<op>, ...): a report a newer iommutop wrote reads with that version"
 )]
 pub struct UnknownHealth(pub String);
 

@@ -86,6 +86,29 @@ fn a_wrong_field_is_named_by_its_path_in_one_line() {
     assert_one_line_error(&output, 2, &needles);
 }
 
+/// A report a newer iommutop wrote, with a health counter this build does not know, is refused
+/// in one line that names the counter and says which version reads it: a count of what the
+/// probes lost is never dropped unread.
+#[test]
+fn a_health_counter_this_build_does_not_know_is_named_in_one_line() {
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lab_report()).expect("fixture"))
+            .expect("JSON");
+    value["health"]["counter_of_a_later_build"] = 3.into();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let newer = dir.path().join("newer.json");
+    std::fs::write(&newer, serde_json::to_string(&value).expect("JSON")).expect("write");
+    let output = iommutop().arg("report").arg(&newer).output().expect("runs");
+    assert_one_line_error(
+        &output,
+        2,
+        &[
+            "newer.json: invalid iommutop report: health.counter_of_a_later_build:",
+            "a report a newer iommutop wrote reads with that version",
+        ],
+    );
+}
+
 /// A report with the calls its probes did not see whole (`losses`): read, written again as it
 /// was and valid against the schema; its text shows them in a table and says, before the verdict,
 /// what the counts and the latencies lack.
