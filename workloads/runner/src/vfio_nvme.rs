@@ -10,7 +10,7 @@ use crate::params::ParamValues;
 use crate::{Workload, WorkloadOutput};
 use iommutop_model::workload::{Headline, WorkUnit};
 use iommutop_vfio_nvme as driver;
-use iommutop_vfio_nvme::options::SweepFromValues as _;
+use iommutop_vfio_nvme::options::{RunFromValues as _, SweepFromValues as _};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

@@ -370,7 +370,7 @@ fn assemble(
     let (iops, mb_s) = rates(ios, bytes, elapsed);
     let latency = hist.summary();
     Ok(VfioNvmeRun {
-        params: params.reported(),
+        params: params.clone(),
         device,
         setup_maps: setup.maps.len(),
         setup_map_ns: setup.map_total_ns,

@@ -244,9 +244,14 @@ fn whole_number(option: &str, text: &str) -> Result<u64, ParamError> {
     .map_err(|_| ParamError::new(option, text, "give a whole number"))
 }
 
-impl Params {
+/// Reading a run from checked values: a trait, as [`Params`] is the results' type.
+pub trait RunFromValues: Sized {
     /// A run from checked values (keys absent take the defaults).
-    pub fn from_values(values: &ParamValues) -> Result<Params, ParamError> {
+    fn from_values(values: &ParamValues) -> Result<Self, ParamError>;
+}
+
+impl RunFromValues for Params {
+    fn from_values(values: &ParamValues) -> Result<Params, ParamError> {
         let read = Reader(values);
         let mut params = Params {
             target: read.target()?,
@@ -297,7 +302,7 @@ impl Params {
     }
 }
 
-/// Reading a sweep from checked values: a trait, as [`SweepParams`] is the model's type.
+/// Reading a sweep from checked values: a trait, as [`SweepParams`] is the results' type.
 pub trait SweepFromValues: Sized {
     /// A sweep from checked values (keys absent take the defaults); options a sweep has no use
     /// for are refused.

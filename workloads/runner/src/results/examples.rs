@@ -280,7 +280,7 @@ fn vfio_nvme_run() -> WorkloadOutput {
     params.target.bind = true;
     let setup = setup();
     let result = driver::VfioNvmeRun {
-        params: params.reported(),
+        params,
         device: device(),
         setup_maps: setup.maps.len(),
         setup_map_ns: setup.map_total_ns,

@@ -2,8 +2,8 @@
 //! then each thread, with latency percentiles, the CCDF and the histogram's buckets) or an IOTLB
 //! sweep's curves, each with the device, the set-up cost and what was changed on the host.
 //!
-//! The driver makes these types itself (its worker sends them back whole); only its run
-//! parameters (which keep a `Duration`) are its own, given here as [`params::RunParams`].
+//! The driver makes these types itself (its worker sends them back whole), and runs from these
+//! parameters ([`params::RunParams`], [`params::SweepParams`]), which the results repeat as given.
 
 pub mod host;
 pub mod params;

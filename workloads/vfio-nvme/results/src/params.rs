@@ -4,10 +4,17 @@
 
 use serde::{Deserialize, Serialize};
 use std::str::FromStr;
+use std::time::Duration;
 use strum::VariantArray;
 
 /// The most distinct buffer pages a thread (or a sweep step) cycles through.
 pub const MAX_PAGES: u64 = 1 << 20;
+/// The largest queue depth per thread (the I/O queue then has `qd + 1` entries).
+pub const MAX_QUEUE_DEPTH: u16 = 1024;
+/// The most threads (one I/O queue pair each).
+pub const MAX_THREADS: u16 = 64;
+/// The largest `--bs`.
+pub const MAX_BLOCK_SIZE: u32 = 2 << 20;
 
 /// A bad parameter: the option, the value given, and what to give instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -183,16 +190,6 @@ impl FromStr for Backend {
     }
 }
 
-/// When a run ends, as the results say it (the driver's holds a `Duration`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Stop {
-    /// After this many seconds.
-    Duration(f64),
-    /// After this many I/Os in total, split evenly over the threads.
-    Ios(u64),
-}
-
 /// The device and what the tool may change on the host to use it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Target {
@@ -243,21 +240,68 @@ impl Target {
     }
 }
 
-/// One run of I/O.
+/// When a run ends.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// After this long (seconds in JSON).
+    Duration(#[serde(with = "secs_f64")] Duration),
+    /// After this many I/Os in total, split evenly over the threads.
+    Ios(u64),
+}
+
+mod secs_f64 {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let secs = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom)
+    }
+}
+
+/// One run of I/O: what the driver runs, and what its results repeat.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunParams {
     pub target: Target,
     pub pattern: Pattern,
+    /// Bytes per I/O: a multiple of the namespace's LBA size.
     pub block_size: u32,
+    /// Commands in flight per thread.
     pub queue_depth: u16,
+    /// Threads, each with its own I/O queue pair.
     pub threads: u16,
     pub stop: Stop,
     /// Distinct buffer pages each thread cycles through (`None`: as few as the queue depth needs).
     pub pages: Option<u64>,
     pub page_size: PageSize,
+    /// Writes overwrite the device: they need this and a device named in `target.device`.
     pub allow_write: bool,
+    /// Writes fill each block with a pattern derived from its LBA and `seed`; reads check it.
     pub verify: bool,
+    /// Seeds the random LBAs and the verify pattern (same seed, same LBAs).
     pub seed: u64,
+}
+
+impl Default for RunParams {
+    fn default() -> RunParams {
+        RunParams {
+            target: Target::default(),
+            pattern: Pattern::RandRead,
+            block_size: 4096,
+            queue_depth: 1,
+            threads: 1,
+            stop: Stop::Duration(Duration::from_secs(10)),
+            pages: None,
+            page_size: PageSize::Size4K,
+            allow_write: false,
+            verify: false,
+            seed: 1,
+        }
+    }
 }
 
 impl RunParams {
@@ -270,6 +314,130 @@ impl RunParams {
             self.page_size.bytes(),
         )
     }
+
+    /// Bytes of data buffer per thread.
+    pub fn buffer_bytes_per_thread(&self) -> u64 {
+        self.pages_per_thread() * self.page_size.bytes()
+    }
+
+    /// Checks everything that can be checked without the device.
+    pub fn validate(&self) -> Result<(), ParamError> {
+        self.target.validate()?;
+        let bs = self.block_size;
+        if !(512..=MAX_BLOCK_SIZE).contains(&bs) || !bs.is_multiple_of(512) {
+            return Err(ParamError::new(
+                "--bs",
+                bs.to_string(),
+                format!(
+                    "give a multiple of 512 bytes up to {} KiB (4k, 64k)",
+                    MAX_BLOCK_SIZE >> 10
+                ),
+            ));
+        }
+        if self.queue_depth == 0 || self.queue_depth > MAX_QUEUE_DEPTH {
+            return Err(ParamError::new(
+                "--qd",
+                self.queue_depth.to_string(),
+                format!("give 1 to {MAX_QUEUE_DEPTH}"),
+            ));
+        }
+        if self.threads == 0 || self.threads > MAX_THREADS {
+            return Err(ParamError::new(
+                "--threads",
+                self.threads.to_string(),
+                format!("give 1 to {MAX_THREADS}"),
+            ));
+        }
+        match self.stop {
+            Stop::Duration(d) if d.is_zero() => {
+                return Err(ParamError::new(
+                    "--duration",
+                    "0",
+                    "give a positive time (10s, 500ms)",
+                ))
+            }
+            Stop::Ios(0) => return Err(ParamError::new("--ios", "0", "give at least 1")),
+            Stop::Ios(n) if n < u64::from(self.threads) => {
+                return Err(ParamError::new(
+                    "--ios",
+                    n.to_string(),
+                    format!("give at least one I/O per thread ({})", self.threads),
+                ))
+            }
+            _ => {}
+        }
+        let pages = self.pages_per_thread();
+        if pages == 0 || pages > MAX_PAGES {
+            return Err(ParamError::new(
+                "--pages",
+                pages.to_string(),
+                format!("give 1 to {MAX_PAGES}"),
+            ));
+        }
+        let slots = buffer_slot_count(pages, self.page_size.bytes(), slot_bytes(bs));
+        if slots < u64::from(self.queue_depth) {
+            return Err(ParamError::new(
+                "--pages",
+                pages.to_string(),
+                format!(
+                    "{pages} x {} pages hold {slots} buffers of {bs} bytes, fewer than --qd {}: give --pages {} or more",
+                    self.page_size,
+                    self.queue_depth,
+                    min_pages_for(self.queue_depth, self.page_size.bytes(), slot_bytes(bs))
+                ),
+            ));
+        }
+        if self.pattern.is_write() {
+            check_write_allowed(self.pattern.name(), self.allow_write, &self.target)?;
+        }
+        Ok(())
+    }
+}
+
+/// Bytes a buffer slot takes: the block size rounded up to 4 KiB, so slots stay page aligned.
+pub fn slot_bytes(block_size: u32) -> u64 {
+    u64::from(block_size).div_ceil(4096) * 4096
+}
+
+/// How many buffer slots of `slot` bytes fit in `pages` pages of `page` bytes (see
+/// the driver's `params::buffer_slots`).
+pub fn buffer_slot_count(pages: u64, page: u64, slot: u64) -> u64 {
+    if slot == 0 || page == 0 {
+        return 0;
+    }
+    if slot <= page {
+        pages * (page / slot)
+    } else {
+        (pages * page) / slot
+    }
+}
+
+fn min_pages_for(qd: u16, page: u64, slot: u64) -> u64 {
+    (1..=MAX_PAGES)
+        .find(|&p| buffer_slot_count(p, page, slot) >= u64::from(qd))
+        .unwrap_or(MAX_PAGES)
+}
+
+fn check_write_allowed(
+    pattern: &str,
+    allow_write: bool,
+    target: &Target,
+) -> Result<(), ParamError> {
+    if !allow_write {
+        return Err(ParamError::new(
+            "--pattern",
+            pattern,
+            "writes overwrite the device's data: add --allow-write to mean it",
+        ));
+    }
+    if target.device.is_none() {
+        return Err(ParamError::new(
+            "--pattern",
+            pattern,
+            "writes go only to a device named explicitly: add --device (0000:01:00.0, nvme0 or /dev/nvme0n1)",
+        ));
+    }
+    Ok(())
 }
 
 /// Distinct buffer pages of `page_bytes` per thread: `pages` if given, or the fewest that hold
