@@ -199,7 +199,7 @@ pub struct RecordArgs {
     pub cross_check: bool,
     /// Attach only these probe points (comma-separated, `iommutop probes` lists them) and the
     /// DMA API points the IOMMU-side ones need for attribution: less cost, fewer numbers.
-    #[arg(long, value_name = "LIST", value_parser = parse_points)]
+    #[arg(long, value_name = "LIST", value_parser = PointSelection::parse)]
     pub points: Option<PointSelection>,
     /// The command to run under the probes.
     #[arg(last = true, value_name = "COMMAND")]
@@ -311,7 +311,7 @@ pub struct RunArgs {
     pub cross_check: bool,
     /// Attach only these probe points (comma-separated, `iommutop probes` lists them) and the
     /// DMA API points the IOMMU-side ones need for attribution: less cost, fewer numbers.
-    #[arg(long, value_name = "LIST", value_parser = parse_points)]
+    #[arg(long, value_name = "LIST", value_parser = PointSelection::parse)]
     pub points: Option<PointSelection>,
     #[arg(long, value_name = "DEV", help = crate::device_filter::HELP)]
     pub device: Option<String>,
@@ -386,7 +386,7 @@ pub struct TopArgs {
     pub format: OutputFormat,
     /// Attach only these probe points (comma-separated, `iommutop probes` lists them) and the
     /// DMA API points the IOMMU-side ones need for attribution: less cost, fewer numbers.
-    #[arg(long, value_name = "LIST", value_parser = parse_points)]
+    #[arg(long, value_name = "LIST", value_parser = PointSelection::parse)]
     pub points: Option<PointSelection>,
     /// Print the table as text to stdout, one timestamped block per interval, instead of the
     /// view (as `top -b` does): for pipes and logs.
@@ -426,7 +426,7 @@ pub struct ServeArgs {
     pub listen: String,
     /// Attach only these probe points (comma-separated, `iommutop probes` lists them) and the
     /// DMA API points the IOMMU-side ones need for attribution: less cost, fewer series.
-    #[arg(long, value_name = "LIST", value_parser = parse_points)]
+    #[arg(long, value_name = "LIST", value_parser = PointSelection::parse)]
     pub points: Option<PointSelection>,
     #[arg(long, value_name = "DEV", help = crate::device_filter::HELP)]
     pub device: Option<String>,
@@ -464,18 +464,23 @@ fn workload_list() -> String {
     text
 }
 
-fn parse_points(text: &str) -> Result<PointSelection, String> {
-    PointSelection::parse(text).map_err(|e| e.to_string())
+/// Why a number of seconds was refused.
+#[derive(Debug, thiserror::Error)]
+enum SecondsError {
+    #[error("`{0}` is not a number of seconds")]
+    NotANumber(String),
+    #[error("`{0}` must be a positive number of seconds")]
+    NotPositive(String),
 }
 
-fn parse_seconds(text: &str) -> Result<f64, String> {
+fn parse_seconds(text: &str) -> Result<f64, SecondsError> {
     let value: f64 = text
         .parse()
-        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+        .map_err(|_| SecondsError::NotANumber(text.to_string()))?;
     if value.is_finite() && value > 0.0 {
         Ok(value)
     } else {
-        Err(format!("`{text}` must be a positive number of seconds"))
+        Err(SecondsError::NotPositive(text.to_string()))
     }
 }
 

@@ -161,32 +161,40 @@ fn alive(pid: u32) -> bool {
     rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// Why a record file cannot be read.
+#[derive(Debug, thiserror::Error)]
+enum Unreadable {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("record format {0} (this iommutop reads {FORMAT})")]
+    Format(u32),
+}
+
 /// Every record file, sorted, with its content or why it cannot be read.
-fn records(root: &HostRoot) -> Vec<(PathBuf, Result<Record, String>)> {
+fn records(root: &HostRoot) -> Vec<(PathBuf, Result<Record, Unreadable>)> {
     let dir = root.record_dir();
-    let mut found: Vec<(PathBuf, Result<Record, String>)> = entry_names(&dir)
+    let mut found: Vec<(PathBuf, Result<Record, Unreadable>)> = entry_names(&dir)
         .into_iter()
         .filter(|name| name.ends_with(".json"))
         .map(|name| {
             let path = dir.join(name);
-            let record = std::fs::read_to_string(&path)
-                .map_err(|e| e.to_string())
-                .and_then(|text| serde_json::from_str::<Record>(&text).map_err(|e| e.to_string()))
-                .and_then(|record| {
-                    if record.format == FORMAT {
-                        Ok(record)
-                    } else {
-                        Err(format!(
-                            "record format {} (this iommutop reads {FORMAT})",
-                            record.format
-                        ))
-                    }
-                });
+            let record = read_record(&path);
             (path, record)
         })
         .collect();
     found.sort_by(|a, b| a.0.cmp(&b.0));
     found
+}
+
+fn read_record(path: &Path) -> Result<Record, Unreadable> {
+    let record: Record = serde_json::from_str(&std::fs::read_to_string(path)?)?;
+    if record.format == FORMAT {
+        Ok(record)
+    } else {
+        Err(Unreadable::Format(record.format))
+    }
 }
 
 /// Puts back what processes that no longer run left recorded: one line per record found (put

@@ -7,7 +7,7 @@ use crate::exit::{Failure, Outcome};
 use crate::stop::StopSignal;
 use anyhow::{anyhow, Context};
 use iommutop_workloads::error::ErrorClass;
-use iommutop_workloads::params::ParamValues;
+use iommutop_workloads::params::{BadValue, ParamValues};
 use iommutop_workloads::{ProbeWindow, ReportedOutput, WorkloadOutput};
 use iommutop_workloads::{Profile, ProfileSet, RunControl, Workload, WorkloadError, WorkloadKind};
 use serde_json::{json, Map, Value};
@@ -105,7 +105,24 @@ struct Parsed {
     help: bool,
 }
 
-fn parse_args(kind: WorkloadKind, args: &[String]) -> Result<Parsed, String> {
+/// Why the trailing arguments were refused.
+#[derive(Debug, thiserror::Error, PartialEq)]
+enum ArgsError {
+    #[error(
+        "`{arg}`: give parameters as KEY=VALUE (`iommutop workload {workload} --help` lists them)"
+    )]
+    NotKeyValue { arg: String, workload: &'static str },
+    #[error("--{0} needs a value")]
+    NoValue(String),
+    #[error("--duration {0}: give positive seconds")]
+    BadDuration(String),
+    #[error("`{key}`: {message}")]
+    UnknownKey { key: String, message: String },
+    #[error("`{key}`: {problem}")]
+    BadValue { key: String, problem: BadValue },
+}
+
+fn parse_args(kind: WorkloadKind, args: &[String]) -> Result<Parsed, ArgsError> {
     let mut parsed = Parsed::default();
     let mut i = 0;
     while i < args.len() {
@@ -123,11 +140,10 @@ fn parse_args(kind: WorkloadKind, args: &[String]) -> Result<Parsed, String> {
             None => match arg.split_once('=') {
                 Some((k, v)) => (k.to_string(), Some(v.to_string())),
                 None => {
-                    return Err(format!(
-                        "`{arg}`: give parameters as KEY=VALUE (`iommutop workload {} --help` \
-                         lists them)",
-                        kind.name()
-                    ))
+                    return Err(ArgsError::NotKeyValue {
+                        arg: arg.clone(),
+                        workload: kind.name(),
+                    })
                 }
             },
         };
@@ -141,7 +157,7 @@ fn parse_args(kind: WorkloadKind, args: &[String]) -> Result<Parsed, String> {
             None => {
                 let v = args
                     .get(i)
-                    .ok_or_else(|| format!("--{key} needs a value"))?
+                    .ok_or_else(|| ArgsError::NoValue(key.clone()))?
                     .clone();
                 i += 1;
                 v
@@ -155,23 +171,24 @@ fn parse_args(kind: WorkloadKind, args: &[String]) -> Result<Parsed, String> {
                         .parse()
                         .ok()
                         .filter(|v: &f64| v.is_finite() && *v > 0.0)
-                        .ok_or_else(|| format!("--duration {value}: give positive seconds"))?,
+                        .ok_or_else(|| ArgsError::BadDuration(value.clone()))?,
                 )
             }
             _ => {
-                let spec = kind.spec(&key).ok_or_else(|| {
-                    format!(
-                        "`{key}`: {}",
-                        iommutop_workloads::params::unknown_key_message(
-                            &key,
-                            kind.name(),
-                            kind.specs()
-                        )
-                    )
+                let spec = kind.spec(&key).ok_or_else(|| ArgsError::UnknownKey {
+                    message: iommutop_workloads::params::unknown_key_message(
+                        &key,
+                        kind.name(),
+                        kind.specs(),
+                    ),
+                    key: key.clone(),
                 })?;
                 let value = spec
                     .parse_text(&value)
-                    .map_err(|m| format!("`{key}`: {m}"))?;
+                    .map_err(|problem| ArgsError::BadValue {
+                        key: key.clone(),
+                        problem,
+                    })?;
                 parsed.given.insert(key, value);
             }
         }
@@ -394,11 +411,14 @@ mod tests {
     #[test]
     fn bad_arguments_say_what_to_do() {
         let err = parse_args(WorkloadKind::Fio, &strings(&["randread"])).unwrap_err();
-        assert!(err.contains("give parameters as KEY=VALUE"), "{err}");
+        assert!(
+            err.to_string().contains("give parameters as KEY=VALUE"),
+            "{err}"
+        );
         let err = parse_args(WorkloadKind::Fio, &strings(&["iodpeth=3"])).unwrap_err();
-        assert!(err.contains("did you mean `iodepth`"), "{err}");
+        assert!(err.to_string().contains("did you mean `iodepth`"), "{err}");
         let err = parse_args(WorkloadKind::Fio, &strings(&["--bs"])).unwrap_err();
-        assert_eq!(err, "--bs needs a value");
+        assert_eq!(err.to_string(), "--bs needs a value");
     }
 
     #[test]

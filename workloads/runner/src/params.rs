@@ -2,6 +2,6 @@
 //! [`iommutop_model::params`], so that the VFIO driver declares its parameters with it too.
 
 pub use iommutop_model::params::{
-    markdown_table, unknown_key_message, DefaultValue, Kind, ParamError, ParamSpec, ParamValue,
-    ParamValues, WorkloadParams,
+    markdown_table, unknown_key_message, BadValue, DefaultValue, Kind, ParamError, ParamSpec,
+    ParamValue, ParamValues, WorkloadParams,
 };

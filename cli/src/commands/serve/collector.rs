@@ -6,7 +6,7 @@
 //! labels they were made under, and the device's series move to its new labels at once. When
 //! every scrape request sender is gone the thread ends and dropping the probes detaches them.
 
-use super::encode::{render, Exposition, HostLabels, PointTier, RowUse};
+use super::encode::{render, EncodeError, Exposition, HostLabels, PointTier, RowUse};
 use super::totals::Totals;
 use super::uevents::{DeviceChange, Uevents};
 use crate::cli::NetdevScope;
@@ -41,8 +41,8 @@ const FACTS_REFRESH: Duration = Duration::from_secs(10);
 /// Scrape requests waiting for the collector; more wait in the HTTP server.
 const QUEUE: usize = 16;
 
-/// A scrape's answer: the text, or why the maps could not be read.
-pub type Scraped = Result<String, String>;
+/// A scrape's answer: the text, or why it could not be written.
+pub type Scraped = Result<String, EncodeError>;
 
 /// What the collector is asked to do.
 enum Request {
@@ -246,8 +246,7 @@ impl Collector {
             cpus: self.cpus,
             sample_errors: self.sample_errors,
             rows: self.rows,
-        })
-        .map_err(|e| e.to_string())?;
+        })?;
         let host = SysfsHost {
             root: "/".into(),
             devices: &self.facts.devices,
