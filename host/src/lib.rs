@@ -52,9 +52,3 @@ pub use root::HostRoot;
 
 #[cfg(test)]
 mod fake;
-#[cfg(test)]
-mod file_sizes;
-#[cfg(test)]
-mod fn_lengths;
-#[cfg(test)]
-mod layers;

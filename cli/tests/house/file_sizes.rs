@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 /// Where each kind of source lives, the extensions it has and the most lines a file may have.
 const KINDS: [(&[&str], &[&str], usize); 2] = [
     (
-        &["abi", "cli", "host", "model", "tui", "workloads"],
+        &["abi", "cli", "host", "loader", "model", "tui", "workloads"],
         &["rs"],
         800,
     ),

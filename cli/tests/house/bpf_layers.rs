@@ -413,67 +413,17 @@ fn resolve_call(
     }
 }
 
-/// Each circle of a directed graph, as the nodes that reach each other (Tarjan's strongly
-/// connected components of more than one node, or a node that calls itself).
+/// Each circle of the graph of `edges`, its nodes listed.
 fn circles(edges: &BTreeSet<(String, String)>) -> Vec<String> {
-    let mut next: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut next: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for (from, to) in edges {
-        next.entry(from).or_default().push(to);
+        next.entry(from).or_default().insert(to);
         next.entry(to).or_default();
     }
-    let nodes: Vec<&str> = next.keys().copied().collect();
-    let mut index: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut low: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut on_stack: BTreeSet<&str> = BTreeSet::new();
-    let mut stack: Vec<&str> = Vec::new();
-    let mut found = Vec::new();
-    for &root in &nodes {
-        if index.contains_key(root) {
-            continue;
-        }
-        // Iterative depth-first search: (node, next successor to visit).
-        let mut work: Vec<(&str, usize)> = vec![(root, 0)];
-        while let Some(&mut (node, ref mut at)) = work.last_mut() {
-            if *at == 0 && !index.contains_key(node) {
-                let n = index.len();
-                index.insert(node, n);
-                low.insert(node, n);
-                stack.push(node);
-                on_stack.insert(node);
-            }
-            if let Some(&succ) = next[node].get(*at) {
-                *at += 1;
-                if !index.contains_key(succ) {
-                    work.push((succ, 0));
-                } else if on_stack.contains(succ) {
-                    let l = low[node].min(index[succ]);
-                    low.insert(node, l);
-                }
-                continue;
-            }
-            work.pop();
-            if let Some(&(parent, _)) = work.last() {
-                let l = low[parent].min(low[node]);
-                low.insert(parent, l);
-            }
-            if low[node] == index[node] {
-                let mut component = Vec::new();
-                while let Some(member) = stack.pop() {
-                    on_stack.remove(member);
-                    component.push(member);
-                    if member == node {
-                        break;
-                    }
-                }
-                let looped = next[node].contains(&node);
-                if component.len() > 1 || looped {
-                    component.sort_unstable();
-                    found.push(component.join(", "));
-                }
-            }
-        }
-    }
-    found
+    crate::circles::circles(&next)
+        .into_iter()
+        .map(|circle| circle.join(", "))
+        .collect()
 }
 
 /// Every C file and header under ebpf/, by its path there.
