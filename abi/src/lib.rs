@@ -7,6 +7,7 @@ pub mod bindings;
 pub mod domain;
 pub mod health;
 pub mod hist;
+pub mod keyed_by_text;
 mod layout;
 pub mod op;
 pub mod params;

@@ -95,26 +95,10 @@ impl Op {
     }
 }
 
-/// Serde for a map by operation, written as a map by name was: keyed by name and in the names'
-/// order (`#[serde(with = "iommutop_abi::op::by_name")]`).
-pub mod by_name {
-    use crate::op::Op;
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-    use std::collections::BTreeMap;
-
-    pub fn serialize<V: Serialize, S: Serializer>(
-        map: &BTreeMap<Op, V>,
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
-        let named: BTreeMap<&'static str, &V> =
-            map.iter().map(|(op, value)| (op.name(), value)).collect();
-        named.serialize(serializer)
-    }
-
-    pub fn deserialize<'de, V: Deserialize<'de>, D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<BTreeMap<Op, V>, D::Error> {
-        BTreeMap::deserialize(deserializer)
+/// Written as its name (`dma_map`), as in reports.
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -155,7 +139,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
-    struct Counts(#[serde(with = "by_name")] BTreeMap<Op, u64>);
+    struct Counts(#[serde(with = "crate::keyed_by_text")] BTreeMap<Op, u64>);
 
     #[test]
     fn a_map_by_op_is_written_by_name_in_the_names_order_and_read_back() {

@@ -29,7 +29,7 @@ pub mod time;
 pub mod unseen;
 pub mod waiting;
 
-pub use iommutop_abi::{op, params, pci, row_key, units, workload};
+pub use iommutop_abi::{keyed_by_text, params, pci, row_key, units, workload};
 
 pub use derive::{Derived, IoBasis};
 pub use device_filter::DeviceFilter;

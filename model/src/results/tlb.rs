@@ -3,6 +3,7 @@
 //! suggests.
 
 use iommutop_abi::workload::Headline;
+pub use iommutop_vfio_nvme_results::params::PageSize;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -19,7 +20,7 @@ pub struct SeriesBacking {
 /// One working set measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CurvePoint {
-    pub page_size: String,
+    pub page_size: PageSize,
     pub bytes: u64,
     pub ns_per_access: f64,
     pub accesses: u64,
@@ -57,7 +58,7 @@ impl StepKind {
 /// A rise in latency between two working sets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Step {
-    pub page_size: String,
+    pub page_size: PageSize,
     /// The largest working set before the rise (the reach estimate).
     pub fast_bytes: u64,
     /// The first working set after it.
@@ -85,7 +86,8 @@ pub struct Estimate {
 pub struct TlbResults {
     /// `pages` or `lines`: what the chase steps over.
     pub pattern: String,
-    pub page_sizes: BTreeMap<String, SeriesBacking>,
+    #[serde(with = "iommutop_abi::keyed_by_text")]
+    pub page_sizes: BTreeMap<PageSize, SeriesBacking>,
     pub sizes_per_page_size: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ns_per_access_4k_largest: Option<f64>,

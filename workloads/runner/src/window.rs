@@ -20,7 +20,7 @@ pub struct WindowDevice {
     pub names: Vec<String>,
     /// By operation, written by name (`dma_map`, `iova_alloc`, ...); only operations that
     /// were counted.
-    #[serde(with = "iommutop_model::op::by_name")]
+    #[serde(with = "iommutop_model::keyed_by_text")]
     pub ops: BTreeMap<Op, WindowOp>,
 }
 

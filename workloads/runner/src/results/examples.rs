@@ -6,7 +6,7 @@
 //! change.
 
 use crate::dma_contention::{self, Step};
-use crate::tlb::{steps, CurvePoint, SeriesBacking, TlbResults, TscResult};
+use crate::tlb::{steps, CurvePoint, PageSize, SeriesBacking, TlbResults, TscResult};
 use crate::vfio_nvme::VfioNvmeResults;
 use crate::window::{ProbeWindow, WindowDevice, WindowOp};
 use crate::{WorkloadKind, WorkloadOutput};
@@ -119,10 +119,13 @@ fn tlb() -> WorkloadOutput {
     let found = steps::classify(Some(&small), Some(&huge));
     let estimates = steps::estimates(&found, "pages");
     let mut curve = Vec::new();
-    for (page_size, series, cycles) in [("4k", &small, true), ("2m", &huge, false)] {
+    for (page_size, series, cycles) in [
+        (PageSize::Size4K, &small, true),
+        (PageSize::Size2M, &huge, false),
+    ] {
         for point in series {
             curve.push(CurvePoint {
-                page_size: page_size.into(),
+                page_size,
                 bytes: point.bytes,
                 ns_per_access: point.ns,
                 accesses: 1_000_000 + point.bytes,
@@ -132,14 +135,14 @@ fn tlb() -> WorkloadOutput {
     }
     let page_sizes = BTreeMap::from([
         (
-            "4k".to_string(),
+            PageSize::Size4K,
             SeriesBacking {
                 backing: "4k".into(),
                 huge_fraction: None,
             },
         ),
         (
-            "2m".to_string(),
+            PageSize::Size2M,
             SeriesBacking {
                 backing: "thp".into(),
                 huge_fraction: Some(0.75),

@@ -26,7 +26,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use steps::Point;
 
-pub use iommutop_model::results::tlb::{CurvePoint, SeriesBacking, TlbResults, TscResult};
+pub use iommutop_model::results::tlb::{
+    CurvePoint, PageSize, SeriesBacking, TlbResults, TscResult,
+};
 
 pub const SPECS: &[ParamSpec] = &[
     ParamSpec {
@@ -93,7 +95,7 @@ pub const SPECS: &[ParamSpec] = &[
 
 pub struct Tlb {
     params: ParamValues,
-    page_sizes: Vec<String>,
+    page_sizes: Vec<PageSize>,
     sizes: Vec<u64>,
     max_size: u64,
     pages_pattern: bool,
@@ -121,7 +123,12 @@ impl Tlb {
         let per_octave = u32::try_from(params.u64("sizes_per_octave")?)
             .map_err(|_| WorkloadError::param("sizes_per_octave", "out of range"))?;
         Ok(Tlb {
-            page_sizes: params.strs("page_sizes")?,
+            page_sizes: params
+                .strs("page_sizes")?
+                .iter()
+                .map(|name| name.parse::<PageSize>())
+                .collect::<Result<_, _>>()
+                .map_err(|e| WorkloadError::param("page_sizes", e.to_string()))?,
             sizes: chase::working_sets(min, max, per_octave),
             max_size: max,
             pages_pattern: params.str("pattern")? == "pages",
@@ -139,11 +146,11 @@ impl Tlb {
     }
 
     fn wants_2m(&self) -> bool {
-        self.page_sizes.iter().any(|p| p == "2m")
+        self.page_sizes.contains(&PageSize::Size2M)
     }
 
     /// A buffer for one page size: hugetlb when possible, else THP with a warning.
-    fn buffer(&mut self, page_size: &str) -> Result<Option<Buffer>, WorkloadError> {
+    fn buffer(&mut self, page_size: PageSize) -> Result<Option<Buffer>, WorkloadError> {
         let len = usize::try_from(self.max_size)
             .map_err(|_| WorkloadError::param("max_size", "too large for this machine"))?;
         let no_memory = |e: std::io::Error| {
@@ -152,7 +159,7 @@ impl Tlb {
                 format_size(self.max_size)
             ))
         };
-        if page_size == "4k" {
+        if page_size == PageSize::Size4K {
             return Buffer::small(len).map(Some).map_err(no_memory);
         }
         match Buffer::hugetlb(len) {
@@ -200,7 +207,7 @@ impl Tlb {
         &self,
         ctl: &mut dyn RunControl,
         tsc: &Tsc,
-        page_size: &str,
+        page_size: PageSize,
         buffer: &mut Buffer,
         curve: &mut Vec<CurvePoint>,
         rates: &mut Vec<f64>,
@@ -220,7 +227,7 @@ impl Tlb {
                 rates.push(rate);
             }
             let point = CurvePoint {
-                page_size: page_size.to_string(),
+                page_size,
                 bytes: size,
                 ns_per_access: m.ns_per_access,
                 accesses: m.accesses,
@@ -305,12 +312,12 @@ impl Workload for Tlb {
     fn run(&mut self, ctl: &mut dyn RunControl) -> Result<WorkloadOutput, WorkloadError> {
         let tsc = Tsc::detect();
         let mut curve = Vec::new();
-        let mut series: BTreeMap<String, SeriesBacking> = BTreeMap::new();
-        let mut points: Vec<(String, Vec<Point>)> = Vec::new();
+        let mut series: BTreeMap<PageSize, SeriesBacking> = BTreeMap::new();
+        let mut points: Vec<(PageSize, Vec<Point>)> = Vec::new();
         let mut rates = Vec::new();
         let mut interrupted = false;
         for page_size in self.page_sizes.clone() {
-            let Some(mut buffer) = self.buffer(&page_size)? else {
+            let Some(mut buffer) = self.buffer(page_size)? else {
                 continue;
             };
             let backing = buffer.backing;
@@ -321,7 +328,7 @@ impl Workload for Tlb {
                     _ => None,
                 },
             };
-            series.insert(page_size.clone(), info);
+            series.insert(page_size, info);
             ctl.note(&format!(
                 "tlb: {page_size} pages ({}), {} working sets from {} to {}",
                 backing.name(),
@@ -330,7 +337,7 @@ impl Workload for Tlb {
                 format_size(self.max_size)
             ));
             let (measured, cancelled) =
-                self.measure_curve(ctl, &tsc, &page_size, &mut buffer, &mut curve, &mut rates)?;
+                self.measure_curve(ctl, &tsc, page_size, &mut buffer, &mut curve, &mut rates)?;
             interrupted = cancelled;
             points.push((page_size, measured));
             drop(buffer);
@@ -338,14 +345,14 @@ impl Workload for Tlb {
                 break;
             }
         }
-        let series_of = |name: &str| {
+        let series_of = |size: PageSize| {
             points
                 .iter()
-                .find(|(p, _)| p == name)
+                .find(|(p, _)| *p == size)
                 .map(|(_, v)| v.as_slice())
                 .filter(|v| !v.is_empty())
         };
-        let (small, huge) = (series_of("4k"), series_of("2m"));
+        let (small, huge) = (series_of(PageSize::Size4K), series_of(PageSize::Size2M));
         let found = steps::classify(small, huge);
         let pattern = if self.pages_pattern { "pages" } else { "lines" };
         let estimates = steps::estimates(&found, pattern);
@@ -411,7 +418,7 @@ pub fn summarize(results: &TlbResults) -> String {
     let mut sizes: Vec<u64> = results.curve.iter().map(|p| p.bytes).collect();
     sizes.sort_unstable();
     sizes.dedup();
-    let at = |page: &str, bytes: u64| {
+    let at = |page: PageSize, bytes: u64| {
         results
             .curve
             .iter()
@@ -426,8 +433,8 @@ pub fn summarize(results: &TlbResults) -> String {
         out.push_str(&format!(
             "{:>10} {:>10} {:>10}\n",
             format_size(bytes),
-            at("4k", bytes),
-            at("2m", bytes)
+            at(PageSize::Size4K, bytes),
+            at(PageSize::Size2M, bytes)
         ));
     }
     for step in &results.steps {

@@ -11,7 +11,7 @@ pub struct Point {
     pub ns: f64,
 }
 
-pub use iommutop_model::results::tlb::{Estimate, Step, StepKind};
+pub use iommutop_model::results::tlb::{Estimate, PageSize, Step, StepKind};
 
 /// A point-to-point rise by this factor starts or continues a step (a steady climb of smaller
 /// rises is no step)...
@@ -52,11 +52,11 @@ fn overlaps(a: &Step, b: &Step) -> bool {
 
 /// Steps of both series, classified by comparing them (`small` = the 4 KiB series).
 pub fn classify(small: Option<&[Point]>, huge: Option<&[Point]>) -> Vec<Step> {
-    let make = |points: &[Point], name: &str| -> Vec<Step> {
+    let make = |points: &[Point], page_size: PageSize| -> Vec<Step> {
         find_steps(points)
             .into_iter()
             .map(|(f, s)| Step {
-                page_size: name.to_string(),
+                page_size,
                 fast_bytes: points[f].bytes,
                 slow_bytes: points[s].bytes,
                 ns_before: points[f].ns,
@@ -66,8 +66,8 @@ pub fn classify(small: Option<&[Point]>, huge: Option<&[Point]>) -> Vec<Step> {
             })
             .collect()
     };
-    let mut small_steps = small.map(|p| make(p, "4k")).unwrap_or_default();
-    let mut huge_steps = huge.map(|p| make(p, "2m")).unwrap_or_default();
+    let mut small_steps = small.map(|p| make(p, PageSize::Size4K)).unwrap_or_default();
+    let mut huge_steps = huge.map(|p| make(p, PageSize::Size2M)).unwrap_or_default();
     if small.is_some() && huge.is_some() {
         for step in &mut small_steps {
             step.kind = if huge_steps.iter().any(|h| overlaps(step, h)) {
@@ -215,8 +215,8 @@ mod tests {
             (2 * M, StepKind::Cache)
         );
         assert_eq!(
-            (steps[2].page_size.as_str(), steps[2].kind),
-            ("2m", StepKind::Cache)
+            (steps[2].page_size, steps[2].kind),
+            (PageSize::Size2M, StepKind::Cache)
         );
         let est = estimates(&steps, "pages");
         assert_eq!(est[0].entries, Some(64));
