@@ -205,3 +205,47 @@ lab: the guest kernel reported trouble while the command ran (the command exited
     );
     assert!(support::emulator_crashes("lab: nothing of the emulator's\n").is_empty());
 }
+
+/// The matrix's load verdict decides which operations a warning names from its own list of
+/// their report names: the list is every operation, and a warning naming only an operation the
+/// verdict did not compare does not fail an exact cell, while one naming a compared operation,
+/// or none, does.
+#[test]
+fn the_load_verdict_knows_every_operation_and_which_warnings_contradict_exact_counts() {
+    let verdict = project_root().join("scripts/lib/load_verdict.py");
+    let source = std::fs::read_to_string(&verdict).expect("load_verdict.py");
+    let ops = source
+        .split_once("OPS = (")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(list, _)| list)
+        .expect("an OPS tuple");
+    let listed: Vec<&str> = ops
+        .split(',')
+        .map(|name| name.trim().trim_matches('"'))
+        .filter(|name| !name.is_empty())
+        .collect();
+    let every: Vec<&str> = iommutop_model::sample::Op::ALL
+        .iter()
+        .map(|op| op.name())
+        .collect();
+    assert_eq!(listed, every, "OPS in {}", verdict.display());
+    let check = "import sys; sys.path.insert(0, sys.argv[1]); import load_verdict as v; \
+                 print([v.contradicts(w, ('dma_map', 'completion')) for w in sys.argv[2:]])";
+    let output = Command::new("python3")
+        .args(["-c", check])
+        .arg(verdict.parent().expect("scripts/lib"))
+        .args([
+            "2 iotlb_flush calls were seen by no probe program: the counts are short by that many",
+            "3 dma_map calls were seen by no probe program: the counts are short by that many",
+            "the numbers may be incomplete",
+            "20 sampled call paths could not be recorded",
+        ])
+        .output()
+        .expect("python3 runs");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "[False, True, True, False]",
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
