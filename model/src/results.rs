@@ -15,6 +15,7 @@ pub use iommutop_vfio_nvme_results as vfio_nvme;
 use crate::sample::Op;
 use dma_contention::DmaContentionResults;
 use fio::FioResults;
+use iommutop_abi::pci::PciAddress;
 use iommutop_abi::workload::{Headline, WORK_KEY};
 use netperf::NetperfResults;
 use serde::de::DeserializeOwned;
@@ -130,13 +131,13 @@ impl WorkloadResults {
     /// The probes' counts per unit of work over the workload's own window (from its first unit
     /// to its last: no set-up, such as a NIC's receive ring filled when its link comes up), by
     /// PCI address; empty when the workload measured none.
-    pub fn window_counts(&self) -> BTreeMap<String, PerUnit> {
+    pub fn window_counts(&self) -> BTreeMap<PciAddress, PerUnit> {
         match self {
             WorkloadResults::Netperf(results) => results
                 .per_transaction
                 .iter()
                 .flatten()
-                .map(|(pci, nic)| (pci.clone(), nic.counts))
+                .map(|(pci, nic)| (*pci, nic.counts))
                 .collect(),
             WorkloadResults::Fio(results) => results.run.per_io.clone().unwrap_or_default(),
             WorkloadResults::Marked { results, .. } => results.window_counts(),
@@ -149,7 +150,11 @@ impl WorkloadResults {
     /// it counted per unit ([`WorkloadResults::window_counts`]). PCI addresses and NIC or disk
     /// names, which [`crate::snapshot::Device::answers_to`] takes; empty when they name none.
     pub fn devices(&self) -> BTreeSet<String> {
-        let mut names: BTreeSet<String> = self.window_counts().into_keys().collect();
+        let mut names: BTreeSet<String> = self
+            .window_counts()
+            .into_keys()
+            .map(|pci| pci.to_string())
+            .collect();
         let mut add = |name: Option<String>| names.extend(name.filter(|n| !n.is_empty()));
         match self {
             WorkloadResults::Netperf(results) => {

@@ -19,6 +19,7 @@ use crate::results::PerUnit;
 use crate::sample::Op;
 use crate::snapshot::Device;
 use crate::waiting::DmaWaiting;
+use iommutop_abi::pci::PciAddress;
 use iommutop_abi::workload::Headline;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,7 +42,7 @@ pub struct WorkUnits {
     /// ([`crate::results::WorkloadResults::window_counts`]): what a device did per unit without
     /// the run's set-up.
     #[serde(skip)]
-    pub window: BTreeMap<String, PerUnit>,
+    pub window: BTreeMap<PciAddress, PerUnit>,
     /// The devices the workload drove, as its results and parameters name them (PCI addresses,
     /// NIC and disk names): only their figures are per the workload's unit.
     #[serde(skip)]
@@ -271,9 +272,10 @@ impl DeviceWork {
         let unit = units.of_device(device);
         let divisor = unit.count.filter(|c| *c > 0.0);
         let per = |value: f64| divisor.map(|u| value / u);
-        let window = units
-            .window
-            .get(&device.key.to_string())
+        let window = device
+            .key
+            .pci_address()
+            .and_then(|pci| units.window.get(&pci))
             .filter(|_| unit.workload);
         let counted = |op: Op| match window.and_then(|w| w.of(op)) {
             Some(in_window) => Some(in_window),
@@ -522,7 +524,7 @@ mod tests {
         {
             netperf.nics.retain(|nic| nic.name == "eth0");
             if let Some(windows) = netperf.per_transaction.as_mut() {
-                windows.remove("0000:00:06.0");
+                windows.remove(&"0000:00:06.0".parse().expect("an address"));
             }
         }
         let units = work_units(&report);
@@ -591,7 +593,7 @@ mod tests {
             let nic = report
                 .devices
                 .iter()
-                .find(|d| d.key == pci.as_str())
+                .find(|d| d.key.pci_address() == Some(*pci))
                 .expect("the NIC's row");
             let work = DeviceWork::of(nic, &units);
             assert_eq!(work.dma_maps, Some(window.dma_map));

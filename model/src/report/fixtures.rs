@@ -466,7 +466,7 @@ pub fn two_workloads_report(domain: &str) -> Report {
                 name: (*netdev).into(),
                 role: role.into(),
             };
-            ((*address).to_string(), nic)
+            ((*address).parse().expect("a PCI address"), nic)
         })
         .collect();
     let netperf = NetperfResults {

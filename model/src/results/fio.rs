@@ -142,7 +142,7 @@ pub struct FioDetails {
     /// The target's probe counts per I/O, by PCI address (one entry); absent without probes or
     /// when they saw no DMA work on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub per_io: Option<BTreeMap<String, PerUnit>>,
+    pub per_io: Option<BTreeMap<PciAddress, PerUnit>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dma_maps_per_io: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

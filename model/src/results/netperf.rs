@@ -72,7 +72,7 @@ pub struct NetperfResults {
     pub iommu_maps_per_transaction: Option<f64>,
     /// By PCI address; absent without probes (`iommutop workload`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub per_transaction: Option<BTreeMap<String, NicPerTransaction>>,
+    pub per_transaction: Option<BTreeMap<PciAddress, NicPerTransaction>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_window_s: Option<f64>,
     pub command: Vec<String>,

@@ -466,12 +466,12 @@ impl Workload for Fio {
             warnings.push("fio was interrupted: its numbers cover the run up to then".into());
         }
         if let Some(window) = &run.window {
-            match target.pci_address.map(|a| a.to_string()).as_deref() {
-                Some(pci) => match per_unit(window, pci, run.result.ios()) {
+            match target.pci_address {
+                Some(pci) => match per_unit(window, &pci.to_string(), run.result.ios()) {
                     Some(row) => {
                         results.run.dma_maps_per_io = Some(row.dma_map);
                         results.run.iommu_maps_per_io = Some(row.iommu_map);
-                        results.run.per_io = Some(BTreeMap::from([(pci.to_string(), row)]));
+                        results.run.per_io = Some(BTreeMap::from([(pci, row)]));
                     }
                     None => warnings.push(format!(
                         "the probes saw no DMA work on {pci} during the run: no per-I/O counts"

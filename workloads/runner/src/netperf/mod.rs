@@ -357,11 +357,10 @@ impl Workload for Netperf {
             if !table.is_empty() {
                 // Summed in the NICs' order (client first), as reports always were.
                 let total = |op: fn(&PerUnit) -> f64| {
-                    let rows = self.nics.iter().filter_map(|nic| {
-                        table
-                            .get(&nic.pci_address?.to_string())
-                            .map(|row| op(&row.counts))
-                    });
+                    let rows = self
+                        .nics
+                        .iter()
+                        .filter_map(|nic| table.get(&nic.pci_address?).map(|row| op(&row.counts)));
                     rows.sum()
                 };
                 results.dma_maps_per_transaction = Some(total(|c| c.dma_map));

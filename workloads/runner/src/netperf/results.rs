@@ -3,6 +3,7 @@
 use super::parse::RrResult;
 use super::Netperf;
 use crate::window::{per_unit, ProbeWindow};
+use iommutop_model::pci::PciAddress;
 use std::collections::BTreeMap;
 
 pub use iommutop_model::results::netperf::{NetperfResults, Nic, NicPerTransaction};
@@ -73,13 +74,13 @@ impl Netperf {
         &self,
         window: &ProbeWindow,
         result: &RrResult,
-    ) -> BTreeMap<String, NicPerTransaction> {
+    ) -> BTreeMap<PciAddress, NicPerTransaction> {
         let transactions = result.transactions();
         self.nics
             .iter()
             .filter_map(|nic| {
-                let pci = nic.pci_address?.to_string();
-                let counts = per_unit(window, &pci, transactions)?;
+                let pci = nic.pci_address?;
+                let counts = per_unit(window, &pci.to_string(), transactions)?;
                 let row = NicPerTransaction {
                     counts,
                     name: nic.name.clone(),
