@@ -441,11 +441,11 @@ fn check_write_allowed(
 }
 
 /// Distinct buffer pages of `page_bytes` per thread: `pages` if given, or the fewest that hold
-/// `queue_depth` buffer slots of `block_size` (each rounded up to 4 KiB, so slots stay page
-/// aligned).
+/// `queue_depth` buffer slots of `block_size` ([`slot_bytes`]: rounded up to 4 KiB, so slots
+/// stay page aligned).
 pub fn buffer_pages(pages: Option<u64>, block_size: u32, queue_depth: u16, page_bytes: u64) -> u64 {
     pages.unwrap_or_else(|| {
-        let slot = u64::from(block_size).div_ceil(4096) * 4096;
+        let slot = slot_bytes(block_size);
         (slot * u64::from(queue_depth)).div_ceil(page_bytes).max(1)
     })
 }
