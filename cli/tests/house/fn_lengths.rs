@@ -11,24 +11,12 @@
 //! that the braces left are the code's.
 
 use super::file_sizes::sources;
+use crate::CRATES;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// The most lines a function may have.
 const LIMIT: usize = 120;
-
-/// The `src/` folders read: every crate of the workspace.
-const CRATES: [&str; 9] = [
-    "abi",
-    "cli",
-    "host",
-    "loader",
-    "model",
-    "tui",
-    "workloads/runner",
-    "workloads/vfio-nvme",
-    "workloads/vfio-nvme/results",
-];
 
 /// `text` with every comment, string literal and char literal replaced by spaces (line breaks
 /// kept, so that line numbers still hold); lifetimes (`'a`) are left as they are.

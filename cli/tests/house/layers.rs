@@ -5,6 +5,7 @@
 //! submodule naming its parent is.
 
 use crate::circles::circles;
+use crate::CRATES;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -13,19 +14,6 @@ pub(crate) type Module = Vec<String>;
 
 /// Who imports whom, each module with the modules it names.
 pub(crate) type Graph = BTreeMap<Module, BTreeSet<Module>>;
-
-/// The workspace's crates, by directory.
-const CRATES: [&str; 9] = [
-    "abi",
-    "cli",
-    "host",
-    "loader",
-    "model",
-    "tui",
-    "workloads/runner",
-    "workloads/vfio-nvme",
-    "workloads/vfio-nvme/results",
-];
 
 #[test]
 fn the_modules_import_one_another_without_a_circle() {
