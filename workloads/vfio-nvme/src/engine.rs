@@ -12,7 +12,7 @@ use crate::mmio::Bar;
 use crate::nvme::controller::{Controller, QueuePair};
 use crate::nvme::prp;
 use crate::nvme::spec::CTRL_PAGE;
-use crate::params::{self, sweep_steps, PageSize, Params, Pattern, Stop, SweepParams};
+use crate::params::{self, sweep_steps, PageSize, Params, Pattern, Stop, SweepParams, Target};
 use crate::report::{rates, DeviceInfo, SetupCost, ThreadResult, VerifySummary, VfioNvmeRun};
 use crate::sweep::{self, SweepSeries, SweepStep, VfioNvmeSweep};
 use crate::vfio::{Iommu, Vfio};
@@ -154,9 +154,6 @@ fn io_on_controller<'a>(
     layout: &Layout,
     cancel: &AtomicBool,
 ) -> Result<Ran, Error> {
-    let mut ctrl = enable_controller(opened.bar, &mut q)?;
-    let b = identify(&mut ctrl, &params.target)?;
-    let device = device_info(opened.loc, opened.vfio, &ctrl, &b, params.target.nsid);
     let spec = IoSpec {
         pattern: params.pattern,
         block_size: params.block_size,
@@ -164,7 +161,7 @@ fn io_on_controller<'a>(
         verify: params.verify,
         seed: params.seed,
     };
-    let cfg = io_config(&b, params.target.nsid, spec, device.max_transfer_bytes)?;
+    let (mut ctrl, device, cfg) = bring_up(opened, &mut q, &params.target, spec)?;
     let threads = layout.threads;
     let granted = ctrl.set_queue_count(threads)?;
     if granted < threads {
@@ -174,7 +171,19 @@ fn io_on_controller<'a>(
     }
     let jobs = carve_jobs(&mut ctrl, &mut q, &mut d, layout)?;
     let results = run_threads(jobs, &cfg, layout, &params.stop, cancel)?;
-    let (outcomes, enable_ns) = wind_down(ctrl, results)?;
+    let mut pairs = Vec::with_capacity(results.len());
+    let mut outcomes = Vec::with_capacity(results.len());
+    let mut first_error = None;
+    for (qp, outcome) in results {
+        pairs.push(qp);
+        match outcome {
+            Ok(outcome) => outcomes.push(outcome),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    let enable_ns = wind_down(ctrl, pairs, first_error)?;
     Ok(Ran {
         device,
         outcomes,
@@ -182,13 +191,23 @@ fn io_on_controller<'a>(
     })
 }
 
-/// Enables the controller with its admin queues and Identify page carved from `q`.
-fn enable_controller<'a>(bar: &'a Bar, q: &mut DmaSlice<'a>) -> Result<Controller<'a>, Error> {
+/// The controller enabled (its admin queues and Identify page carved from `q`) and identified,
+/// the device it is, and the I/O settings `spec` gives on `target`'s namespace.
+fn bring_up<'a>(
+    opened: Opened<'a>,
+    q: &mut DmaSlice<'a>,
+    target: &Target,
+    spec: IoSpec,
+) -> Result<(Controller<'a>, DeviceInfo, IoConfig), Error> {
     let page = CTRL_PAGE as usize;
     let asq = q.take(page, page)?;
     let acq = q.take(page, page)?;
     let identify_page = q.take(page, page)?;
-    Controller::enable(bar, asq, acq, identify_page)
+    let mut ctrl = Controller::enable(opened.bar, asq, acq, identify_page)?;
+    let b = identify(&mut ctrl, target)?;
+    let device = device_info(opened.loc, opened.vfio, &ctrl, &b, target.nsid);
+    let cfg = io_config(&b, target.nsid, spec, device.max_transfer_bytes)?;
+    Ok((ctrl, device, cfg))
 }
 
 /// Per thread: its queues and PRP list pages carved from `q`, its data from `d`, its buffer
@@ -300,32 +319,25 @@ fn thread_result(thread: u16, qid: u16, pages: u64, o: &LoopOutcome) -> ThreadRe
     }
 }
 
-/// Deletes each thread's queue pair (best effort: a queue that timed out may not delete
-/// cleanly) and shuts the controller down. A thread's error comes first, then the shutdown's.
-/// Returns the threads' outcomes and how long enabling took.
+/// Deletes the I/O queue pairs (best effort: a queue that timed out may not delete cleanly)
+/// and shuts the controller down. `failure`, the I/O's first error, comes before the
+/// shutdown's. Returns how long enabling the controller took.
 fn wind_down<'a>(
     mut ctrl: Controller<'a>,
-    results: Vec<ThreadReturn<'a>>,
-) -> Result<(Vec<ThreadOutcome>, u64), Error> {
-    let mut outcomes = Vec::new();
-    let mut first_error = None;
-    for (qp, r) in results {
+    pairs: impl IntoIterator<Item = QueuePair<'a>>,
+    failure: Option<Error>,
+) -> Result<u64, Error> {
+    for qp in pairs {
         let _ = ctrl.delete_queue_pair(qp);
-        match r {
-            Ok(x) => outcomes.push(x),
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
-        }
     }
     let shutdown = ctrl.shutdown();
     let enable_ns = ctrl.enable_ns;
     drop(ctrl);
-    if let Some(e) = first_error {
+    if let Some(e) = failure {
         return Err(e);
     }
     shutdown?;
-    Ok((outcomes, enable_ns))
+    Ok(enable_ns)
 }
 
 fn assemble(
@@ -470,9 +482,6 @@ fn sweep_on_controller<'a>(
     sp: &SweepParams,
     cancel: &AtomicBool,
 ) -> Result<Swept, Error> {
-    let mut ctrl = enable_controller(opened.bar, &mut q)?;
-    let b = identify(&mut ctrl, &sp.target)?;
-    let device = device_info(opened.loc, opened.vfio, &ctrl, &b, sp.target.nsid);
     let spec = IoSpec {
         pattern: Pattern::RandRead,
         block_size: sp.block_size,
@@ -480,7 +489,7 @@ fn sweep_on_controller<'a>(
         verify: false,
         seed: sp.seed,
     };
-    let cfg = io_config(&b, sp.target.nsid, spec, device.max_transfer_bytes)?;
+    let (mut ctrl, device, cfg) = bring_up(opened, &mut q, &sp.target, spec)?;
     ctrl.set_queue_count(1)?;
     let page = CTRL_PAGE as usize;
     let sq = q.take(page, page)?;
@@ -504,19 +513,17 @@ fn sweep_on_controller<'a>(
             break;
         }
     }
-    let _ = ctrl.delete_queue_pair(qp);
-    let shutdown = ctrl.shutdown();
-    let enable_ns = ctrl.enable_ns;
-    drop(ctrl);
-    if let Some(Stopped::Failed(e)) = stopped {
-        return Err(e);
-    }
-    shutdown?;
+    let (failure, interrupted) = match stopped {
+        Some(Stopped::Failed(e)) => (Some(e), false),
+        Some(Stopped::Interrupted) => (None, true),
+        None => (None, false),
+    };
+    let enable_ns = wind_down(ctrl, [qp], failure)?;
     Ok(Swept {
         device,
         enable_ns,
         series,
-        interrupted: matches!(stopped, Some(Stopped::Interrupted)),
+        interrupted,
     })
 }
 
